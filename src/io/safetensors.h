@@ -1,0 +1,69 @@
+/* safetensors.h — read-only, zero-copy access to a Hugging Face checkpoint's weights.
+ *
+ * Opens `model.safetensors`, or the shards named by `model.safetensors.index.json`, mmaps each file,
+ * validates every header (JSON shape, dtypes, offsets in bounds, sizes = shape product x dtype size,
+ * no overlapping tensors, index <-> shard agreement) and exposes each tensor as a pm_tensor whose
+ * data points into the mapping. Nothing is copied or converted: RSS grows only with what is touched.
+ * Model code fetches tensors with pm_wget(), which checks the shape and marks the tensor consumed;
+ * pm_weights_check_consumed() then turns any tensor nobody asked for into a load error. */
+#ifndef PM_SAFETENSORS_H
+#define PM_SAFETENSORS_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "../util/err.h"
+
+typedef enum pm_dtype { PM_DT_F32 = 0, PM_DT_F16 = 1, PM_DT_BF16 = 2 } pm_dtype;
+
+#define PM_MAX_DIMS 6
+
+typedef struct pm_tensor {
+    const char *name;
+    pm_dtype dtype;
+    int ndim;
+    int64_t shape[PM_MAX_DIMS];
+    int64_t numel;
+    const void *data;   /* points into the mmap'd shard */
+    size_t nbytes;
+    int shard;          /* index into the shard list, for messages */
+    int consumed;       /* set by pm_wget */
+} pm_tensor;
+
+typedef struct pm_weights pm_weights;
+
+size_t pm_dtype_size(pm_dtype dt);
+const char *pm_dtype_name(pm_dtype dt);
+
+/* Opens the weights of checkpoint directory `dir`. */
+int pm_weights_open(pm_weights **out, const char *dir, pm_err *e);
+void pm_weights_close(pm_weights *w);
+
+int pm_weights_count(const pm_weights *w);
+const pm_tensor *pm_weights_at(const pm_weights *w, int i);
+size_t pm_weights_total_bytes(const pm_weights *w);
+int pm_weights_num_shards(const pm_weights *w);
+const char *pm_weights_shard_path(const pm_weights *w, int shard);
+
+/* Looks a tensor up by exact name (no shape check, not marked consumed). NULL if absent. */
+const pm_tensor *pm_weights_find(const pm_weights *w, const char *name);
+
+/* Fetches the tensor named by printf-format `namefmt`, checks that it has `ndim` dims equal to
+ * `shape`, marks it consumed. On a missing tensor or wrong shape records an error naming the tensor,
+ * its shard and both shapes, and returns NULL. If `e` already holds an error, returns NULL at once,
+ * so a module loader can fetch everything and check `e->code` once. */
+const pm_tensor *pm_wget(pm_weights *w, pm_err *e, int ndim, const int64_t *shape, const char *namefmt, ...)
+    PM_PRINTF(5, 6);
+
+/* Same, but an absent tensor is not an error (returns NULL, e untouched). Shape is still checked. */
+const pm_tensor *pm_wget_opt(pm_weights *w, pm_err *e, int ndim, const int64_t *shape, const char *namefmt, ...)
+    PM_PRINTF(5, 6);
+
+/* Errors (listing up to a few names) if any tensor was never fetched. */
+int pm_weights_check_consumed(const pm_weights *w, pm_err *e);
+
+/* Parses one safetensors byte buffer's header (exposed for tests and fuzzing). On success fills a
+ * malloc'd array of tensors (names malloc'd inside) with data pointing into buf. */
+int pm_safetensors_parse(const uint8_t *buf, size_t len, const char *what, pm_tensor **out, int *n_out, pm_err *e);
+void pm_safetensors_free_tensors(pm_tensor *t, int n);
+
+#endif

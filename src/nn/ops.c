@@ -1,0 +1,170 @@
+/* ops.c — see ops.h. The kernels here are plain C with OpenMP over output rows; the compiler
+ * vectorises the inner dot products (-O3 -mavx2 -mfma via runtime-dispatched clones in kernels.c). */
+#include "ops.h"
+#include "kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float pm_f16_to_f32(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (ex == 0) {
+        if (m == 0) u = s;
+        else { /* subnormal */
+            ex = 127 - 15 + 1;
+            while (!(m & 0x400)) { m <<= 1; ex--; }
+            m &= 0x3ff;
+            u = s | (ex << 23) | (m << 13);
+        }
+    } else if (ex == 31) u = s | 0x7f800000u | (m << 13);
+    else u = s | ((ex + 127 - 15) << 23) | (m << 13);
+    union { uint32_t u; float f; } v = {u};
+    return v.f;
+}
+
+uint16_t pm_f32_to_bf16(float f) {
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* NaN stays NaN */
+    uint32_t r = v.u + 0x7fffu + ((v.u >> 16) & 1u);
+    return (uint16_t)(r >> 16);
+}
+
+void pm_tensor_read_f32(const pm_tensor *t, size_t off, size_t count, float *out) {
+    if (t->dtype == PM_DT_F32) {
+        memcpy(out, (const float *)t->data + off, count * sizeof(float));
+    } else if (t->dtype == PM_DT_BF16) {
+        pm_kern_bf16_to_f32(out, (const uint16_t *)t->data + off, count);
+    } else {
+        const uint16_t *p = (const uint16_t *)t->data + off;
+        for (size_t i = 0; i < count; i++) out[i] = pm_f16_to_f32(p[i]);
+    }
+}
+
+float *pm_tensor_f32_copy(const pm_tensor *t, pm_err *e) {
+    if (!t) return NULL;
+    float *p = pm_malloc((size_t)t->numel * sizeof(float), e);
+    if (p) pm_tensor_read_f32(t, 0, (size_t)t->numel, p);
+    return p;
+}
+
+void pm_matmul_nt(float *C, const float *A, const float *B, int m, int n, int k) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, A, k, B, k, 0.0f, C, n);
+}
+
+void pm_matmul_nn(float *C, const float *A, const float *B, int m, int n, int k) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+}
+
+void pm_linear_ref(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b) {
+    int out = (int)W->shape[0], in = (int)W->shape[1];
+    float *row = malloc((size_t)in * sizeof(float));
+    PM_ASSERT(row);
+    for (int j = 0; j < out; j++) {
+        pm_tensor_read_f32(W, (size_t)j * in, (size_t)in, row);
+        float bj = 0.0f;
+        if (b) pm_tensor_read_f32(b, (size_t)j, 1, &bj);
+        for (int i = 0; i < n; i++) {
+            double acc = 0.0;
+            for (int c = 0; c < in; c++) acc += (double)row[c] * x[(size_t)i * in + c];
+            y[(size_t)i * out + j] = (float)acc + bj;
+        }
+    }
+    free(row);
+}
+
+/* Big-n path: convert a panel of weight rows to fp32 and let sgemm do the heavy lifting.
+ * Panels bound the scratch memory (at most PANEL rows x in floats). */
+static void linear_sgemm(float *y, const float *x, int n, const pm_tensor *W, float beta_scale, int accumulate) {
+    int out = (int)W->shape[0], in = (int)W->shape[1];
+    enum { PANEL = 512 };
+    float *panel = NULL;
+    if (W->dtype != PM_DT_F32) {
+        panel = malloc((size_t)PANEL * in * sizeof(float));
+        PM_ASSERT(panel);
+    }
+    for (int j0 = 0; j0 < out; j0 += PANEL) {
+        int rows = out - j0 < PANEL ? out - j0 : PANEL;
+        const float *wp;
+        if (panel) {
+            pm_kern_convert_rows(panel, W, (size_t)j0, (size_t)rows);
+            wp = panel;
+        } else wp = (const float *)W->data + (size_t)j0 * in;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, accumulate ? beta_scale : 1.0f, x, in, wp, in,
+                    accumulate ? 1.0f : 0.0f, y + j0, out);
+    }
+    free(panel);
+}
+
+static void add_bias(float *y, int n, const pm_tensor *b, int out) {
+    if (!b) return;
+    float *bf = malloc((size_t)out * sizeof(float));
+    PM_ASSERT(bf);
+    pm_tensor_read_f32(b, 0, (size_t)out, bf);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < out; j++) y[(size_t)i * out + j] += bf[j];
+    free(bf);
+}
+
+void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b) {
+    int out = (int)W->shape[0];
+    if (n <= 0) return;
+    if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, 0.0f, 0);
+    else linear_sgemm(y, x, n, W, 1.0f, 0);
+    add_bias(y, n, b, out);
+}
+
+void pm_linear_acc(float *y, const float *x, int n, const pm_tensor *W, float scale) {
+    if (n <= 0) return;
+    if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, scale, 1);
+    else linear_sgemm(y, x, n, W, scale, 1);
+}
+
+void pm_rmsnorm(float *y, const float *x, const float *w, int n, int dim, float eps) {
+    for (int i = 0; i < n; i++) {
+        const float *xi = x + (size_t)i * dim;
+        float *yi = y + (size_t)i * dim;
+        float ss = 0.0f;
+        for (int c = 0; c < dim; c++) ss += xi[c] * xi[c];
+        float r = 1.0f / sqrtf(ss / (float)dim + eps);
+        for (int c = 0; c < dim; c++) yi[c] = w[c] * (xi[c] * r);
+    }
+}
+
+void pm_layernorm(float *y, const float *x, const float *w, const float *b, int n, int dim, float eps) {
+    for (int i = 0; i < n; i++) {
+        const float *xi = x + (size_t)i * dim;
+        float *yi = y + (size_t)i * dim;
+        double mean = 0.0, var = 0.0;
+        for (int c = 0; c < dim; c++) mean += xi[c];
+        mean /= dim;
+        for (int c = 0; c < dim; c++) var += (xi[c] - mean) * (xi[c] - mean);
+        var /= dim;
+        float r = (float)(1.0 / sqrt(var + eps));
+        for (int c = 0; c < dim; c++) yi[c] = (float)(xi[c] - mean) * r * w[c] + (b ? b[c] : 0.0f);
+    }
+}
+
+void pm_softmax_inplace(float *x, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    if (m == -INFINITY) { /* fully masked row: all zeros, as masked_fill after softmax gives */
+        for (int i = 0; i < n; i++) x[i] = 0.0f;
+        return;
+    }
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    float inv = 1.0f / s;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+float pm_silu(float x) { return x / (1.0f + expf(-x)); }
+float pm_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+void pm_add_inplace(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}

@@ -1,0 +1,49 @@
+/* ops.h — the dense building blocks every model file uses (fp32 activations, weights in any
+ * checkpoint dtype). Shapes are row-major; "x [n, in]" means n rows of `in` floats.
+ *
+ * Determinism contract: pm_linear() computes each output row with arithmetic that does not depend
+ * on how many other rows are in the call when n <= PM_SMALL_N (the decode path), so a sequence
+ * batched with others gets bit-identical results to its solo run. Larger n goes through BLAS sgemm
+ * on fp32 panels converted from the weights. */
+#ifndef PM_OPS_H
+#define PM_OPS_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "../io/safetensors.h"
+
+#define PM_SMALL_N 16
+
+static inline float pm_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+float pm_f16_to_f32(uint16_t h);
+uint16_t pm_f32_to_bf16(float f); /* round to nearest even, as torch does */
+
+/* Converts elements [off, off+count) of t to fp32. */
+void pm_tensor_read_f32(const pm_tensor *t, size_t off, size_t count, float *out);
+/* malloc'd fp32 copy of a (small) tensor; NULL + error on OOM. NULL tensor -> NULL, no error. */
+float *pm_tensor_f32_copy(const pm_tensor *t, pm_err *e);
+
+/* y[n, out] = x[n, in] @ W[out, in]^T (+ b[out] if b). W may be bf16/f16/f32. */
+void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b);
+/* y[n, out] += scale * (x[n, in] @ W[out, in]^T) — used for LoRA B and residual fusions. */
+void pm_linear_acc(float *y, const float *x, int n, const pm_tensor *W, float scale);
+/* Reference (plain C, one thread) of pm_linear, for kernel tests. */
+void pm_linear_ref(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b);
+
+/* C[m, n] = A[m, k] @ B[n, k]^T, all fp32 (sgemm). ldc = n. */
+void pm_matmul_nt(float *C, const float *A, const float *B, int m, int n, int k);
+/* C[m, n] = A[m, k] @ B[k, n], all fp32. */
+void pm_matmul_nn(float *C, const float *A, const float *B, int m, int n, int k);
+
+void pm_rmsnorm(float *y, const float *x, const float *w, int n, int dim, float eps);
+void pm_layernorm(float *y, const float *x, const float *w, const float *b, int n, int dim, float eps);
+void pm_softmax_inplace(float *x, int n);
+float pm_silu(float x);
+float pm_gelu_erf(float x);
+void pm_add_inplace(float *y, const float *x, size_t n);
+
+#endif

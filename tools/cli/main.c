@@ -1,0 +1,58 @@
+/* main.c — `phi4mm <command> [options]`: dispatches to the subcommands in cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+/* Weak references let the binary link while a subcommand's file is still being written; a
+ * missing one reports itself instead of crashing. */
+#pragma weak pm_cmd_generate
+#pragma weak pm_cmd_transcribe
+#pragma weak pm_cmd_info
+#pragma weak pm_cmd_synth
+#pragma weak pm_cmd_parity
+#pragma weak pm_cmd_tokcheck
+#pragma weak pm_cmd_serve
+#pragma weak pm_cmd_bench
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} command;
+
+static void usage(const command *cmds, int n) {
+    fprintf(stderr, "usage: phi4mm <command> [options]\n\ncommands:\n");
+    for (int i = 0; i < n; i++)
+        if (cmds[i].fn) fprintf(stderr, "  %-11s %s\n", cmds[i].name, cmds[i].help);
+    fprintf(stderr, "\nRun `phi4mm <command> --help` for the options of one command.\n");
+}
+
+int main(int argc, char **argv) {
+    const command cmds[] = {
+        {"generate", pm_cmd_generate, "generate text from a prompt with optional --audio/--image inputs"},
+        {"transcribe", pm_cmd_transcribe, "speech recognition with the official ASR prompt"},
+        {"serve", pm_cmd_serve, "OpenAI-compatible HTTP server"},
+        {"info", pm_cmd_info, "print a checkpoint's summary"},
+        {"parity", pm_cmd_parity, "compare every stage with a reference fixture set"},
+        {"tokcheck", pm_cmd_tokcheck, "run tokenizer test vectors"},
+        {"synth", pm_cmd_synth, "write a random-weight checkpoint in the official layout"},
+        {"bench", pm_cmd_bench, "benchmark against this machine's measured limits"},
+    };
+    int n = (int)(sizeof cmds / sizeof cmds[0]);
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(cmds, n);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strcmp(argv[1], cmds[i].name)) continue;
+        if (!cmds[i].fn) {
+            fprintf(stderr, "phi4mm: command '%s' is not part of this build\n", argv[1]);
+            return 2;
+        }
+        return cmds[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "phi4mm: unknown command '%s'\n", argv[1]);
+    usage(cmds, n);
+    return 2;
+}
