@@ -1,0 +1,76 @@
+/* llm.h — the Phi-4-mini decoder: weights, per-sequence KV cache, and one batched forward step.
+ *
+ * A step takes any number of sequence chunks (a prefill chunk or one decode token each). Every
+ * chunk carries its own LoRA adapter and its own RoPE factor choice, so sequences of different
+ * modes share a batch: the base matmuls run once over all rows, the LoRA products run per
+ * adapter group. Nothing about a sequence lives in the model. */
+#ifndef PM_LLM_H
+#define PM_LLM_H
+
+#include <stdint.h>
+#include "io/safetensors.h"
+#include "model/llm_config.h"
+#include "phi4mm.h"
+
+/* One projection with its base weight and both adapters' A/B pairs (NULL when absent). */
+typedef struct pm_lora_linear {
+    const pm_tensor *W;          /* [out, in] */
+    const pm_tensor *A[3], *B[3]; /* by pm_adapter: A [r, in], B [out, r] */
+    float scale[3];              /* alpha / r */
+} pm_lora_linear;
+
+typedef struct pm_llm_layer {
+    float *ln_attn, *ln_mlp;     /* fp32 copies [hidden] */
+    pm_lora_linear qkv, o, gate_up, down;
+} pm_llm_layer;
+
+typedef struct pm_llm {
+    pm_llm_config c;
+    const pm_tensor *embed;      /* [vocab, hidden]; also the tied lm_head */
+    float *final_norm;           /* [hidden] */
+    pm_llm_layer *layers;
+    float *inv_freq[2];          /* [n_factors] for short (0) and long (1) factors */
+} pm_llm;
+
+/* Loads every model.layers.*, model.embed_tokens, model.norm tensor with shape checks. A LoRA
+ * A without its B (or the reverse), or a rank that disagrees with config.json, is an error. */
+int pm_llm_load(pm_llm *m, pm_weights *w, const pm_llm_config *c, pm_err *e);
+void pm_llm_free(pm_llm *m);
+
+/* Key/value cache of one sequence: k/v [n_layers][cap][n_kv_heads * head_dim] fp32. */
+typedef struct pm_kv_cache {
+    float *k, *v;
+    int len, cap, n_layers, row;  /* row = n_kv_heads * head_dim */
+} pm_kv_cache;
+
+int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e);
+void pm_kv_free(pm_kv_cache *kv);
+
+/* Optional per-chunk captures (parity): layer_out[l] is [n, hidden] after decoder layer l;
+ * final_norm is [n, hidden]. Caller-allocated; NULL entries are skipped. */
+typedef struct pm_llm_trace {
+    float **layer_out;
+    float *final_norm;
+} pm_llm_trace;
+
+typedef struct pm_llm_chunk {
+    pm_kv_cache *kv;       /* holds positions [0, kv->len); the chunk appends n positions */
+    const float *embeds;   /* [n, hidden] input embeddings of the new positions */
+    int n;
+    pm_adapter adapter;
+    int rope_long;         /* 1: long factors (sequence longer than orig_max_pos) */
+    float *logits;         /* if non-NULL: [vocab] logits of the chunk's last position */
+    pm_llm_trace *trace;   /* may be NULL */
+} pm_llm_chunk;
+
+/* Runs the decoder over all chunks, appends their K/V, writes requested logits. */
+int pm_llm_forward(const pm_llm *m, pm_llm_chunk *chunks, int n_chunks, pm_err *e);
+
+/* Token embedding rows: out[n, hidden] = embed[ids]. Ids must be in [0, vocab). */
+int pm_llm_embed(const pm_llm *m, const int32_t *ids, int n, float *out, pm_err *e);
+
+/* cos/sin tables [n, rot_dims] for positions (as the official rotary module returns them,
+ * scale included). */
+void pm_llm_rope_table(const pm_llm *m, int rope_long, const int *pos, int n, float *cos_out, float *sin_out);
+
+#endif
