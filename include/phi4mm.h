@@ -41,6 +41,124 @@ typedef enum pm_adapter { PM_ADAPTER_NONE = 0, PM_ADAPTER_SPEECH = 1, PM_ADAPTER
 
 const char *pm_status_name(int status);
 
+/* ---------------------------------------------------------------- model */
+
+typedef struct pm_model pm_model;
+
+/* Loads an official Hugging Face checkpoint directory as it is (config.json, generation_config.json,
+ * preprocessor_config.json, tokenizer.json, model*.safetensors). Weights stay mmap'd bf16; every
+ * tensor is shape-checked and must be used by some module. */
+int pm_model_load(pm_model **out, const char *dir, char *err, size_t errlen);
+void pm_model_free(pm_model *m);
+
+typedef struct pm_model_info {
+    int vocab, hidden, n_layers, n_heads, n_kv_heads, head_dim, intermediate;
+    int max_position, original_max_position;
+    int speech_lora_r, vision_lora_r;
+    int audio_dim, audio_blocks, vision_dim, vision_layers;
+    int n_tensors, n_shards;
+    size_t weight_bytes;
+    double load_seconds;
+} pm_model_info;
+void pm_model_get_info(const pm_model *m, pm_model_info *info);
+
+/* ---------------------------------------------------------------- media */
+
+typedef struct pm_audio_in {
+    const double *samples;  /* mono, scaled like soundfile.read (int16 / 32768) */
+    size_t n_samples;
+    int sample_rate;
+} pm_audio_in;
+
+typedef struct pm_image_in {
+    const uint8_t *rgb;     /* RGB8 rows */
+    int width, height;
+} pm_image_in;
+
+/* Decode an audio file's bytes (WAV/FLAC/OGG/MP3) or an image's bytes (PNG/JPEG/WebP). `what`
+ * names the input in error messages. The samples / pixels are malloc'd; free with the _free calls. */
+int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in *out, char *err, size_t errlen);
+void pm_audio_in_free(pm_audio_in *a);
+int pm_image_decode(const void *bytes, size_t len, const char *what, int64_t max_pixels, pm_image_in *out, char *err,
+                    size_t errlen);
+void pm_image_in_free(pm_image_in *im);
+
+/* ---------------------------------------------------------------- requests */
+
+typedef struct pm_limits {
+    double max_audio_seconds;      /* per request, all clips together (default 1800 = 30 min) */
+    int max_audio_clips;           /* default 16 */
+    int max_images;                /* default 16 */
+    int64_t max_image_pixels;      /* default 40,000,000 per image */
+    int max_context;               /* prompt + completion tokens per sequence (default: max_position) */
+} pm_limits;
+void pm_limits_default(pm_limits *l);
+
+typedef struct pm_sampling {
+    float temperature;  /* <= 0: greedy */
+    int top_k;          /* <= 0: off */
+    float top_p;        /* >= 1: off */
+    uint64_t seed;
+} pm_sampling;
+
+typedef struct pm_request {
+    const char *prompt;          /* full chat-formatted prompt with <|image_N|>/<|audio_N|>; NULL when ids are given */
+    const int32_t *ids;          /* or: token ids with one placeholder per media item (legacy negative ids allowed) */
+    size_t n_ids;
+    const pm_audio_in *audios;
+    int n_audios;
+    const pm_image_in *images;
+    int n_images;
+    int max_tokens;              /* completion tokens (> 0) */
+    pm_sampling sampling;
+    const char *const *stop;     /* optional stop strings */
+    int n_stop;
+} pm_request;
+
+/* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->
+ * VISION, audio -> SPEECH, neither -> LANGUAGE. */
+pm_mode pm_request_mode(const pm_request *r);
+
+typedef enum pm_finish { PM_FINISH_STOP = 0, PM_FINISH_LENGTH = 1, PM_FINISH_CANCELLED = 2, PM_FINISH_ERROR = 3 } pm_finish;
+
+typedef struct pm_callbacks {
+    /* A new token and the complete UTF-8 text it adds (possibly empty). Return non-zero to cancel. */
+    int (*on_token)(void *user, int32_t token, const char *text, size_t len);
+    /* Called exactly once per accepted request. error is NULL unless reason is PM_FINISH_ERROR. */
+    void (*on_done)(void *user, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
+    void *user;
+} pm_callbacks;
+
+/* ---------------------------------------------------------------- engine */
+
+/* An engine owns the live sequences (their KV caches, adapters, media embeddings). It is not
+ * thread-safe: one thread submits and steps; a server queues requests to that thread. */
+typedef struct pm_engine pm_engine;
+
+typedef struct pm_engine_opts {
+    int max_seqs;        /* sequences decoded together (default 16) */
+    int prefill_chunk;   /* prompt rows per step per sequence (default 512) */
+    pm_limits limits;
+} pm_engine_opts;
+void pm_engine_opts_default(pm_engine_opts *o);
+
+int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char *err, size_t errlen);
+void pm_engine_free(pm_engine *eng);
+/* Validates the request, runs its media encoders and adds it as a live sequence. On failure
+ * nothing is added and no callback fires. On success on_done will fire exactly once. */
+int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err, size_t errlen);
+/* One scheduler step: a prefill chunk or one decode token for every live sequence, batched.
+ * Returns the number of live sequences afterwards, or a negative status. */
+int pm_engine_step(pm_engine *eng);
+/* Marks a sequence cancelled; it finishes (on_done CANCELLED) and frees its memory at the next step. */
+int pm_engine_cancel(pm_engine *eng, int64_t seq_id);
+int pm_engine_live(const pm_engine *eng);
+/* One request to completion on a private engine. */
+int pm_generate(pm_model *m, const pm_request *req, const pm_callbacks *cb, char *err, size_t errlen);
+
+/* Renders a single-turn chat prompt with the checkpoint's template: <|system|>..<|end|><|user|>..<|end|><|assistant|>. */
+char *pm_chat_prompt(const char *system, const char *user);
+
 #ifdef __cplusplus
 }
 #endif

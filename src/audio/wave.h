@@ -1,0 +1,37 @@
+/* wave.h — decoding audio files and payloads into mono float64 samples.
+ *
+ * The samples are those `soundfile.read(path)` gives (libsndfile's normalised doubles: int16/32768,
+ * int24/2^23, int32/2^31, unsigned 8-bit (x-128)/128, float data as stored), with multichannel
+ * audio reduced to the mean of its channels (summed in channel order, then divided), as the official
+ * feature extractor does. Formats: whatever the system libsndfile decodes — WAV (PCM 8/16/24/32,
+ * float, double), FLAC, Ogg Vorbis/Opus, MP3 (libsndfile >= 1.1), AIFF, ... */
+#ifndef PM_AUDIO_WAVE_H
+#define PM_AUDIO_WAVE_H
+
+#include <stddef.h>
+#include "util/err.h"
+
+typedef struct pm_wave {
+    double *samples;   /* n mono samples, malloc'd */
+    size_t n;
+    int sample_rate;   /* Hz, as declared by the file */
+} pm_wave;
+
+/* Lowest sample rate the feature extractor accepts (the official code refuses anything below). */
+#define PM_WAVE_MIN_RATE 8000
+
+/* Decodes the file at `path` into *out (mono float64). Errors, each naming the path:
+ * unreadable file (PM_EIO), unrecognised/unsupported or malformed data incl. a truncated header
+ * (PM_EFORMAT), no samples (PM_EINVAL), a NaN or infinite sample (PM_EINVAL, with its index),
+ * a sample rate below 8000 Hz (PM_EINVAL). On failure *out is zeroed. */
+int pm_wave_read_file(pm_wave *out, const char *path, pm_err *e);
+
+/* Same as pm_wave_read_file for an in-memory payload of len bytes (e.g. an upload or a base64-decoded
+ * data URI) through libsndfile's virtual I/O; `what` names it in error messages. The buffer is only
+ * read during the call. */
+int pm_wave_read_memory(pm_wave *out, const void *data, size_t len, const char *what, pm_err *e);
+
+/* Frees the samples; safe on a zeroed or already freed wave. */
+void pm_wave_free(pm_wave *w);
+
+#endif

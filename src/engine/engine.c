@@ -1,0 +1,316 @@
+/* engine.c — live sequences and the continuous-batching step.
+ *
+ * A sequence knows its tokens (expanded prompt, then generated ones) and how many of them its KV
+ * cache holds. Each step gives every live sequence one chunk: up to prefill_chunk uncached rows
+ * (prompt prefill, or the recompute below), or its one new token; all chunks run in one batched
+ * forward, each with the sequence's own adapter. LongRoPE follows the official generate: a
+ * sequence whose length first exceeds original_max_position switches to the long factors and
+ * recomputes its whole cache (prompt rows keep their media embeddings), independent of the
+ * other sequences in the batch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model.h"
+#include "engine/prepare.h"
+#include "engine/sampler.h"
+#include "nn/ops.h"
+#include "tok/tokenizer.h"
+
+typedef struct pm_seq {
+    int64_t id;
+    pm_prepared prep;       /* mode, adapter, prompt ids and merged prompt rows */
+    int32_t *tokens;        /* prompt ids then generated ids */
+    int n_tokens, cap_tokens, n_prompt, n_gen, max_tokens, max_context;
+    pm_kv_cache kv;
+    int rope_long;
+    pm_sampler sampler;
+    pm_tok_stream *stream;
+    pm_callbacks cb;
+    char **stop;
+    int n_stop;
+    char *hold;             /* text held back because it may start a stop string */
+    size_t hold_len;
+    int cancelled;
+    float *logits;
+} pm_seq;
+
+struct pm_engine {
+    pm_model *m;
+    pm_engine_opts o;
+    pm_seq **seqs;
+    int n;
+    int64_t next_id;
+};
+
+void pm_engine_opts_default(pm_engine_opts *o) {
+    o->max_seqs = 16;
+    o->prefill_chunk = 512;
+    pm_limits_default(&o->limits);
+}
+
+static void set_err(char *err, size_t errlen, const pm_err *e) {
+    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
+}
+
+int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_engine *eng = pm_calloc(1, sizeof *eng, &e);
+    if (!eng) {
+        set_err(err, errlen, &e);
+        return e.code;
+    }
+    eng->m = m;
+    if (opts) eng->o = *opts;
+    else pm_engine_opts_default(&eng->o);
+    if (eng->o.max_seqs <= 0) eng->o.max_seqs = 16;
+    if (eng->o.prefill_chunk <= 0) eng->o.prefill_chunk = 512;
+    eng->seqs = pm_calloc((size_t)eng->o.max_seqs, sizeof *eng->seqs, &e);
+    if (!eng->seqs) {
+        free(eng);
+        set_err(err, errlen, &e);
+        return e.code;
+    }
+    eng->next_id = 1;
+    *out = eng;
+    return PM_OK;
+}
+
+static void seq_free(pm_seq *s) {
+    if (!s) return;
+    pm_prepared_free(&s->prep);
+    free(s->tokens);
+    pm_kv_free(&s->kv);
+    pm_sampler_free(&s->sampler);
+    pm_tok_stream_free(s->stream);
+    for (int i = 0; i < s->n_stop; i++) free(s->stop[i]);
+    free(s->stop);
+    free(s->hold);
+    free(s->logits);
+    free(s);
+}
+
+static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
+    pm_seq *s = eng->seqs[i];
+    if (s->cb.on_done) s->cb.on_done(s->cb.user, why, s->n_prompt, s->n_gen, error);
+    seq_free(s);
+    eng->seqs[i] = eng->seqs[--eng->n];
+    eng->seqs[eng->n] = NULL;
+}
+
+void pm_engine_free(pm_engine *eng) {
+    if (!eng) return;
+    while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
+    free(eng->seqs);
+    free(eng);
+}
+
+int pm_engine_live(const pm_engine *eng) { return eng->n; }
+
+int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err, size_t errlen) {
+    pm_err e = {0};
+    if (eng->n >= eng->o.max_seqs) {
+        pm_errf(&e, PM_EBUSY, "engine is full (%d live sequences)", eng->n);
+        set_err(err, errlen, &e);
+        return e.code;
+    }
+    if (req->max_tokens <= 0) {
+        pm_errf(&e, PM_EINVAL, "max_tokens must be positive (got %d)", req->max_tokens);
+        set_err(err, errlen, &e);
+        return e.code;
+    }
+    const pm_sampling *sp = &req->sampling;
+    if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p) {
+        pm_errf(&e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
+        set_err(err, errlen, &e);
+        return e.code;
+    }
+    pm_seq *s = pm_calloc(1, sizeof *s, &e);
+    if (!s || pm_prepare(eng->m, req, &eng->o.limits, &s->prep, NULL, &e)) goto fail;
+    s->n_prompt = s->prep.n;
+    s->max_tokens = req->max_tokens;
+    s->max_context = eng->o.limits.max_context > 0 ? eng->o.limits.max_context : eng->m->llm.c.max_pos;
+    s->cap_tokens = s->n_prompt + req->max_tokens + 1;
+    s->tokens = pm_malloc(sizeof(int32_t) * (size_t)s->cap_tokens, &e);
+    s->logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, &e);
+    if (e.code) goto fail;
+    memcpy(s->tokens, s->prep.ids, sizeof(int32_t) * (size_t)s->n_prompt);
+    s->n_tokens = s->n_prompt;
+    if (pm_sampler_init(&s->sampler, sp, eng->m->llm.c.vocab)) {
+        pm_errf(&e, PM_ENOMEM, "out of memory for the sampler");
+        goto fail;
+    }
+    s->stream = pm_tok_stream_new(eng->m->tok, 1);
+    if (!s->stream) {
+        pm_errf(&e, PM_ENOMEM, "out of memory for the detokenizer");
+        goto fail;
+    }
+    if (req->n_stop > 0) {
+        s->stop = pm_calloc((size_t)req->n_stop, sizeof(char *), &e);
+        if (!s->stop) goto fail;
+        for (int i = 0; i < req->n_stop; i++)
+            if (req->stop[i] && req->stop[i][0]) s->stop[s->n_stop++] = strdup(req->stop[i]);
+    }
+    if (cb) s->cb = *cb;
+    s->id = eng->next_id++;
+    eng->seqs[eng->n++] = s;
+    if (seq_id) *seq_id = s->id;
+    return PM_OK;
+fail:
+    seq_free(s);
+    set_err(err, errlen, &e);
+    return e.code ? e.code : PM_ENOMEM;
+}
+
+int pm_engine_cancel(pm_engine *eng, int64_t seq_id) {
+    for (int i = 0; i < eng->n; i++)
+        if (eng->seqs[i]->id == seq_id) {
+            eng->seqs[i]->cancelled = 1;
+            return PM_OK;
+        }
+    return PM_EINVAL;
+}
+
+/* Emits text through on_token, holding back any tail that could begin a stop string.
+ * Returns 1 when a stop string was completed (the text before it is emitted). */
+static int emit_text(pm_seq *s, int32_t tok, const char *txt, size_t len, int final, int *cancel) {
+    char *nh = realloc(s->hold, s->hold_len + len + 1);
+    if (!nh) return 0;
+    s->hold = nh;
+    memcpy(s->hold + s->hold_len, txt, len);
+    s->hold_len += len;
+    s->hold[s->hold_len] = 0;
+    size_t emit = s->hold_len, cut = (size_t)-1;
+    for (int i = 0; i < s->n_stop; i++) {
+        char *p = strstr(s->hold, s->stop[i]);
+        if (p && (size_t)(p - s->hold) < cut) cut = (size_t)(p - s->hold);
+    }
+    if (cut != (size_t)-1) emit = cut;
+    else if (!final)
+        for (int i = 0; i < s->n_stop; i++) {
+            size_t sl = strlen(s->stop[i]);
+            for (size_t k = sl - 1; k > 0; k--) /* longest suffix of hold that is a prefix of stop[i] */
+                if (k <= s->hold_len && !memcmp(s->hold + s->hold_len - k, s->stop[i], k)) {
+                    if (s->hold_len - k < emit) emit = s->hold_len - k;
+                    break;
+                }
+        }
+    if (s->cb.on_token && s->cb.on_token(s->cb.user, tok, s->hold, emit)) *cancel = 1;
+    memmove(s->hold, s->hold + emit, s->hold_len - emit);
+    s->hold_len -= emit;
+    s->hold[s->hold_len] = 0;
+    return cut != (size_t)-1;
+}
+
+static int is_eos(const pm_llm_config *c, int32_t t) {
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == t) return 1;
+    return 0;
+}
+
+int pm_engine_step(pm_engine *eng) {
+    pm_err e = {0};
+    const pm_llm *llm = &eng->m->llm;
+    int H = llm->c.hidden;
+    for (int i = eng->n - 1; i >= 0; i--)
+        if (eng->seqs[i]->cancelled) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
+    if (!eng->n) return 0;
+    int nc = eng->n;
+    pm_llm_chunk *ch = pm_calloc((size_t)eng->n, sizeof *ch, &e);
+    float **rows = pm_calloc((size_t)eng->n, sizeof *rows, &e);
+    if (e.code) goto fail;
+    for (int i = 0; i < eng->n; i++) {
+        pm_seq *s = eng->seqs[i];
+        if (!s->rope_long && s->n_tokens > llm->c.orig_max_pos) {
+            s->rope_long = 1;   /* first time past the switch: recompute everything with long factors */
+            s->kv.len = 0;
+        }
+        int p0 = s->kv.len, n = s->n_tokens - p0;
+        if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
+        rows[i] = pm_malloc(sizeof(float) * (size_t)n * H, &e);
+        if (!rows[i]) goto fail;
+        for (int j = 0; j < n; j++) {
+            int p = p0 + j;
+            if (p < s->n_prompt) memcpy(rows[i] + (size_t)j * H, s->prep.embeds + (size_t)p * H, sizeof(float) * H);
+            else if (pm_llm_embed(llm, &s->tokens[p], 1, rows[i] + (size_t)j * H, &e)) goto fail;
+        }
+        pm_llm_chunk c = {&s->kv, rows[i], n, s->prep.adapter, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, NULL};
+        ch[i] = c;
+    }
+    if (pm_llm_forward(llm, ch, eng->n, &e)) goto fail;
+    for (int i = eng->n - 1; i >= 0; i--) {
+        pm_seq *s = eng->seqs[i];
+        if (!ch[i].logits) continue;
+        int32_t t = pm_sampler_next(&s->sampler, s->logits);
+        if (is_eos(&llm->c, t)) {
+            char *txt = NULL;
+            size_t tl = 0;
+            int cancel = 0;
+            if (!pm_tok_stream_flush(s->stream, &txt, &tl, &e)) emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
+            free(txt);
+            seq_finish(eng, i, PM_FINISH_STOP, NULL);
+            continue;
+        }
+        s->tokens[s->n_tokens++] = t;
+        s->n_gen++;
+        char *txt = NULL;
+        size_t tl = 0;
+        int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context;
+        if (pm_tok_stream_push(s->stream, t, &txt, &tl, &e)) goto fail;
+        if (last) { /* flush what the detokenizer still holds */
+            char *t2 = NULL;
+            size_t l2 = 0;
+            if (!pm_tok_stream_flush(s->stream, &t2, &l2, &e) && l2) {
+                char *cat = realloc(txt, tl + l2 + 1);
+                if (cat) {
+                    memcpy(cat + tl, t2, l2);
+                    txt = cat;
+                    tl += l2;
+                }
+            }
+            free(t2);
+        }
+        stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
+        free(txt);
+        if (stopped) seq_finish(eng, i, PM_FINISH_STOP, NULL);
+        else if (cancel) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
+        else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+    }
+    free(ch);
+    for (int i = 0; i < nc; i++) free(rows[i]);
+    free(rows);
+    return eng->n;
+fail:
+    /* A failed step (out of memory, say) ends every live sequence with an error rather than
+     * leaving them half-computed. */
+    free(ch);
+    for (int i = 0; rows && i < nc; i++) free(rows[i]);
+    free(rows);
+    while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_ERROR, e.msg);
+    return e.code ? e.code : PM_ESTATE;
+}
+
+int pm_generate(pm_model *m, const pm_request *req, const pm_callbacks *cb, char *err, size_t errlen) {
+    pm_engine *eng;
+    int rc = pm_engine_new(&eng, m, NULL, err, errlen);
+    if (rc) return rc;
+    rc = pm_engine_submit(eng, req, cb, NULL, err, errlen);
+    while (!rc && pm_engine_live(eng) > 0) {
+        int r = pm_engine_step(eng);
+        if (r < 0) {
+            if (err && errlen) snprintf(err, errlen, "generation failed (%s)", pm_status_name(r));
+            rc = r;
+        }
+    }
+    pm_engine_free(eng);
+    return rc;
+}
+
+char *pm_chat_prompt(const char *system, const char *user) {
+    size_t n = strlen(user) + (system ? strlen(system) : 0) + 64;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    if (system) snprintf(p, n, "<|system|>%s<|end|><|user|>%s<|end|><|assistant|>", system, user);
+    else snprintf(p, n, "<|user|>%s<|end|><|assistant|>", user);
+    return p;
+}

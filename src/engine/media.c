@@ -1,0 +1,47 @@
+/* media.c — the public decode calls: bytes in, mono float64 samples or RGB8 pixels out. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/wave.h"
+#include "phi4mm.h"
+#include "util/err.h"
+#include "vision/image_file.h"
+
+int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in *out, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_wave w = {0};
+    memset(out, 0, sizeof *out);
+    if (pm_wave_read_memory(&w, bytes, len, what, &e)) {
+        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        return e.code;
+    }
+    out->samples = w.samples;
+    out->n_samples = w.n;
+    out->sample_rate = w.sample_rate;
+    return PM_OK;
+}
+
+void pm_audio_in_free(pm_audio_in *a) {
+    free((void *)a->samples);
+    memset(a, 0, sizeof *a);
+}
+
+int pm_image_decode(const void *bytes, size_t len, const char *what, int64_t max_pixels, pm_image_in *out, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_image im = {0};
+    memset(out, 0, sizeof *out);
+    if (pm_image_read_memory(&im, bytes, len, what, max_pixels, &e)) {
+        if (err && errlen) snprintf(err, errlen, "%s", e.msg);
+        return e.code;
+    }
+    out->rgb = im.rgb;
+    out->width = im.width;
+    out->height = im.height;
+    return PM_OK;
+}
+
+void pm_image_in_free(pm_image_in *im) {
+    free((void *)im->rgb);
+    memset(im, 0, sizeof *im);
+}

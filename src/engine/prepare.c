@@ -1,0 +1,235 @@
+/* prepare.c — see prepare.h. The order follows the official processor + embedding module:
+ * placeholders are validated and rewritten to <|endoftext10|>/<|endoftext11|> before tokenizing;
+ * each becomes as many ids as its media item has tokens (media in order of appearance); the token
+ * embeddings of those positions are then replaced, row-major, by the projected media frames. */
+#include "prepare.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/features.h"
+#include "nn/ops.h"
+#include "tok/chat.h"
+
+pm_mode pm_request_mode(const pm_request *r) {
+    if (r->n_images > 0 && r->n_audios > 0) return PM_MODE_VISION_SPEECH;
+    if (r->n_images > 0) return PM_MODE_VISION;
+    if (r->n_audios > 0) return PM_MODE_SPEECH;
+    return PM_MODE_LANGUAGE;
+}
+
+void pm_limits_default(pm_limits *l) {
+    l->max_audio_seconds = 1800.0;
+    l->max_audio_clips = 16;
+    l->max_images = 16;
+    l->max_image_pixels = 40000000;
+    l->max_context = 0; /* 0: the model's max_position_embeddings */
+}
+
+void pm_prepared_free(pm_prepared *p) {
+    free(p->ids);
+    free(p->embeds);
+    memset(p, 0, sizeof *p);
+}
+
+void pm_prep_trace_free(pm_prep_trace *t) {
+    free(t->logmel);
+    free(t->audio_sizes);
+    free(t->proj_speech);
+    free(t->proj_vision);
+    free(t->img_tokens);
+    pm_hd_free(&t->hd);
+}
+
+/* Audio: features per clip, one batched encoder pass, projection; rows[k] = clip k's first
+ * sizes[k] projected frames, concatenated. */
+static int encode_audio(const pm_model *m, const pm_request *req, int branch, float **rows, int *sizes, pm_prep_trace *tr, pm_err *e) {
+    int na = req->n_audios, H = m->llm.c.hidden, NM = m->conf_cfg.input_size;
+    pm_logmel *mels = pm_calloc((size_t)na, sizeof *mels, e);
+    int *frames = pm_calloc((size_t)na, sizeof(int), e);
+    float *feats = NULL, *enc = NULL, *proj = NULL;
+    if (e->code) goto done;
+    int t_max = 0;
+    for (int k = 0; k < na; k++) {
+        const pm_audio_in *a = &req->audios[k];
+        if (pm_audio_logmel(a->samples, a->n_samples, a->sample_rate, &mels[k], e)) {
+            pm_err_ctx(e, "audio %d: ", k + 1);
+            goto done;
+        }
+        frames[k] = mels[k].frames;
+        int s = (frames[k] + m->audio_compression - 1) / m->audio_compression;
+        sizes[k] = (s + m->audio_downsample - 1) / m->audio_downsample;
+        if (frames[k] > t_max) t_max = frames[k];
+    }
+    feats = pm_calloc((size_t)na * t_max * NM, sizeof(float), e);
+    if (!feats) goto done;
+    for (int k = 0; k < na; k++) memcpy(feats + (size_t)k * t_max * NM, mels[k].data, sizeof(float) * (size_t)frames[k] * NM);
+    int t_enc = 0;
+    if (pm_conformer_forward(m->conformer, feats, na, t_max, frames, na > 1, &enc, &t_enc, tr ? tr->conf : NULL, e)) goto done;
+    int D = pm_conformer_dim(m->conformer);
+    size_t nrows = (size_t)na * t_enc;
+    proj = pm_malloc(sizeof(float) * nrows * H, e);
+    if (!proj) goto done;
+    if (tr && tr->want_audio) {
+        tr->proj_speech = pm_malloc(sizeof(float) * nrows * H, e);
+        tr->proj_vision = pm_malloc(sizeof(float) * nrows * H, e);
+        if (e->code) goto done;
+        pm_audio_proj_forward(m->audio_proj, 0, enc, (int)nrows, tr->proj_speech, e);
+        pm_audio_proj_forward(m->audio_proj, 1, enc, (int)nrows, tr->proj_vision, e);
+        tr->logmel = feats;
+        feats = NULL;
+        tr->t_max = t_max;
+        tr->t_enc = t_enc;
+        tr->audio_sizes = pm_malloc(sizeof(int) * (size_t)na, e);
+        if (tr->audio_sizes) memcpy(tr->audio_sizes, sizes, sizeof(int) * (size_t)na);
+    }
+    (void)D;
+    if (pm_audio_proj_forward(m->audio_proj, branch, enc, (int)nrows, proj, e)) goto done;
+    int total = 0;
+    for (int k = 0; k < na; k++) {
+        if (sizes[k] > t_enc) {
+            pm_errf(e, PM_ESTATE, "audio %d: %d tokens expected but the encoder produced %d frames", k + 1, sizes[k], t_enc);
+            goto done;
+        }
+        total += sizes[k];
+    }
+    *rows = pm_malloc(sizeof(float) * (size_t)total * H, e);
+    if (!*rows) goto done;
+    for (int k = 0, r = 0; k < na; k++) {
+        memcpy(*rows + (size_t)r * H, proj + (size_t)k * t_enc * H, sizeof(float) * (size_t)sizes[k] * H);
+        r += sizes[k];
+    }
+done:
+    for (int k = 0; mels && k < na; k++) pm_logmel_free(&mels[k]);
+    free(mels);
+    free(frames);
+    free(feats);
+    free(enc);
+    free(proj);
+    return e->code;
+}
+
+static int encode_images(const pm_model *m, const pm_request *req, float **rows, int *sizes, pm_prep_trace *tr, pm_err *e) {
+    int ni = req->n_images, H = m->llm.c.hidden;
+    float **per = pm_calloc((size_t)ni, sizeof(float *), e);
+    if (!per) return e->code;
+    int total = 0;
+    for (int k = 0; k < ni && !e->code; k++) {
+        const pm_image_in *im = &req->images[k];
+        pm_image img = {(uint8_t *)im->rgb, im->width, im->height};
+        pm_hd_image hd = {0};
+        if (pm_hd_preprocess(&img, m->dynamic_hd, m->crop_size, &hd, e)) {
+            pm_err_ctx(e, "image %d: ", k + 1);
+            break;
+        }
+        int ntok = 0;
+        if (!pm_image_embed_forward(m->image, hd.pixels, hd.crop_mask, hd.n_crops, hd.h_crops, hd.w_crops, &per[k], &ntok,
+                                    (tr && k == 0) ? tr->vit : NULL, e) &&
+            ntok != hd.num_tokens)
+            pm_errf(e, PM_ESTATE, "image %d: the processor counts %d tokens but the vision tower produced %d", k + 1, hd.num_tokens, ntok);
+        sizes[k] = ntok;
+        total += ntok;
+        if (tr && tr->want_image && k == 0) {
+            tr->hd = hd;
+            if (!e->code && (tr->img_tokens = pm_malloc(sizeof(float) * (size_t)ntok * H, e)))
+                memcpy(tr->img_tokens, per[k], sizeof(float) * (size_t)ntok * H);
+            tr->n_img_tokens = ntok;
+        } else pm_hd_free(&hd);
+    }
+    if (!e->code && (*rows = pm_malloc(sizeof(float) * (size_t)total * H, e)))
+        for (int k = 0, r = 0; k < ni; k++) {
+            memcpy(*rows + (size_t)r * H, per[k], sizeof(float) * (size_t)sizes[k] * H);
+            r += sizes[k];
+        }
+    for (int k = 0; k < ni; k++) free(per[k]);
+    free(per);
+    return e->code;
+}
+
+int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_prepared *out, pm_prep_trace *tr, pm_err *e) {
+    memset(out, 0, sizeof *out);
+    pm_limits dl;
+    if (!lim) {
+        pm_limits_default(&dl);
+        lim = &dl;
+    }
+    int H = m->llm.c.hidden;
+    if (req->n_audios < 0 || req->n_images < 0) return pm_errf(e, PM_EINVAL, "negative media count");
+    if (req->n_audios > lim->max_audio_clips)
+        return pm_errf(e, PM_ELIMIT, "%d audio clips exceed the limit of %d per request", req->n_audios, lim->max_audio_clips);
+    if (req->n_images > lim->max_images) return pm_errf(e, PM_ELIMIT, "%d images exceed the limit of %d per request", req->n_images, lim->max_images);
+    double secs = 0.0;
+    for (int k = 0; k < req->n_audios; k++) {
+        const pm_audio_in *a = &req->audios[k];
+        if (!a->samples && a->n_samples) return pm_errf(e, PM_EINVAL, "audio %d: no samples", k + 1);
+        if (a->sample_rate <= 0) return pm_errf(e, PM_EINVAL, "audio %d: invalid sample rate %d", k + 1, a->sample_rate);
+        secs += (double)a->n_samples / a->sample_rate;
+    }
+    if (secs > lim->max_audio_seconds)
+        return pm_errf(e, PM_ELIMIT, "audio totals %.4f s, over the limit of %.4f s per request", secs, lim->max_audio_seconds);
+    for (int k = 0; k < req->n_images; k++) {
+        const pm_image_in *im = &req->images[k];
+        if (!im->rgb || im->width <= 0 || im->height <= 0) return pm_errf(e, PM_EINVAL, "image %d: empty (%dx%d)", k + 1, im->width, im->height);
+        if ((int64_t)im->width * im->height > lim->max_image_pixels)
+            return pm_errf(e, PM_ELIMIT, "image %d: %dx%d pixels exceed the limit of %lld", k + 1, im->width, im->height,
+                           (long long)lim->max_image_pixels);
+    }
+    out->audio_seconds = secs;
+    out->mode = pm_request_mode(req);
+    out->adapter = out->mode == PM_MODE_LANGUAGE ? PM_ADAPTER_NONE : out->mode == PM_MODE_SPEECH ? PM_ADAPTER_SPEECH : PM_ADAPTER_VISION;
+
+    /* 1. prompt ids with one placeholder per media item */
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (req->prompt) {
+        char *rewritten = NULL;
+        if (pm_prompt_rewrite_placeholders(req->prompt, req->n_images, req->n_audios, &rewritten, e)) return e->code;
+        int rc = pm_tok_encode(m->tok, rewritten, strlen(rewritten), 1, &ids, &n_ids, e);
+        free(rewritten);
+        if (rc) return rc;
+    } else if (req->ids && req->n_ids) {
+        ids = pm_malloc(sizeof(int32_t) * req->n_ids, e);
+        if (!ids) return e->code;
+        memcpy(ids, req->ids, sizeof(int32_t) * req->n_ids);
+        n_ids = req->n_ids;
+    } else return pm_errf(e, PM_EINVAL, "the request has neither a prompt nor token ids");
+
+    /* 2. media */
+    int *asz = pm_calloc((size_t)req->n_audios + 1, sizeof(int), e), *isz = pm_calloc((size_t)req->n_images + 1, sizeof(int), e);
+    float *arows = NULL, *irows = NULL;
+    int branch = out->mode == PM_MODE_VISION_SPEECH ? 1 : 0; /* any image -> the vision branch */
+    if (!e->code && req->n_audios) encode_audio(m, req, branch, &arows, asz, tr, e);
+    if (!e->code && req->n_images) encode_images(m, req, &irows, isz, tr, e);
+
+    /* 3. expansion (validates placeholder counts, normalises legacy ids) and merge */
+    int32_t *xids = NULL;
+    size_t nx = 0;
+    if (!e->code) pm_expand_placeholders(ids, n_ids, isz, req->n_images, asz, req->n_audios, &xids, &nx, e);
+    int max_ctx = lim->max_context > 0 ? lim->max_context : m->llm.c.max_pos;
+    if (!e->code && (int64_t)nx + (req->max_tokens > 0 ? req->max_tokens : 0) > max_ctx)
+        pm_errf(e, PM_ELIMIT, "prompt of %zu tokens plus max_tokens %d exceeds the context limit of %d", nx, req->max_tokens, max_ctx);
+    if (!e->code && nx == 0) pm_errf(e, PM_EINVAL, "the prompt is empty");
+    if (!e->code && (out->embeds = pm_malloc(sizeof(float) * nx * H, e))) {
+        size_t ai = 0, ii = 0;
+        for (size_t i = 0; i < nx && !e->code; i++) {
+            float *row = out->embeds + i * H;
+            if (xids[i] == PM_AUDIO_TOKEN_ID && arows) memcpy(row, arows + (ai++) * H, sizeof(float) * H);
+            else if (xids[i] == PM_IMAGE_TOKEN_ID && irows) memcpy(row, irows + (ii++) * H, sizeof(float) * H);
+            else pm_llm_embed(&m->llm, &xids[i], 1, row, e);
+        }
+    }
+    free(ids);
+    free(asz);
+    free(isz);
+    free(arows);
+    free(irows);
+    if (e->code) {
+        free(xids);
+        pm_prepared_free(out);
+        return e->code;
+    }
+    out->ids = xids;
+    out->n = (int)nx;
+    return PM_OK;
+}

@@ -1,0 +1,44 @@
+/* prepare.h — from a request to the decoder's input: placeholder validation and rewriting,
+ * tokenization, audio features -> Conformer -> projection (branch by mode), images -> dynamic HD ->
+ * SigLIP -> HD merge -> projection, expansion of each placeholder to its media's token count, and
+ * the merged embedding rows (media rows REPLACE the placeholder rows). */
+#ifndef PM_PREPARE_H
+#define PM_PREPARE_H
+
+#include "engine/model.h"
+#include "model/conformer.h"
+#include "vision/hd.h"
+#include "vision/image_embed.h"
+
+typedef struct pm_prepared {
+    pm_mode mode;
+    pm_adapter adapter;
+    int32_t *ids;      /* [n] expanded prompt ids */
+    int n;
+    float *embeds;     /* [n, hidden] merged input embeddings */
+    double audio_seconds;
+} pm_prepared;
+
+/* Optional captures for the parity tool. Set the pointers you want (conf/vit trace members as
+ * their headers say); arrays below are malloc'd by the callee when their `want_` flag is set. */
+typedef struct pm_prep_trace {
+    int want_audio;            /* fill the audio fields below */
+    float *logmel;             /* [n_audios, t_max, 80] zero-padded batch */
+    int t_max;
+    int *audio_sizes;          /* [n_audios] audio_embed_size per clip */
+    int t_enc;                 /* encoder frames T' of the batch */
+    pm_conformer_trace *conf;  /* caller-configured */
+    float *proj_speech;        /* [n_audios, T', hidden] (both branches, for parity) */
+    float *proj_vision;
+    int want_image;            /* fill the image fields below (first image) */
+    pm_hd_image hd;            /* first image's preprocessed crops (callee fills, caller pm_hd_free) */
+    pm_vit_trace *vit;         /* caller-configured */
+    float *img_tokens;         /* [n_img_tokens, hidden] projected rows of the first image */
+    int n_img_tokens;
+} pm_prep_trace;
+
+int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_prepared *out, pm_prep_trace *trace, pm_err *e);
+void pm_prepared_free(pm_prepared *p);
+void pm_prep_trace_free(pm_prep_trace *t);
+
+#endif

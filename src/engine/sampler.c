@@ -1,0 +1,102 @@
+/* sampler.c — see sampler.h. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int pm_sampler_init(pm_sampler *s, const pm_sampling *p, int vocab) {
+    memset(s, 0, sizeof *s);
+    s->p = *p;
+    s->state = p->seed ^ 0x5eedf00dULL;
+    s->vocab = vocab;
+    if (p->temperature > 0) {
+        s->idx = malloc(sizeof(int) * (size_t)vocab);
+        s->prob = malloc(sizeof(float) * (size_t)vocab);
+        if (!s->idx || !s->prob) {
+            pm_sampler_free(s);
+            return PM_ENOMEM;
+        }
+    }
+    return PM_OK;
+}
+
+void pm_sampler_free(pm_sampler *s) {
+    free(s->idx);
+    free(s->prob);
+    s->idx = NULL;
+    s->prob = NULL;
+}
+
+int32_t pm_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static int cmp_desc(const void *a, const void *b, void *arg) {
+    const float *base = arg;
+    float x = base[*(const int *)a], y = base[*(const int *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+int32_t pm_sampler_next(pm_sampler *s, float *logits) {
+    int V = s->vocab;
+    if (s->p.temperature <= 0 || !s->idx) return pm_argmax(logits, V);
+    float invt = 1.0f / s->p.temperature;
+    /* Candidates: top-k by partial selection keeps the sort small; without top-k, all. */
+    int k = (s->p.top_k > 0 && s->p.top_k < V) ? s->p.top_k : V;
+    for (int i = 0; i < V; i++) s->idx[i] = i;
+    for (int i = 0; i < V; i++) logits[i] *= invt;
+    if (k < V) {
+        /* select the k largest by a heap-free threshold pass: nth_element via quickselect */
+        int lo = 0, hi = V - 1, want = k - 1;
+        while (lo < hi) {
+            float pivot = logits[s->idx[(lo + hi) / 2]];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (logits[s->idx[i]] > pivot) i++;
+                while (logits[s->idx[j]] < pivot) j--;
+                if (i <= j) {
+                    int t = s->idx[i]; s->idx[i] = s->idx[j]; s->idx[j] = t;
+                    i++; j--;
+                }
+            }
+            if (want <= j) hi = j;
+            else if (want >= i) lo = i;
+            else break;
+        }
+    }
+    qsort_r(s->idx, (size_t)k, sizeof(int), cmp_desc, logits);
+    float mx = logits[s->idx[0]], sum = 0.0f;
+    for (int i = 0; i < k; i++) sum += (s->prob[i] = expf(logits[s->idx[i]] - mx));
+    int n = k;
+    if (s->p.top_p > 0 && s->p.top_p < 1.0f) {
+        /* keep the smallest prefix whose mass reaches top_p (at least one token) */
+        float c = 0.0f;
+        for (int i = 0; i < k; i++) {
+            c += s->prob[i] / sum;
+            if (c >= s->p.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+        sum = 0.0f;
+        for (int i = 0; i < n; i++) sum += s->prob[i];
+    }
+    double r = (double)(splitmix64(&s->state) >> 11) / 9007199254740992.0 * sum, c = 0.0;
+    for (int i = 0; i < n; i++) {
+        c += s->prob[i];
+        if (r < c) return s->idx[i];
+    }
+    return s->idx[n - 1];
+}

@@ -1,0 +1,131 @@
+/* encode.c — text -> ids: UTF-8 repair, added-token split, pre-tokenizer, BPE.
+ *
+ * Added tokens are found as HF's AddedVocabulary finds them: leftmost-longest, non-overlapping; a match that is
+ * rejected (a special token in ordinary mode, a single_word token touching a word character) is skipped whole.
+ * lstrip/rstrip widen a match over adjacent White_Space (never into the previous match). The text between matches
+ * goes through the pre-tokenizer and BPE. Invalid UTF-8 is first rewritten with one U+FFFD per maximal ill-formed
+ * subsequence (the policy of Python's decode('utf-8', 'replace'), which is how HF receives such input). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/tok_internal.h"
+
+typedef struct enc_ctx {
+    const pm_tokenizer *t;
+    pm_bpe_work w;
+    pm_ids out;
+    int naive;
+} enc_ctx;
+
+static int on_piece(void *vctx, const uint8_t *p, size_t n, pm_err *e) {
+    enc_ctx *c = vctx;
+    return c->naive ? pm_bpe_piece_naive(c->t, p, n, &c->w, &c->out, e) : pm_bpe_piece(c->t, p, n, &c->w, &c->out, e);
+}
+
+static int encode_text(enc_ctx *c, const uint8_t *s, size_t n, pm_err *e) {
+    return pm_pretok_split(&c->t->pre, s, n, on_piece, c, e);
+}
+
+/* Longest added token starting at s[0..n), or NULL. */
+static const pm_added_tok *added_at(const pm_tokenizer *t, const uint8_t *s, size_t n) {
+    const pm_added_tok *best = NULL;
+    for (int i = 0; i < t->n_added; i++) {
+        const pm_added_tok *a = &t->added[i];
+        if (a->len <= n && (!best || a->len > best->len) && !memcmp(a->content, s, a->len)) best = a;
+    }
+    return best;
+}
+
+static size_t back_one(const uint8_t *s, size_t i) {
+    do i--;
+    while (i && (s[i] & 0xC0) == 0x80);
+    return i;
+}
+
+static int encode_all(enc_ctx *c, const uint8_t *s, size_t n, int allow_special, pm_err *e) {
+    const pm_tokenizer *t = c->t;
+    size_t seg = 0, pos = 0;
+    int rc;
+    while (pos < n) {
+        if (!t->added_first[s[pos]]) {
+            pos++;
+            continue;
+        }
+        const pm_added_tok *a = added_at(t, s + pos, n - pos);
+        if (!a) {
+            pos++;
+            continue;
+        }
+        size_t start = pos, stop = pos + a->len;
+        if (a->special && !allow_special) {
+            pos = stop;
+            continue;
+        }
+        if (a->single_word) {
+            int before = start > 0 && pm_pretok_is_word(&t->pre, s + back_one(s, start), start - back_one(s, start));
+            int after = stop < n && pm_pretok_is_word(&t->pre, s + stop, n - stop);
+            if (before || after) {
+                pos = stop;
+                continue;
+            }
+        }
+        if (a->lstrip) {
+            while (start > seg) {
+                size_t b = back_one(s, start), l;
+                if (!pm_is_white_space(pm_utf8_decode(s + b, start - b, &l))) break;
+                start = b;
+            }
+        }
+        if (a->rstrip) {
+            while (stop < n) {
+                size_t l;
+                if (!pm_is_white_space(pm_utf8_decode(s + stop, n - stop, &l))) break;
+                stop += l;
+            }
+        }
+        if ((rc = encode_text(c, s + seg, start - seg, e))) return rc;
+        if ((rc = pm_ids_push(&c->out, a->id, e))) return rc;
+        seg = pos = stop;
+    }
+    return encode_text(c, s + seg, n - seg, e);
+}
+
+static int encode(const pm_tokenizer *t, const char *text, size_t len, int allow_special, int naive, int32_t **ids,
+                  size_t *n_ids, pm_err *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    if (!t) return pm_errf(e, PM_EINVAL, "tokenizer: not loaded");
+    if (!text && len) return pm_errf(e, PM_EINVAL, "tokenizer: NULL text");
+    const uint8_t *s = (const uint8_t *)text;
+    pm_buf fixed = {0};
+    int rc = PM_OK;
+    if (len && pm_utf8_valid_prefix(s, len) != len) {
+        if ((rc = pm_utf8_lossy(s, len, 1, &fixed, NULL, e))) return rc;
+        s = (const uint8_t *)fixed.p;
+        len = fixed.len;
+    }
+    enc_ctx c = {.t = t, .naive = naive};
+    rc = encode_all(&c, s, len, allow_special, e);
+    pm_bpe_work_free(&c.w);
+    pm_buf_free(&fixed);
+    if (!rc && !c.out.p) { /* always hand back an allocation, even for no ids */
+        rc = pm_ids_push(&c.out, 0, e);
+        c.out.n = 0;
+    }
+    if (rc) {
+        free(c.out.p);
+        return rc;
+    }
+    *ids = c.out.p;
+    *n_ids = c.out.n;
+    return PM_OK;
+}
+
+int pm_tok_encode(const pm_tokenizer *t, const char *text, size_t len, int allow_special, int32_t **ids, size_t *n_ids,
+                  pm_err *e) {
+    return encode(t, text, len, allow_special, 0, ids, n_ids, e);
+}
+
+int pm_tok_encode_naive(const pm_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n_ids, pm_err *e) {
+    return encode(t, text, len, 1, 1, ids, n_ids, e);
+}

@@ -1,0 +1,18 @@
+/* cli_util.h — small helpers shared by the CLI subcommands. */
+#ifndef PM_CLI_UTIL_H
+#define PM_CLI_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "phi4mm.h"
+
+/* Prints "phi4mm <cmd>: error: <msg>" to stderr and returns 1 (the exit status). */
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reads a whole file; NULL (+ message in err) on failure. */
+void *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
+/* Parses an int / float option value with range check; returns 0 on success. */
+int cli_int(const char *s, long lo, long hi, long *out);
+int cli_float(const char *s, double lo, double hi, double *out);
+double cli_now(void);
+
+#endif

@@ -1,0 +1,223 @@
+/* cmd_generate.c — `phi4mm generate` and `phi4mm transcribe`: one request from the command line,
+ * streamed to stdout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+
+#define MAX_MEDIA 64
+
+static int print_token(void *user, int32_t token, const char *text, size_t len) {
+    (void)user;
+    (void)token;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+typedef struct done_info {
+    pm_finish why;
+    int prompt, completion;
+    char error[512];
+} done_info;
+
+static void on_done(void *user, pm_finish why, int prompt, int completion, const char *error) {
+    done_info *d = user;
+    d->why = why;
+    d->prompt = prompt;
+    d->completion = completion;
+    if (error) snprintf(d->error, sizeof d->error, "%s", error);
+}
+
+static void usage_generate(void) {
+    fprintf(stderr,
+            "usage: phi4mm generate -m MODEL_DIR -p PROMPT [options]\n"
+            "  -p, --prompt TEXT     user message (wrapped in the chat template); may hold <|image_N|>/<|audio_N|>\n"
+            "  --system TEXT         system message\n"
+            "  --raw                 use PROMPT as the full model input (no chat template)\n"
+            "  --audio FILE          audio clip (WAV/FLAC/OGG/MP3), repeatable, in placeholder order\n"
+            "  --image FILE          image (PNG/JPEG/WebP), repeatable, in placeholder order\n"
+            "  -n, --max-tokens N    tokens to generate (default 256)\n"
+            "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
+            "  --stats               print prompt/completion tokens and timings to stderr\n");
+}
+
+typedef struct media_set {
+    pm_audio_in audio[MAX_MEDIA];
+    pm_image_in image[MAX_MEDIA];
+    int n_audio, n_image;
+} media_set;
+
+static void media_free(media_set *ms) {
+    for (int i = 0; i < ms->n_audio; i++) pm_audio_in_free(&ms->audio[i]);
+    for (int i = 0; i < ms->n_image; i++) pm_image_in_free(&ms->image[i]);
+}
+
+static int load_audio(const char *cmd, media_set *ms, const char *path) {
+    char err[1024];
+    size_t len;
+    if (ms->n_audio >= MAX_MEDIA) return cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
+    void *buf = cli_read_file(path, &len, err, sizeof err);
+    if (!buf) return cli_fail(cmd, "%s", err);
+    int rc = pm_audio_decode(buf, len, path, &ms->audio[ms->n_audio], err, sizeof err);
+    free(buf);
+    if (rc) return cli_fail(cmd, "%s", err);
+    ms->n_audio++;
+    return 0;
+}
+
+static int load_image(const char *cmd, media_set *ms, const char *path) {
+    char err[1024];
+    size_t len;
+    if (ms->n_image >= MAX_MEDIA) return cli_fail(cmd, "too many --image files (max %d)", MAX_MEDIA);
+    void *buf = cli_read_file(path, &len, err, sizeof err);
+    if (!buf) return cli_fail(cmd, "%s", err);
+    pm_limits lim;
+    pm_limits_default(&lim);
+    int rc = pm_image_decode(buf, len, path, lim.max_image_pixels, &ms->image[ms->n_image], err, sizeof err);
+    free(buf);
+    if (rc) return cli_fail(cmd, "%s", err);
+    ms->n_image++;
+    return 0;
+}
+
+/* Runs one request and streams it; returns the exit status. */
+static int run_request(const char *cmd, pm_model *m, pm_request *req, int stats) {
+    done_info d = {PM_FINISH_ERROR, 0, 0, ""};
+    pm_callbacks cb = {print_token, on_done, &d};
+    char err[1024];
+    double t0 = cli_now();
+    int rc = pm_generate(m, req, &cb, err, sizeof err);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (rc) return cli_fail(cmd, "%s", err);
+    if (d.why == PM_FINISH_ERROR) return cli_fail(cmd, "%s", d.error);
+    if (stats)
+        fprintf(stderr, "phi4mm: %d prompt tokens, %d completion tokens, %.2f s, finish=%s\n", d.prompt, d.completion, cli_now() - t0,
+                d.why == PM_FINISH_STOP ? "stop" : d.why == PM_FINISH_LENGTH ? "length" : "cancelled");
+    return 0;
+}
+
+static int has_placeholder(const char *p, const char *kind) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "<|%s_", kind);
+    return strstr(p, pat) != NULL;
+}
+
+int pm_cmd_generate(int argc, char **argv) {
+    const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
+    int raw = 0, stats = 0;
+    long n = 256;
+    double temp = 0, top_p = 1.0;
+    long top_k = 0, seed = 0;
+    media_set ms = {0};
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "-h") && strcmp(a, "--help");
+        if (takes && !v) {
+            rc = cli_fail(cmd, "option %s needs a value", a);
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_generate();
+            media_free(&ms);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) dir = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--system")) system = v;
+        else if (!strcmp(a, "--raw")) { raw = 1; continue; }
+        else if (!strcmp(a, "--stats")) { stats = 1; continue; }
+        else if (!strcmp(a, "--audio")) rc = load_audio(cmd, &ms, v);
+        else if (!strcmp(a, "--image")) rc = load_image(cmd, &ms, v);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer, got '%s'", v); }
+        else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
+        else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
+        else if (!strcmp(a, "--top-k")) { if (cli_int(v, 0, 1 << 30, &top_k)) rc = cli_fail(cmd, "--top-k must be >= 0, got '%s'", v); }
+        else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
+        else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
+        i++;
+    }
+    if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
+    if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
+    if (rc) {
+        media_free(&ms);
+        return rc;
+    }
+    /* A prompt without placeholders gets them prepended in order (images, then audio). */
+    size_t extra = 32 * (size_t)(ms.n_image + ms.n_audio) + 1;
+    char *user = malloc(strlen(prompt) + extra);
+    user[0] = 0;
+    int add_img = ms.n_image && !has_placeholder(prompt, "image"), add_aud = ms.n_audio && !has_placeholder(prompt, "audio");
+    for (int i = 0; add_img && i < ms.n_image; i++) sprintf(user + strlen(user), "<|image_%d|>", i + 1);
+    for (int i = 0; add_aud && i < ms.n_audio; i++) sprintf(user + strlen(user), "<|audio_%d|>", i + 1);
+    if (add_img || add_aud) fprintf(stderr, "phi4mm: note: the prompt has no %s placeholders; prepended %s\n",
+                                    add_img && add_aud ? "image/audio" : add_img ? "image" : "audio", user);
+    strcat(user, prompt);
+    char *full = raw ? strdup(user) : pm_chat_prompt(system, user);
+    free(user);
+    char err[1024];
+    pm_model *m = NULL;
+    if (pm_model_load(&m, dir, err, sizeof err)) {
+        free(full);
+        media_free(&ms);
+        return cli_fail(cmd, "%s", err);
+    }
+    pm_request req = {0};
+    req.prompt = full;
+    req.audios = ms.audio;
+    req.n_audios = ms.n_audio;
+    req.images = ms.image;
+    req.n_images = ms.n_image;
+    req.max_tokens = (int)n;
+    req.sampling.temperature = (float)temp;
+    req.sampling.top_k = (int)top_k;
+    req.sampling.top_p = (float)top_p;
+    req.sampling.seed = (uint64_t)seed;
+    rc = run_request(cmd, m, &req, stats);
+    pm_model_free(m);
+    free(full);
+    media_free(&ms);
+    return rc;
+}
+
+int pm_cmd_transcribe(int argc, char **argv) {
+    const char *cmd = "transcribe", *dir = NULL;
+    long n = 512;
+    int nfiles = 0, rc = 0;
+    const char *files[MAX_MEDIA];
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] FILE...\n"
+                            "  speech recognition with the official prompt, one line per file\n");
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
+        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
+            if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
+        } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
+        else if (nfiles < MAX_MEDIA) files[nfiles++] = a;
+    }
+    if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
+    if (!rc && !nfiles) rc = cli_fail(cmd, "no audio files given");
+    if (rc) return rc;
+    char err[1024];
+    pm_model *m = NULL;
+    if (pm_model_load(&m, dir, err, sizeof err)) return cli_fail(cmd, "%s", err);
+    for (int f = 0; f < nfiles && !rc; f++) {
+        media_set ms = {0};
+        if ((rc = load_audio(cmd, &ms, files[f]))) break;
+        pm_request req = {0};
+        req.prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+        req.audios = ms.audio;
+        req.n_audios = 1;
+        req.max_tokens = (int)n;
+        if (nfiles > 1) printf("%s: ", files[f]);
+        rc = run_request(cmd, m, &req, 0);
+        media_free(&ms);
+    }
+    pm_model_free(m);
+    return rc;
+}

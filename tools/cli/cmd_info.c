@@ -1,0 +1,34 @@
+/* cmd_info.c — `phi4mm info -m DIR`: load a checkpoint and print its summary. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "commands.h"
+
+int pm_cmd_info(int argc, char **argv) {
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fprintf(stderr, "usage: phi4mm info -m MODEL_DIR\n");
+            return 0;
+        } else return cli_fail("info", "unknown option '%s'", argv[i]);
+    }
+    if (!dir) return cli_fail("info", "missing -m MODEL_DIR");
+    char err[1024];
+    pm_model *m;
+    if (pm_model_load(&m, dir, err, sizeof err)) return cli_fail("info", "%s", err);
+    pm_model_info in;
+    pm_model_get_info(m, &in);
+    printf("checkpoint      %s\n", dir);
+    printf("tensors         %d in %d shard(s), %.3f GB\n", in.n_tensors, in.n_shards, in.weight_bytes / 1e9);
+    printf("decoder         %d layers, hidden %d, %d heads / %d kv heads (head %d), mlp %d, vocab %d\n", in.n_layers, in.hidden,
+           in.n_heads, in.n_kv_heads, in.head_dim, in.intermediate, in.vocab);
+    printf("context         %d (LongRoPE switch past %d)\n", in.max_position, in.original_max_position);
+    printf("adapters        speech LoRA r=%d, vision LoRA r=%d\n", in.speech_lora_r, in.vision_lora_r);
+    printf("speech encoder  Conformer %d blocks, dim %d\n", in.audio_blocks, in.audio_dim);
+    printf("vision encoder  SigLIP %d layers, dim %d\n", in.vision_layers, in.vision_dim);
+    printf("load time       %.3f s\n", in.load_seconds);
+    pm_model_free(m);
+    return 0;
+}
