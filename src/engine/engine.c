@@ -13,6 +13,7 @@
 
 #include "engine/model.h"
 #include "engine/prepare.h"
+#include "engine/engine_internal.h"
 #include "engine/sampler.h"
 #include "nn/ops.h"
 #include "tok/tokenizer.h"
@@ -237,7 +238,20 @@ int pm_engine_step(pm_engine *eng) {
         pm_llm_chunk c = {&s->kv, rows[i], n, s->prep.adapter, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, NULL};
         ch[i] = c;
     }
-    if (pm_llm_forward(llm, ch, eng->n, &e)) goto fail;
+    /* Prefill chunks run one forward each, so a prompt's numbers never depend on what else is in
+     * flight; all single-token decode rows share one batched forward (row-independent kernels). */
+    {
+        pm_llm_chunk *dec = pm_calloc((size_t)nc, sizeof *dec, &e);
+        int nd = 0;
+        if (!dec) goto fail;
+        for (int i = 0; i < nc; i++) {
+            if (ch[i].n == 1) dec[nd++] = ch[i];
+            else if (pm_llm_forward(llm, &ch[i], 1, &e)) break;
+        }
+        if (!e.code && nd) pm_llm_forward(llm, dec, nd, &e);
+        free(dec);
+        if (e.code) goto fail;
+    }
     for (int i = eng->n - 1; i >= 0; i--) {
         pm_seq *s = eng->seqs[i];
         if (!ch[i].logits) continue;
@@ -313,4 +327,20 @@ char *pm_chat_prompt(const char *system, const char *user) {
     if (system) snprintf(p, n, "<|system|>%s<|end|><|user|>%s<|end|><|assistant|>", system, user);
     else snprintf(p, n, "<|user|>%s<|end|><|assistant|>", user);
     return p;
+}
+
+const float *pm_engine_last_logits(const pm_engine *eng, int64_t seq_id, int *rope_long, int *kv_len) {
+    for (int i = 0; i < eng->n; i++)
+        if (eng->seqs[i]->id == seq_id) {
+            if (rope_long) *rope_long = eng->seqs[i]->rope_long;
+            if (kv_len) *kv_len = eng->seqs[i]->kv.len;
+            return eng->seqs[i]->logits;
+        }
+    return NULL;
+}
+
+int pm_engine_seq_adapter(const pm_engine *eng, int64_t seq_id) {
+    for (int i = 0; i < eng->n; i++)
+        if (eng->seqs[i]->id == seq_id) return (int)eng->seqs[i]->prep.adapter;
+    return -1;
 }

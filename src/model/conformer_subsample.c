@@ -36,12 +36,14 @@ static void conv0(const pm_conformer *m, const float *xn, int t_in, int f_in, in
                 v[kt * 3 + kf] = (r >= 0 && r < t_in && q >= 0 && q < f_in) ? xn[(size_t)r * f_in + q] : 0.0f;
             }
         float *o = out + (size_t)p * C;
-        const float *w0 = m->conv0_w, *b0 = m->conv0_b;
-        const size_t C9 = (size_t)C;
+        const float *b0 = m->conv0_b, *w = m->conv0_w;
+        const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C, *w4 = w + 4 * (size_t)C,
+                    *w5 = w + 5 * (size_t)C, *w6 = w + 6 * (size_t)C, *w7 = w + 7 * (size_t)C, *w8 = w + 8 * (size_t)C;
+        const float v0 = v[0], v1 = v[1], v2 = v[2], v3 = v[3], v4 = v[4], v5 = v[5], v6 = v[6], v7 = v[7], v8 = v[8];
 #pragma omp simd
         for (int c = 0; c < C; c++) {
-            float acc = b0[c];
-            for (int k = 0; k < 9; k++) acc += v[k] * w0[k * C9 + c];
+            float acc = b0[c] + v0 * w0[c] + v1 * w1[c] + v2 * w2[c] + v3 * w3[c] + v4 * w4[c] + v5 * w5[c] + v6 * w6[c] +
+                        v7 * w7[c] + v8 * w8[c];
             o[c] = acc > 0.0f ? acc : 0.0f;
         }
     }

@@ -4,22 +4,92 @@
  * rejected (a special token in ordinary mode, a single_word token touching a word character) is skipped whole.
  * lstrip/rstrip widen a match over adjacent White_Space (never into the previous match). The text between matches
  * goes through the pre-tokenizer and BPE. Invalid UTF-8 is first rewritten with one U+FFFD per maximal ill-formed
- * subsequence (the policy of Python's decode('utf-8', 'replace'), which is how HF receives such input). */
+ * subsequence (the policy of Python's decode('utf-8', 'replace'), which is how HF receives such input).
+ * The fast path memoises piece -> ids within one call (the naive baseline does not). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tok/tok_internal.h"
+
+enum { CACHE_MAX_PIECE = 64, CACHE_MAX_ENTRIES = 1 << 20 };
+
+/* Per-call memo of piece -> ids (real text repeats its words): open addressing over entries that point into two
+ * arenas. It lives and dies with one encode call, so the tokenizer stays immutable and thread-safe. */
+typedef struct cache_ent {
+    uint32_t hash, key_off, ids_off;
+    uint16_t key_len, n_ids; /* key_len 0: empty slot */
+} cache_ent;
+
+typedef struct piece_cache {
+    cache_ent *slot;
+    size_t cap, used;
+    pm_buf keys;
+    pm_ids ids;
+} piece_cache;
 
 typedef struct enc_ctx {
     const pm_tokenizer *t;
     pm_bpe_work w;
     pm_ids out;
     int naive;
+    piece_cache cache;
 } enc_ctx;
+
+static void cache_free(piece_cache *c) {
+    free(c->slot);
+    pm_buf_free(&c->keys);
+    free(c->ids.p);
+}
+
+static int cache_grow(piece_cache *c, pm_err *e) {
+    size_t cap = c->cap ? c->cap * 2 : 4096;
+    cache_ent *s = calloc(cap, sizeof *s);
+    if (!s) return pm_errf(e, PM_ENOMEM, "out of memory for the piece cache");
+    for (size_t i = 0; i < c->cap; i++) {
+        if (!c->slot[i].key_len) continue;
+        size_t h = c->slot[i].hash & (cap - 1);
+        while (s[h].key_len) h = (h + 1) & (cap - 1);
+        s[h] = c->slot[i];
+    }
+    free(c->slot);
+    c->slot = s;
+    c->cap = cap;
+    return PM_OK;
+}
 
 static int on_piece(void *vctx, const uint8_t *p, size_t n, pm_err *e) {
     enc_ctx *c = vctx;
-    return c->naive ? pm_bpe_piece_naive(c->t, p, n, &c->w, &c->out, e) : pm_bpe_piece(c->t, p, n, &c->w, &c->out, e);
+    if (c->naive) return pm_bpe_piece_naive(c->t, p, n, &c->w, &c->out, e);
+    if (n < 2 || n > CACHE_MAX_PIECE) return pm_bpe_piece(c->t, p, n, &c->w, &c->out, e);
+    piece_cache *pc = &c->cache;
+    uint32_t h = pm_tok_hash_bytes(p, n);
+    size_t i = 0;
+    if (pc->cap) {
+        for (i = h & (pc->cap - 1); pc->slot[i].key_len; i = (i + 1) & (pc->cap - 1)) {
+            const cache_ent *s = &pc->slot[i];
+            if (s->hash != h || s->key_len != n || memcmp(pc->keys.p + s->key_off, p, n)) continue;
+            for (uint32_t k = 0; k < s->n_ids; k++) {
+                int rc = pm_ids_push(&c->out, pc->ids.p[s->ids_off + k], e);
+                if (rc) return rc;
+            }
+            return PM_OK;
+        }
+    }
+    size_t before = c->out.n;
+    int rc = pm_bpe_piece(c->t, p, n, &c->w, &c->out, e);
+    if (rc || pc->used >= CACHE_MAX_ENTRIES) return rc;
+    if (2 * (pc->used + 1) > pc->cap) { /* grow, then find the free slot again */
+        if ((rc = cache_grow(pc, e))) return rc;
+        i = h & (pc->cap - 1);
+        while (pc->slot[i].key_len) i = (i + 1) & (pc->cap - 1);
+    }
+    cache_ent s = {h, (uint32_t)pc->keys.len, (uint32_t)pc->ids.n, (uint16_t)n, (uint16_t)(c->out.n - before)};
+    if ((rc = pm_buf_put(&pc->keys, p, n, e))) return rc;
+    for (size_t k = before; k < c->out.n; k++)
+        if ((rc = pm_ids_push(&pc->ids, c->out.p[k], e))) return rc;
+    pc->slot[i] = s;
+    pc->used++;
+    return PM_OK;
 }
 
 static int encode_text(enc_ctx *c, const uint8_t *s, size_t n, pm_err *e) {
@@ -107,6 +177,7 @@ static int encode(const pm_tokenizer *t, const char *text, size_t len, int allow
     enc_ctx c = {.t = t, .naive = naive};
     rc = encode_all(&c, s, len, allow_special, e);
     pm_bpe_work_free(&c.w);
+    cache_free(&c.cache);
     pm_buf_free(&fixed);
     if (!rc && !c.out.p) { /* always hand back an allocation, even for no ids */
         rc = pm_ids_push(&c.out, 0, e);

@@ -25,7 +25,7 @@ int pm_js_expect(pm_js *j, char c, pm_err *e);
 int pm_js_string(pm_js *j, pm_buf *out, pm_err *e);
 /* Parses an integer. */
 int pm_js_int(pm_js *j, long long *v, pm_err *e);
-/* Skips one value of any type; *from/*to get its span. */
+/* Skips one value of any type; its span is [*from, *to). */
 int pm_js_skip(pm_js *j, const char **from, const char **to, pm_err *e);
 /* Object/array iteration: after the opening brace or bracket, call pm_js_next before each element: *more = 1 when
  * another element follows (its comma, if any, is consumed), 0 when close was consumed. first: 1 on the first call. */

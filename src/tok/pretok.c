@@ -8,6 +8,9 @@
  *     15.0–16.0 (unicode_delta.c, generated) are added to each \p{X} (to the class it is in, or a new class).
  * Nothing else changes: the alternation stays ordered (leftmost-first, like the references), `\s+(?!\S)` keeps its
  * lookahead, (?i:...) folds as the references fold.
+ * The widened classes make PCRE2's JIT about 3x slower, and the code points concerned (U+180E and scripts added in
+ * 2022-2024) are rare, so the original pattern is compiled too and used for any text that contains none of them
+ * (one cheap scan of the non-ASCII characters decides); both patterns give identical pieces on such text.
  *
  * Splitting follows HF Split(behavior=Isolated): every match is a piece, so is any gap between matches; empty
  * matches are ignored. The subject is the text between two added tokens, so a lookahead stops at a special token.
@@ -24,6 +27,49 @@ static const char WS_ITEMS[] = "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680
                                "\\x{202F}\\x{205F}\\x{3000}";
 
 static int put_s(pm_buf *b, const char *s, pm_err *e) { return pm_buf_put(b, s, strlen(s), e); }
+
+/* The code points where the translated pattern may behave differently from the original one. */
+typedef struct trig_set {
+    uint32_t (*r)[2];
+    size_t n, cap;
+} trig_set;
+
+static int trig_add(trig_set *t, uint32_t lo, uint32_t hi, pm_err *e) {
+    if (!t) return PM_OK;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        void *p = realloc(t->r, cap * sizeof *t->r);
+        if (!p) return pm_errf(e, PM_ENOMEM, "out of memory");
+        t->r = p;
+        t->cap = cap;
+    }
+    t->r[t->n][0] = lo;
+    t->r[t->n][1] = hi;
+    t->n++;
+    return PM_OK;
+}
+
+static int cmp_range(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Sorts and merges overlapping/adjacent ranges. */
+static void trig_normalize(trig_set *t) {
+    if (!t->n) return;
+    qsort(t->r, t->n, sizeof *t->r, cmp_range);
+    size_t k = 0;
+    for (size_t i = 1; i < t->n; i++) {
+        if (t->r[i][0] <= t->r[k][1] + 1) {
+            if (t->r[i][1] > t->r[k][1]) t->r[k][1] = t->r[i][1];
+        } else {
+            k++;
+            t->r[k][0] = t->r[i][0];
+            t->r[k][1] = t->r[i][1];
+        }
+    }
+    t->n = k + 1;
+}
 
 static int put_ranges(pm_buf *b, const pm_udelta *d, pm_err *e) {
     char tmp[48];
@@ -53,7 +99,7 @@ static size_t prop_name(const char *s, const char **name, size_t *len) {
     return 1;
 }
 
-int pm_pretok_translate(const char *pat, char **out, pm_err *e) {
+static int translate(const char *pat, char **out, trig_set *trig, pm_err *e) {
     pm_buf b = {0};
     int rc = PM_OK, in_class = 0;
     size_t i = 0, n = strlen(pat);
@@ -76,10 +122,13 @@ int pm_pretok_translate(const char *pat, char **out, pm_err *e) {
                 if (!rc) rc = pm_buf_put(&b, pat + i + 2, used, e);
                 if (!rc) rc = put_ranges(&b, dl, e);
                 if (!rc && !in_class) rc = put_s(&b, "]", e);
+                for (size_t k = 0; k < dl->n && !rc; k++) rc = trig_add(trig, dl->ranges[k][0], dl->ranges[k][1], e);
                 i += 2 + used;
                 continue;
             }
             if (d == 's' || (d == 'S' && !in_class)) {
+                rc = trig_add(trig, 0x180E, 0x180E, e); /* the one non-White_Space code point of PCRE2's \s */
+                if (rc) break;
                 if (in_class) rc = put_s(&b, WS_ITEMS, e);
                 else {
                     rc = put_s(&b, d == 's' ? "[" : "[^", e);
@@ -125,6 +174,8 @@ int pm_pretok_translate(const char *pat, char **out, pm_err *e) {
     return rc;
 }
 
+int pm_pretok_translate(const char *pat, char **out, pm_err *e) { return translate(pat, out, NULL, e); }
+
 static pcre2_code *compile(const char *pat, uint32_t extra, pm_err *e) {
     int ec;
     PCRE2_SIZE eo;
@@ -142,16 +193,54 @@ int pm_pretok_init(pm_pretok *pt, const char *pattern, pm_err *e) {
     pt->word = compile("[\\p{L}\\p{N}_]", PCRE2_ANCHORED, e);
     if (!pt->word) return PM_EFORMAT;
     if (!pattern) return PM_OK;
-    int rc = pm_pretok_translate(pattern, &pt->pattern, e);
-    if (rc) return rc;
+    trig_set trig = {0};
+    int rc = translate(pattern, &pt->pattern, &trig, e);
+    if (rc) {
+        free(trig.r);
+        return rc;
+    }
+    trig_normalize(&trig);
+    pt->trig = trig.r;
+    pt->n_trig = trig.n;
     pt->re = compile(pt->pattern, 0, e);
     if (!pt->re) return PM_EFORMAT;
-    pt->jit = pcre2_jit_compile(pt->re, PCRE2_JIT_COMPLETE) == 0;
+    pcre2_jit_compile(pt->re, PCRE2_JIT_COMPLETE); /* without JIT (unsupported CPU) the interpreter still works */
+    if (trig.n) {
+        pt->re_fast = compile(pattern, 0, e);
+        if (!pt->re_fast) return PM_EFORMAT;
+        pcre2_jit_compile(pt->re_fast, PCRE2_JIT_COMPLETE);
+    }
     return PM_OK;
+}
+
+/* 1 if valid UTF-8 s[0..n) contains a code point of the trigger set. */
+static int has_trigger(const pm_pretok *pt, const uint8_t *s, size_t n) {
+    if (!pt->n_trig) return 0;
+    uint32_t lo = pt->trig[0][0];
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t l;
+        uint32_t cp = pm_utf8_decode(s + i, n - i, &l);
+        i += l;
+        if (cp < lo) continue;
+        size_t a = 0, b = pt->n_trig; /* last range with start <= cp */
+        while (b - a > 1) {
+            size_t m = (a + b) / 2;
+            if (pt->trig[m][0] <= cp) a = m;
+            else b = m;
+        }
+        if (cp <= pt->trig[a][1]) return 1;
+    }
+    return 0;
 }
 
 void pm_pretok_free(pm_pretok *pt) {
     pcre2_code_free(pt->re);
+    pcre2_code_free(pt->re_fast);
+    free(pt->trig);
     pcre2_code_free(pt->word);
     free(pt->pattern);
     memset(pt, 0, sizeof *pt);
@@ -167,32 +256,33 @@ int pm_pretok_is_word(const pm_pretok *pt, const uint8_t *s, size_t n) {
 }
 
 /* One match from off; handles a JIT stack overflow by retrying with a large JIT stack, then the interpreter. */
-static int match_at(const pm_pretok *pt, const uint8_t *s, size_t n, size_t off, pcre2_match_data *md,
+static int match_at(const pcre2_code *re, const uint8_t *s, size_t n, size_t off, pcre2_match_data *md,
                     pcre2_match_context **mctx, pcre2_jit_stack **jstack) {
-    int rc = pcre2_match(pt->re, s, n, off, PCRE2_NO_UTF_CHECK, md, *mctx);
+    int rc = pcre2_match(re, s, n, off, PCRE2_NO_UTF_CHECK, md, *mctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !*jstack) {
         *mctx = pcre2_match_context_create(NULL);
         *jstack = pcre2_jit_stack_create(256 * 1024, 64 * 1024 * 1024, NULL);
         if (*mctx && *jstack) {
             pcre2_jit_stack_assign(*mctx, NULL, *jstack);
-            rc = pcre2_match(pt->re, s, n, off, PCRE2_NO_UTF_CHECK, md, *mctx);
+            rc = pcre2_match(re, s, n, off, PCRE2_NO_UTF_CHECK, md, *mctx);
         }
     }
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(pt->re, s, n, off, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(re, s, n, off, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
     return rc;
 }
 
 int pm_pretok_split(const pm_pretok *pt, const uint8_t *s, size_t n, pm_piece_fn fn, void *ctx, pm_err *e) {
     if (!n) return PM_OK;
     if (!pt->re) return fn(ctx, s, n, e);
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(pt->re, NULL);
+    const pcre2_code *re = pt->re_fast && !has_trigger(pt, s, n) ? pt->re_fast : pt->re;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     if (!md) return pm_errf(e, PM_ENOMEM, "out of memory for regex match data");
     pcre2_match_context *mctx = NULL;
     pcre2_jit_stack *jstack = NULL;
     int rc = PM_OK;
     size_t off = 0, gap = 0; /* gap: end of the previous piece */
     while (off < n) {
-        int m = match_at(pt, s, n, off, md, &mctx, &jstack);
+        int m = match_at(re, s, n, off, md, &mctx, &jstack);
         if (m == PCRE2_ERROR_NOMATCH) break;
         if (m < 0) {
             PCRE2_UCHAR msg[256];

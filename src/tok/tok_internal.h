@@ -31,8 +31,10 @@ typedef struct pm_merge_ent {
 
 /* Pre-tokenizer: the split regex, translated for PCRE2 (see pretok.c), and a word-character test. */
 typedef struct pm_pretok {
-    pcre2_code *re;   /* NULL: the whole text is one piece */
-    int jit;          /* 1 when JIT-compiled */
+    pcre2_code *re;      /* translated pattern (Unicode 16 semantics); NULL: the whole text is one piece */
+    pcre2_code *re_fast; /* the original pattern, used on text without trigger code points; NULL if same as re */
+    uint32_t (*trig)[2]; /* sorted disjoint code point ranges where re and re_fast may differ */
+    size_t n_trig;
     pcre2_code *word; /* anchored [\p{L}\p{N}_], for single_word added tokens */
     char *pattern;    /* the translated pattern (for diagnostics) */
 } pm_pretok;

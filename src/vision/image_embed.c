@@ -56,10 +56,10 @@ int pm_image_embed_load(pm_image_embed **out, pm_weights *w, const json_t *root,
     if (!proj || (strcmp(proj, "mlp") && strcmp(proj, "linear")))
         return pm_errf(e, PM_EUNSUPPORTED, "%s: projection_cls must be \"mlp\" or \"linear\"", w_);
     json_t *cs = json_object_get(il, "crop_size");
-    int crop = cs ? (int)json_integer_value(cs) : 336;
-    if (!json_is_integer(cs) && cs) return pm_errf(e, PM_EFORMAT, "%s: crop_size must be an integer", w_);
+    if (cs && !json_is_integer(cs)) return pm_errf(e, PM_EFORMAT, "%s: crop_size must be an integer", w_);
+    long long crop = cs ? (long long)json_integer_value(cs) : 336; /* the official default */
     if (crop != sc.image_size)
-        return pm_errf(e, PM_EUNSUPPORTED, "%s: crop_size %d differs from the SigLIP image size %d", w_, crop, sc.image_size);
+        return pm_errf(e, PM_EUNSUPPORTED, "%s: crop_size %lld differs from the SigLIP image size %d", w_, crop, sc.image_size);
     int grid = sc.image_size / sc.patch_size;
     if (grid % 2)
         return pm_errf(e, PM_EUNSUPPORTED, "SigLIP patch grid %d x %d is odd: the reflection-padding path of the official code is not implemented",

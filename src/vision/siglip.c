@@ -325,7 +325,8 @@ static inline __attribute__((always_inline)) void exp8(const float *in, float *o
     y = y * x + 5.0000001201e-1f;
     y = y * z + x + 1.0f;
     v8i n = __builtin_convertvector(fx, v8i);
-    v8i bits = (n + 127) << 23; /* 2^n; n = -128 (x = -88.38) gives a tiny denormal-free 0 factor */
+    typedef uint32_t v8u __attribute__((vector_size(32)));
+    v8i bits = (v8i)((v8u)(n + 127) << 23); /* 2^n; n = -128 (x = -88.38) is flushed to a 0 factor */
     m = n > -127;
     bits &= m;
     y = y * (v8f)bits;

@@ -1,7 +1,7 @@
 /* test_siglip.c — the vision tower and HD merge against the official outputs of the tiny fixture
  * (ref/cases/image/vit/ *.npy, computed from ref/image/input_image_embeds.npy and
  * image_attention_mask.npy), plus the NaViT position buckets, config parsing, weight consumption
- * and bad-input errors. Fixtures: $PHI4MM_FIXTURES (default ../shared/fixtures); missing = FAIL. */
+ * and bad-input errors, and odd synthetic dims against a naive double-precision reference. Fixtures: $PHI4MM_FIXTURES (default ../shared/fixtures); missing = FAIL. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "nn/kernels.h"
+#include "nn/ops.h"
 #include "vision/image_embed.h"
 #include "vision/siglip.h"
 
@@ -214,11 +217,243 @@ static void test_fixture_parity(void **state) {
     pm_weights_close(w);
 }
 
+/* ---- synthetic dims vs a naive double-precision reference (odd sizes: exercises the tails of
+ * the vector kernels, head_dim 5, a 3x3 patch grid, a padded crop) ---- */
+
+typedef struct syn_t {
+    char name[160];
+    int ndim;
+    int64_t shape[4];
+    float *v; /* bf16-rounded values */
+} syn_t;
+
+static uint32_t srng = 777;
+static float srand_f(float sd) {
+    srng = srng * 1664525u + 1013904223u;
+    return ((srng >> 8) / 16777216.0f * 2.0f - 1.0f) * sd;
+}
+
+static int syn_add(syn_t *t, int n, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3, float sd, float mean) {
+    snprintf(t[n].name, sizeof t[n].name, "model.embed_tokens_extend.image_embed.img_processor.%s", name);
+    t[n].ndim = ndim;
+    int64_t d[4] = {d0, d1, d2, d3}, cnt = 1;
+    for (int i = 0; i < ndim; i++) t[n].shape[i] = d[i], cnt *= d[i];
+    t[n].v = malloc(sizeof(float) * cnt);
+    for (int64_t i = 0; i < cnt; i++) t[n].v[i] = pm_bf16_to_f32(pm_f32_to_bf16(mean + srand_f(sd)));
+    return n + 1;
+}
+
+static int64_t syn_numel(const syn_t *t) {
+    int64_t c = 1;
+    for (int i = 0; i < t->ndim; i++) c *= t->shape[i];
+    return c;
+}
+
+static const float *syn_get(syn_t *t, int n, const char *suffix) {
+    for (int i = 0; i < n; i++) {
+        size_t ls = strlen(t[i].name), lx = strlen(suffix);
+        if (ls >= lx && !strcmp(t[i].name + ls - lx, suffix)) return t[i].v;
+    }
+    fail_msg("no %s", suffix);
+    return NULL;
+}
+
+static void ref_ln(double *y, const double *x, const float *w, const float *b, int n, int d) {
+    for (int i = 0; i < n; i++) {
+        double m = 0, v = 0;
+        for (int c = 0; c < d; c++) m += x[i * d + c];
+        m /= d;
+        for (int c = 0; c < d; c++) v += (x[i * d + c] - m) * (x[i * d + c] - m);
+        v /= d;
+        for (int c = 0; c < d; c++) y[i * d + c] = (x[i * d + c] - m) / sqrt(v + 1e-6) * w[c] + b[c];
+    }
+}
+
+static void ref_lin(double *y, const double *x, int n, int in, int out, const float *w, const float *b) {
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < out; o++) {
+            double a = b[o];
+            for (int c = 0; c < in; c++) a += (double)w[o * in + c] * x[i * in + c];
+            y[i * out + o] = a;
+        }
+}
+
+static void test_synthetic_dims(void **state) {
+    (void)state;
+    enum { D = 20, HEADS = 4, HD = 5, I = 37, L = 3, IMG = 42, P = 14, G = 3, NP = 9, K = 3 * P * P, NC = 2 };
+    syn_t t[64];
+    int n = 0;
+    char nm[128];
+    n = syn_add(t, n, "embeddings.patch_embedding.weight", 4, D, 3, P, P, 0.05f, 0);
+    n = syn_add(t, n, "embeddings.patch_embedding.bias", 1, D, 0, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "embeddings.position_embedding.weight", 2, NP, D, 0, 0, 0.5f, 0);
+    for (int l = 0; l < L; l++) {
+        const char *lin[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+        for (int j = 0; j < 4; j++) {
+            snprintf(nm, sizeof nm, "encoder.layers.%d.self_attn.%s.weight", l, lin[j]);
+            n = syn_add(t, n, nm, 2, D, D, 0, 0, 0.6f, 0);
+            snprintf(nm, sizeof nm, "encoder.layers.%d.self_attn.%s.bias", l, lin[j]);
+            n = syn_add(t, n, nm, 1, D, 0, 0, 0, 0.1f, 0);
+        }
+        snprintf(nm, sizeof nm, "encoder.layers.%d.mlp.fc1.weight", l), n = syn_add(t, n, nm, 2, I, D, 0, 0, 0.4f, 0);
+        snprintf(nm, sizeof nm, "encoder.layers.%d.mlp.fc1.bias", l), n = syn_add(t, n, nm, 1, I, 0, 0, 0, 0.1f, 0);
+        snprintf(nm, sizeof nm, "encoder.layers.%d.mlp.fc2.weight", l), n = syn_add(t, n, nm, 2, D, I, 0, 0, 0.3f, 0);
+        snprintf(nm, sizeof nm, "encoder.layers.%d.mlp.fc2.bias", l), n = syn_add(t, n, nm, 1, D, 0, 0, 0, 0.1f, 0);
+        for (int j = 1; j <= 2; j++) {
+            snprintf(nm, sizeof nm, "encoder.layers.%d.layer_norm%d.weight", l, j), n = syn_add(t, n, nm, 1, D, 0, 0, 0, 0.2f, 1);
+            snprintf(nm, sizeof nm, "encoder.layers.%d.layer_norm%d.bias", l, j), n = syn_add(t, n, nm, 1, D, 0, 0, 0, 0.1f, 0);
+        }
+    }
+    n = syn_add(t, n, "post_layernorm.weight", 1, D, 0, 0, 0, 0.1f, 1);
+    n = syn_add(t, n, "post_layernorm.bias", 1, D, 0, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.probe", 3, 1, 1, D, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.attention.in_proj_weight", 2, 3 * D, D, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.attention.in_proj_bias", 1, 3 * D, 0, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.attention.out_proj.weight", 2, D, D, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.attention.out_proj.bias", 1, D, 0, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.layernorm.weight", 1, D, 0, 0, 0, 0.1f, 1);
+    n = syn_add(t, n, "head.layernorm.bias", 1, D, 0, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.mlp.fc1.weight", 2, I, D, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.mlp.fc1.bias", 1, I, 0, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.mlp.fc2.weight", 2, D, I, 0, 0, 0.1f, 0);
+    n = syn_add(t, n, "head.mlp.fc2.bias", 1, D, 0, 0, 0, 0.1f, 0);
+
+    /* write a safetensors file */
+    char dir[] = "/tmp/test_siglip_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    json_t *hdr = json_object();
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *sh = json_array();
+        for (int d = 0; d < t[i].ndim; d++) json_array_append_new(sh, json_integer(t[i].shape[d]));
+        int64_t nb = syn_numel(&t[i]) * 2;
+        json_object_set_new(hdr, t[i].name, json_pack("{s:s,s:o,s:[I,I]}", "dtype", "BF16", "shape", sh, "data_offsets", (json_int_t)off,
+                                                      (json_int_t)(off + nb)));
+        off += nb;
+    }
+    char *hs = json_dumps(hdr, JSON_COMPACT);
+    json_decref(hdr);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t hl = strlen(hs);
+    fwrite(&hl, 8, 1, f);
+    fwrite(hs, 1, hl, f);
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; j < syn_numel(&t[i]); j++) {
+            uint16_t b = pm_f32_to_bf16(t[i].v[j]);
+            fwrite(&b, 2, 1, f);
+        }
+    fclose(f);
+    free(hs);
+
+    pm_err e = {0};
+    pm_weights *w = NULL;
+    if (pm_weights_open(&w, dir, &e)) fail_msg("%s", e.msg);
+    json_t *root = json_pack("{s:{s:i,s:i,s:i,s:i,s:i,s:i}}", "_oracle_siglip_vision_config", "hidden_size", D, "intermediate_size", I,
+                             "num_attention_heads", HEADS, "num_hidden_layers", L, "image_size", IMG, "patch_size", P);
+    pm_siglip_config c;
+    assert_int_equal(pm_siglip_config_from_json(root, &c, &e), 0);
+    pm_siglip *m = NULL;
+    if (pm_siglip_load(&m, w, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(pm_weights_check_consumed(w, &e), 0);
+
+    float *pix = malloc(sizeof(float) * NC * 3 * IMG * IMG), mask[NC * NP];
+    for (int i = 0; i < NC * 3 * IMG * IMG; i++) pix[i] = srand_f(1.0f);
+    for (int i = 0; i < NP; i++) mask[i] = 1.0f;                           /* crop 0 full */
+    for (int i = 0; i < NP; i++) mask[NP + i] = (i / G < 2 && i % G < 2); /* crop 1: 2x2 valid */
+    float feat[NC * NP * D], emb[NC * NP * D];
+    for (int portable = 0; portable <= 1; portable++) {
+        pm_kern_force_portable(portable);
+        if (pm_siglip_forward(m, pix, mask, NC, feat, emb, &e)) fail_msg("%s", e.msg);
+        pm_kern_force_portable(0);
+
+        /* reference */
+        double x[NC * NP * D], h[NC * NP * D], q[NC * NP * D], k[NC * NP * D], v[NC * NP * D], a[NC * NP * D], mid[NC * NP * I];
+        const float *pw = syn_get(t, n, "patch_embedding.weight"), *pb = syn_get(t, n, "patch_embedding.bias");
+        const float *pe = syn_get(t, n, "position_embedding.weight");
+        for (int cr = 0; cr < NC; cr++) {
+            int ids[NP];
+            for (int p = 0; p < NP; p++) ids[p] = 0;
+            int nh = 0, nw = 0, kk = 0;
+            for (int r = 0; r < G; r++) nh += mask[cr * NP + r * G] != 0;
+            for (int cc = 0; cc < G; cc++) nw += mask[cr * NP + cc] != 0;
+            for (int p = 0; p < NP; p++)
+                if (mask[cr * NP + p] != 0) ids[p] = (G * (kk / nw) / nh) * G + G * (kk % nw) / nw, kk++;
+            for (int p = 0; p < NP; p++)
+                for (int o = 0; o < D; o++) {
+                    double s = pb[o];
+                    for (int ch = 0; ch < 3; ch++)
+                        for (int ky = 0; ky < P; ky++)
+                            for (int kx = 0; kx < P; kx++)
+                                s += (double)pw[((o * 3 + ch) * P + ky) * P + kx] *
+                                     pix[((size_t)(cr * 3 + ch) * IMG + (p / G) * P + ky) * IMG + (p % G) * P + kx];
+                    x[(cr * NP + p) * D + o] = s + pe[ids[p] * D + o];
+                }
+        }
+        double de = 0;
+        for (int i = 0; i < NC * NP * D; i++) de = fmax(de, fabs(x[i] - emb[i]));
+        for (int l = 0; l < L - 1; l++) {
+            char b1[96], b2[96];
+#define W_(s) (snprintf(b1, sizeof b1, "layers.%d.%s.weight", l, s), syn_get(t, n, b1))
+#define B_(s) (snprintf(b2, sizeof b2, "layers.%d.%s.bias", l, s), syn_get(t, n, b2))
+            ref_ln(h, x, W_("layer_norm1"), B_("layer_norm1"), NC * NP, D);
+            ref_lin(q, h, NC * NP, D, D, W_("self_attn.q_proj"), B_("self_attn.q_proj"));
+            ref_lin(k, h, NC * NP, D, D, W_("self_attn.k_proj"), B_("self_attn.k_proj"));
+            ref_lin(v, h, NC * NP, D, D, W_("self_attn.v_proj"), B_("self_attn.v_proj"));
+            for (int cr = 0; cr < NC; cr++)
+                for (int hh = 0; hh < HEADS; hh++)
+                    for (int i = 0; i < NP; i++) {
+                        double s[NP], mx = -1e300, sum = 0;
+                        for (int j = 0; j < NP; j++) {
+                            double d = 0;
+                            for (int c2 = 0; c2 < HD; c2++) d += q[(cr * NP + i) * D + hh * HD + c2] * k[(cr * NP + j) * D + hh * HD + c2];
+                            s[j] = mask[cr * NP + j] != 0 ? d / sqrt((double)HD) : -1e300;
+                            mx = fmax(mx, s[j]);
+                        }
+                        for (int j = 0; j < NP; j++) sum += (s[j] = exp(s[j] - mx));
+                        for (int c2 = 0; c2 < HD; c2++) {
+                            double o = 0;
+                            for (int j = 0; j < NP; j++) o += s[j] / sum * v[(cr * NP + j) * D + hh * HD + c2];
+                            a[(cr * NP + i) * D + hh * HD + c2] = o;
+                        }
+                    }
+            ref_lin(h, a, NC * NP, D, D, W_("self_attn.out_proj"), B_("self_attn.out_proj"));
+            for (int i = 0; i < NC * NP * D; i++) x[i] += h[i];
+            ref_ln(h, x, W_("layer_norm2"), B_("layer_norm2"), NC * NP, D);
+            ref_lin(mid, h, NC * NP, D, I, W_("mlp.fc1"), B_("mlp.fc1"));
+            for (int i = 0; i < NC * NP * I; i++) {
+                double u = mid[i];
+                mid[i] = 0.5 * u * (1 + tanh(sqrt(2 / M_PI) * (u + 0.044715 * u * u * u)));
+            }
+            ref_lin(h, mid, NC * NP, I, D, W_("mlp.fc2"), B_("mlp.fc2"));
+            for (int i = 0; i < NC * NP * D; i++) x[i] += h[i];
+#undef W_
+#undef B_
+        }
+        double df = 0, mr = 0;
+        for (int i = 0; i < NC * NP * D; i++) df = fmax(df, fabs(x[i] - feat[i])), mr = fmax(mr, fabs(x[i]));
+        printf("  synthetic dims (%s): embeddings max|d| = %.3e, features max|d| = %.3e (max|ref| = %.3g)\n",
+               portable ? "portable" : "dispatched", de, df, mr);
+        assert_true(de <= 1e-4);
+        assert_true(df <= 1e-4 * (1 + mr));
+    }
+    free(pix);
+    for (int i = 0; i < n; i++) free(t[i].v);
+    pm_siglip_free(m);
+    pm_weights_close(w);
+    json_decref(root);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_position_buckets),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_fixture_parity),
+        cmocka_unit_test(test_synthetic_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

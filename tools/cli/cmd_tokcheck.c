@@ -7,11 +7,14 @@
  *   decode (has "token_bytes_hex" or "stream"): token bytes, text, text_skip_special, stream[] and stream_flush.
  *   encode (has "mode"):    input is "bytes_hex" when present (raw, maybe invalid UTF-8) else "text"; mode "special"
  *          matches added tokens, "ordinary" does not; both the fast and (special mode) the naive BPE must give "ids".
- * One line per failed record, then "N passed, M failed"; exit status 0 only when nothing failed. */
+ * One line per failed record, then "N passed, M failed"; exit status 0 only when nothing failed.
+ * `phi4mm tokcheck -m MODEL_DIR --bench FILE...` instead encodes the concatenated files (any text) with the fast
+ * and the naive BPE, checks that both give the same ids and prints the throughput of each in MB/s. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "commands.h"
 #include "tok/chat.h"
@@ -233,45 +236,109 @@ static int check_chat(rec_ctx *c, json_t *r) {
     return fail;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Encodes the concatenation of the files with both BPEs; 0 when their ids agree. */
+static int bench(const pm_tokenizer *t, char **files, int n_files) {
+    char *text = NULL;
+    size_t len = 0;
+    for (int i = 0; i < n_files; i++) {
+        FILE *f = fopen(files[i], "rb");
+        if (!f) {
+            fprintf(stderr, "tokcheck: %s: cannot open\n", files[i]);
+            free(text);
+            return 1;
+        }
+        char buf[65536];
+        size_t r;
+        while ((r = fread(buf, 1, sizeof buf, f)) > 0) {
+            char *p = realloc(text, len + r);
+            if (!p) {
+                fclose(f);
+                free(text);
+                fprintf(stderr, "tokcheck: out of memory\n");
+                return 1;
+            }
+            text = p;
+            memcpy(text + len, buf, r);
+            len += r;
+        }
+        fclose(f);
+    }
+    pm_err e = {0};
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    double t0 = now_s();
+    int rc = pm_tok_encode(t, text, len, 1, &a, &na, &e);
+    double t1 = now_s();
+    if (!rc) rc = pm_tok_encode_naive(t, text, len, &b, &nb, &e);
+    double t2 = now_s();
+    int same = !rc && na == nb && !memcmp(a, b, na * sizeof *a);
+    if (rc) fprintf(stderr, "tokcheck: %s\n", e.msg);
+    else
+        printf("encode %.2f MB: %zu tokens; fast %.2f MB/s (%.3f s), naive %.2f MB/s (%.3f s); ids %s\n", len / 1e6, na,
+               len / 1e6 / (t1 - t0), t1 - t0, len / 1e6 / (t2 - t1), t2 - t1, same ? "identical" : "DIFFER");
+    free(a);
+    free(b);
+    free(text);
+    return rc || !same;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: phi4mm tokcheck -m MODEL_DIR FILE.jsonl...\n"
                     "Runs tokenizer vectors (encode / decode / chat records, detected per line) against\n"
-                    "MODEL_DIR/tokenizer.json; prints one line per failure and 'N passed, M failed'.\n");
+                    "MODEL_DIR/tokenizer.json; prints one line per failure and 'N passed, M failed'.\n"
+                    "       phi4mm tokcheck -m MODEL_DIR --bench FILE...\n"
+                    "Encode throughput of the fast and the naive BPE on the concatenated files.\n");
     return 2;
 }
 
 int pm_cmd_tokcheck(int argc, char **argv) {
     const char *model = NULL;
-    int first = 0;
+    int n_files = 0, do_bench = 0;
+    char **files = calloc((size_t)argc + 1, sizeof *files);
+    if (!files) return 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(), 0;
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) {
-            model = argv[++i];
-            continue;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            free(files);
+            usage();
+            return 0;
         }
-        if (argv[i][0] == '-') {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--bench")) do_bench = 1;
+        else if (argv[i][0] == '-') {
             fprintf(stderr, "tokcheck: unknown option %s\n", argv[i]);
+            free(files);
             return usage();
-        }
-        if (!first) first = i;
+        } else files[n_files++] = argv[i];
     }
-    if (!model || !first) return usage();
+    if (!model || !n_files) {
+        free(files);
+        return usage();
+    }
     pm_err e = {0};
     pm_tokenizer *t = NULL;
     if (pm_tok_load(&t, model, &e)) {
         fprintf(stderr, "tokcheck: %s\n", e.msg);
+        free(files);
         return 1;
+    }
+    if (do_bench) {
+        int brc = bench(t, files, n_files);
+        pm_tok_free(t);
+        free(files);
+        return brc;
     }
     long passed = 0, failed = 0;
     rec_ctx c = {.t = t};
-    for (int i = first; i < argc; i++) {
-        if (!strcmp(argv[i], "-m")) {
-            i++;
-            continue;
-        }
-        FILE *f = fopen(argv[i], "r");
+    for (int i = 0; i < n_files; i++) {
+        FILE *f = fopen(files[i], "r");
         if (!f) {
-            printf("FAIL %s: cannot open\n", argv[i]);
+            printf("FAIL %s: cannot open\n", files[i]);
             failed++;
             continue;
         }
@@ -294,7 +361,7 @@ int pm_cmd_tokcheck(int argc, char **argv) {
             else fail = FAILF(&c, "unknown record format");
             if (fail) {
                 failed++;
-                printf("FAIL %s:%ld %s: %s\n", argv[i], lineno, id ? id : "?", c.why);
+                printf("FAIL %s:%ld %s: %s\n", files[i], lineno, id ? id : "?", c.why);
             } else {
                 passed++;
             }
@@ -304,6 +371,7 @@ int pm_cmd_tokcheck(int argc, char **argv) {
         fclose(f);
     }
     pm_tok_free(t);
+    free(files);
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed ? 1 : 0;
 }

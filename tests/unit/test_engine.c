@@ -1,0 +1,245 @@
+/* test_engine.c — sequence-level guarantees of the engine on the tiny fixture model:
+ *  - LongRoPE is per sequence: a sequence crossing original_max_position recomputes its cache with
+ *    the long factors while a short sequence in the same batch gets exactly its solo logits;
+ *  - adapter isolation: a speech-adapter sequence and a no-adapter sequence batched together each
+ *    equal their solo runs bit for bit, and the speech one really differs without its adapter;
+ *  - the official adapter policy by mode; cancellation frees the sequence; bad requests are refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+#include "engine/model.h"
+#include "phi4mm.h"
+
+#define STEPS 6
+typedef struct fx {
+    pm_model *m;
+    pm_audio_in clip;
+} fx;
+
+static int setup(void **state) {
+    static fx f;
+    const char *d = getenv("PHI4MM_FIXTURES");
+    char p[2048], err[1024];
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", d ? d : "../shared/fixtures");
+    if (pm_model_load(&f.m, p, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/inputs/clip_a_16k.wav", d ? d : "../shared/fixtures");
+    FILE *fp = fopen(p, "rb");
+    if (!fp) return -1;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    if (pm_audio_decode(buf, n, p, &f.clip, err, sizeof err)) return -1;
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    pm_audio_in_free(&f->clip);
+    pm_model_free(f->m);
+    return 0;
+}
+
+typedef struct run {
+    int n_req;
+    pm_request req[2];
+    int64_t id[2];
+    float *logits[2];     /* [STEPS][vocab] */
+    int rope_long[2][STEPS];
+    int tokens[2];
+} run;
+
+static int32_t *text_ids(int n, uint32_t seed) {
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        ids[i] = (int32_t)(1000 + (seed >> 8) % 150000u);
+    }
+    return ids;
+}
+
+typedef struct rec {
+    pm_engine *eng;
+    run *r;
+    int i, step;
+} rec;
+
+/* on_token: the sequence has just sampled; copy the logits it sampled from. */
+static int rec_token(void *u, int32_t tok, const char *text, size_t len) {
+    (void)tok; (void)text; (void)len;
+    rec *c = u;
+    int rl = 0;
+    const float *lg = pm_engine_last_logits(c->eng, c->r->id[c->i], &rl, NULL);
+    if (lg && c->step < STEPS) {
+        int V = 200064;
+        memcpy(c->r->logits[c->i] + (size_t)c->step * V, lg, sizeof(float) * (size_t)V);
+        c->r->rope_long[c->i][c->step] = rl;
+        c->step++;
+    }
+    return 0;
+}
+
+/* Runs the requests of r (indices in `which`) in one engine, recording each step's logits. */
+static void execute(fx *f, run *r, const int *which, int nw) {
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(f->m->llm.c.vocab, 200064);
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    rec c[2];
+    for (int k = 0; k < nw; k++) {
+        int i = which[k];
+        c[k] = (rec){eng, r, i, 0};
+        pm_callbacks cb = {rec_token, NULL, &c[k]};
+        assert_int_equal(pm_engine_submit(eng, &r->req[i], &cb, &r->id[i], err, sizeof err), 0);
+    }
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    pm_engine_free(eng);
+}
+
+static void test_longrope_per_sequence_in_batch(void **state) {
+    fx *f = *state;
+    int V = f->m->llm.c.vocab, L0 = f->m->llm.c.orig_max_pos;
+    run solo = {0}, bat = {0};
+    int32_t *a = text_ids(L0 - 2, 7), *b = text_ids(20, 9);
+    for (run *r = &solo; r; r = r == &solo ? &bat : NULL) {
+        r->req[0].ids = a;
+        r->req[0].n_ids = (size_t)(L0 - 2);
+        r->req[0].max_tokens = STEPS; /* token L0-2+2 = L0: the third decode crosses */
+        r->req[1].ids = b;
+        r->req[1].n_ids = 20;
+        r->req[1].max_tokens = STEPS;
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    }
+    execute(f, &solo, (int[]){0}, 1);
+    execute(f, &solo, (int[]){1}, 1);
+    execute(f, &bat, (int[]){0, 1}, 2);
+    /* the long sequence switched, the short one never did */
+    int switched = 0;
+    for (int s = 0; s < STEPS; s++) {
+        switched |= bat.rope_long[0][s];
+        assert_int_equal(bat.rope_long[1][s], 0);
+    }
+    assert_true(switched);
+    for (int i = 0; i < 2; i++) assert_memory_equal(solo.logits[i], bat.logits[i], sizeof(float) * (size_t)STEPS * V);
+    for (int i = 0; i < 2; i++) { free(solo.logits[i]); free(bat.logits[i]); }
+    free(a);
+    free(b);
+}
+
+static void test_adapter_isolation_in_batch(void **state) {
+    fx *f = *state;
+    int V = f->m->llm.c.vocab;
+    run solo = {0}, bat = {0}, noad = {0};
+    for (run *r = &solo; r; r = r == &solo ? &bat : r == &bat ? &noad : NULL) {
+        r->req[0].prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+        r->req[0].audios = &f->clip;
+        r->req[0].n_audios = 1;
+        r->req[0].max_tokens = STEPS;
+        r->req[1].prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
+        r->req[1].max_tokens = STEPS;
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    }
+    execute(f, &solo, (int[]){0}, 1);
+    execute(f, &solo, (int[]){1}, 1);
+    execute(f, &bat, (int[]){0, 1}, 2);
+    for (int i = 0; i < 2; i++) assert_memory_equal(solo.logits[i], bat.logits[i], sizeof(float) * (size_t)STEPS * V);
+    /* without its adapter the audio request's logits change: the check above has teeth */
+    noad.req[0].prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+    execute(f, &noad, (int[]){0}, 1);
+    for (int i = 0; i < 2; i++) { free(solo.logits[i]); free(bat.logits[i]); free(noad.logits[i]); }
+}
+
+static void test_adapter_policy(void **state) {
+    fx *f = *state;
+    pm_request r = {0};
+    assert_int_equal(pm_request_mode(&r), PM_MODE_LANGUAGE);
+    r.n_audios = 1;
+    assert_int_equal(pm_request_mode(&r), PM_MODE_SPEECH);
+    r.n_images = 1;
+    assert_int_equal(pm_request_mode(&r), PM_MODE_VISION_SPEECH);
+    r.n_audios = 0;
+    assert_int_equal(pm_request_mode(&r), PM_MODE_VISION);
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    pm_request a = {0}, t = {0};
+    a.prompt = "<|user|><|audio_1|>hi<|end|><|assistant|>";
+    a.audios = &f->clip;
+    a.n_audios = 1;
+    a.max_tokens = 3;
+    t.prompt = "<|user|>hi<|end|><|assistant|>";
+    t.max_tokens = 3;
+    int64_t ia, it;
+    assert_int_equal(pm_engine_submit(eng, &a, NULL, &ia, err, sizeof err), 0);
+    assert_int_equal(pm_engine_submit(eng, &t, NULL, &it, err, sizeof err), 0);
+    while (pm_engine_live(eng)) {
+        if (pm_engine_seq_adapter(eng, ia) >= 0) assert_int_equal(pm_engine_seq_adapter(eng, ia), PM_ADAPTER_SPEECH);
+        if (pm_engine_seq_adapter(eng, it) >= 0) assert_int_equal(pm_engine_seq_adapter(eng, it), PM_ADAPTER_NONE);
+        pm_engine_step(eng);
+    }
+    pm_engine_free(eng);
+}
+
+typedef struct done_rec { int calls; pm_finish why; } done_rec;
+static void rec_done(void *u, pm_finish why, int p, int c, const char *err) {
+    (void)p; (void)c; (void)err;
+    done_rec *d = u;
+    d->calls++;
+    d->why = why;
+}
+
+static void test_cancel_and_bad_requests(void **state) {
+    fx *f = *state;
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    done_rec d = {0};
+    pm_callbacks cb = {NULL, rec_done, &d};
+    pm_request r = {0};
+    r.prompt = "<|user|>hello<|end|><|assistant|>";
+    r.max_tokens = 100;
+    int64_t id;
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), 0);
+    pm_engine_step(eng);
+    assert_int_equal(pm_engine_cancel(eng, id), 0);
+    pm_engine_step(eng);
+    assert_int_equal(pm_engine_live(eng), 0);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.why, PM_FINISH_CANCELLED);
+    /* three placeholders for one clip; no clip for a placeholder; zero max_tokens */
+    pm_request bad = {0};
+    bad.prompt = "<|user|><|audio_1|><|audio_2|><|audio_3|>x<|end|><|assistant|>";
+    bad.audios = &f->clip;
+    bad.n_audios = 1;
+    bad.max_tokens = 4;
+    assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "audio"));
+    bad.n_audios = 0;
+    bad.prompt = "<|user|><|audio_1|>x<|end|><|assistant|>";
+    assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
+    bad.prompt = "<|user|>x<|end|><|assistant|>";
+    bad.max_tokens = 0;
+    assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
+    assert_int_equal(d.calls, 1); /* refused requests never call back */
+    pm_engine_free(eng);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_adapter_policy),
+        cmocka_unit_test(test_adapter_isolation_in_batch),
+        cmocka_unit_test(test_longrope_per_sequence_in_batch),
+        cmocka_unit_test(test_cancel_and_bad_requests),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
