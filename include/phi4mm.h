@@ -153,8 +153,8 @@ int pm_engine_step(pm_engine *eng);
 /* Marks a sequence cancelled; it finishes (on_done CANCELLED) and frees its memory at the next step. */
 int pm_engine_cancel(pm_engine *eng, int64_t seq_id);
 int pm_engine_live(const pm_engine *eng);
-/* One request to completion on a private engine. */
-int pm_generate(pm_model *m, const pm_request *req, const pm_callbacks *cb, char *err, size_t errlen);
+/* One request to completion on a private engine (opts NULL = defaults). */
+int pm_generate(pm_model *m, const pm_request *req, const pm_engine_opts *opts, const pm_callbacks *cb, char *err, size_t errlen);
 
 /* Renders a single-turn chat prompt with the checkpoint's template: <|system|>..<|end|><|user|>..<|end|><|assistant|>. */
 char *pm_chat_prompt(const char *system, const char *user);

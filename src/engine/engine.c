@@ -42,6 +42,7 @@ struct pm_engine {
     pm_seq **seqs;
     int n;
     int64_t next_id;
+    pm_fault fault;         /* test-only (engine_internal.h) */
 };
 
 void pm_engine_opts_default(pm_engine_opts *o) {
@@ -127,7 +128,9 @@ int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *
         return e.code;
     }
     pm_seq *s = pm_calloc(1, sizeof *s, &e);
-    if (!s || pm_prepare(eng->m, req, &eng->o.limits, &s->prep, NULL, &e)) goto fail;
+    pm_prep_trace ft = {0};
+    ft.fault = eng->fault;
+    if (!s || pm_prepare(eng->m, req, &eng->o.limits, &s->prep, eng->fault ? &ft : NULL, &e)) goto fail;
     s->n_prompt = s->prep.n;
     s->max_tokens = req->max_tokens;
     s->max_context = eng->o.limits.max_context > 0 ? eng->o.limits.max_context : eng->m->llm.c.max_pos;
@@ -235,7 +238,8 @@ int pm_engine_step(pm_engine *eng) {
             if (p < s->n_prompt) memcpy(rows[i] + (size_t)j * H, s->prep.embeds + (size_t)p * H, sizeof(float) * H);
             else if (pm_llm_embed(llm, &s->tokens[p], 1, rows[i] + (size_t)j * H, &e)) goto fail;
         }
-        pm_llm_chunk c = {&s->kv, rows[i], n, s->prep.adapter, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, NULL};
+        pm_adapter ad = eng->fault == PM_FAULT_LEAK_ADAPTER ? eng->seqs[0]->prep.adapter : s->prep.adapter;
+        pm_llm_chunk c = {&s->kv, rows[i], n, ad, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, NULL};
         ch[i] = c;
     }
     /* Prefill chunks run one forward each, so a prompt's numbers never depend on what else is in
@@ -304,9 +308,9 @@ fail:
     return e.code ? e.code : PM_ESTATE;
 }
 
-int pm_generate(pm_model *m, const pm_request *req, const pm_callbacks *cb, char *err, size_t errlen) {
+int pm_generate(pm_model *m, const pm_request *req, const pm_engine_opts *opts, const pm_callbacks *cb, char *err, size_t errlen) {
     pm_engine *eng;
-    int rc = pm_engine_new(&eng, m, NULL, err, errlen);
+    int rc = pm_engine_new(&eng, m, opts, err, errlen);
     if (rc) return rc;
     rc = pm_engine_submit(eng, req, cb, NULL, err, errlen);
     while (!rc && pm_engine_live(eng) > 0) {
@@ -344,3 +348,5 @@ int pm_engine_seq_adapter(const pm_engine *eng, int64_t seq_id) {
         if (eng->seqs[i]->id == seq_id) return (int)eng->seqs[i]->prep.adapter;
     return -1;
 }
+
+void pm_engine_set_fault(pm_engine *eng, int fault) { eng->fault = (pm_fault)fault; }

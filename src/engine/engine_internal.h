@@ -10,4 +10,7 @@ const float *pm_engine_last_logits(const pm_engine *eng, int64_t seq_id, int *ro
 /* The adapter a live sequence runs with (-1 when not live). */
 int pm_engine_seq_adapter(const pm_engine *eng, int64_t seq_id);
 
+/* Test-only fault injection (see pm_fault in prepare.h). */
+void pm_engine_set_fault(pm_engine *eng, int fault);
+
 #endif

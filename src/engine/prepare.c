@@ -12,6 +12,13 @@
 #include "nn/ops.h"
 #include "tok/chat.h"
 
+int pm_fault_parse(const char *name) {
+    static const char *names[] = {"none", "no-adapter", "wrong-proj", "add-embeds", "leak-adapter"};
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
+}
+
 pm_mode pm_request_mode(const pm_request *r) {
     if (r->n_images > 0 && r->n_audios > 0) return PM_MODE_VISION_SPEECH;
     if (r->n_images > 0) return PM_MODE_VISION;
@@ -178,6 +185,8 @@ int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, p
     out->audio_seconds = secs;
     out->mode = pm_request_mode(req);
     out->adapter = out->mode == PM_MODE_LANGUAGE ? PM_ADAPTER_NONE : out->mode == PM_MODE_SPEECH ? PM_ADAPTER_SPEECH : PM_ADAPTER_VISION;
+    pm_fault fault = tr ? tr->fault : PM_FAULT_NONE;
+    if (fault == PM_FAULT_NO_ADAPTER) out->adapter = PM_ADAPTER_NONE;
 
     /* 1. prompt ids with one placeholder per media item */
     int32_t *ids = NULL;
@@ -199,6 +208,7 @@ int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, p
     int *asz = pm_calloc((size_t)req->n_audios + 1, sizeof(int), e), *isz = pm_calloc((size_t)req->n_images + 1, sizeof(int), e);
     float *arows = NULL, *irows = NULL;
     int branch = out->mode == PM_MODE_VISION_SPEECH ? 1 : 0; /* any image -> the vision branch */
+    if (fault == PM_FAULT_WRONG_PROJ) branch = !branch;
     if (!e->code && req->n_audios) encode_audio(m, req, branch, &arows, asz, tr, e);
     if (!e->code && req->n_images) encode_images(m, req, &irows, isz, tr, e);
 
@@ -214,9 +224,12 @@ int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, p
         size_t ai = 0, ii = 0;
         for (size_t i = 0; i < nx && !e->code; i++) {
             float *row = out->embeds + i * H;
-            if (xids[i] == PM_AUDIO_TOKEN_ID && arows) memcpy(row, arows + (ai++) * H, sizeof(float) * H);
-            else if (xids[i] == PM_IMAGE_TOKEN_ID && irows) memcpy(row, irows + (ii++) * H, sizeof(float) * H);
-            else pm_llm_embed(&m->llm, &xids[i], 1, row, e);
+            const float *media = NULL;
+            if (xids[i] == PM_AUDIO_TOKEN_ID && arows) media = arows + (ai++) * H;
+            else if (xids[i] == PM_IMAGE_TOKEN_ID && irows) media = irows + (ii++) * H;
+            if (!media || fault == PM_FAULT_ADD_EMBEDS) pm_llm_embed(&m->llm, &xids[i], 1, row, e);
+            if (media && fault == PM_FAULT_ADD_EMBEDS) pm_add_inplace(row, media, (size_t)H);
+            else if (media) memcpy(row, media, sizeof(float) * H); /* replace, never add */
         }
     }
     free(ids);

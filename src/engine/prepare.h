@@ -10,6 +10,19 @@
 #include "vision/hd.h"
 #include "vision/image_embed.h"
 
+/* Deliberate faults, injected only by tests (parity --inject-fault) to prove that the checks
+ * catch each classic mistake. PM_FAULT_NONE in all normal use. */
+typedef enum pm_fault {
+    PM_FAULT_NONE = 0,
+    PM_FAULT_NO_ADAPTER,   /* run media requests without their LoRA adapter */
+    PM_FAULT_WRONG_PROJ,   /* use the other audio-projection branch */
+    PM_FAULT_ADD_EMBEDS,   /* add media rows to the placeholder embeddings instead of replacing them */
+    PM_FAULT_LEAK_ADAPTER  /* batch-wide adapter: every row uses the first sequence's adapter */
+} pm_fault;
+
+/* Parses a fault name ("no-adapter", "wrong-proj", "add-embeds", "leak-adapter"); -1 if unknown. */
+int pm_fault_parse(const char *name);
+
 typedef struct pm_prepared {
     pm_mode mode;
     pm_adapter adapter;
@@ -22,6 +35,7 @@ typedef struct pm_prepared {
 /* Optional captures for the parity tool. Set the pointers you want (conf/vit trace members as
  * their headers say); arrays below are malloc'd by the callee when their `want_` flag is set. */
 typedef struct pm_prep_trace {
+    pm_fault fault;            /* test-only fault injection */
     int want_audio;            /* fill the audio fields below */
     float *logmel;             /* [n_audios, t_max, 80] zero-padded batch */
     int t_max;

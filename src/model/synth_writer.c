@@ -89,22 +89,29 @@ static int ends_with(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-/* How a tensor is initialised: mean + std * N(0, 1). Embedding rows >= n_print use std_tail. */
+/* How a tensor is initialised: mean + std * N(0, 1). For the token embedding, rows of ids the
+ * synthetic tokenizer prints as ASCII (see loud_row) use std, the others std_tail. */
 typedef struct init_rule {
     float mean, std, std_tail;
-    int64_t n_print;   /* rows with the main std (embed_tokens only), else -1 */
-    int64_t row;       /* row length for n_print */
+    int n_vocab;       /* ordinary tokens of the synthetic tokenizer; -1: not the token embedding */
+    int64_t row;       /* row length of the token embedding */
 } init_rule;
 
+/* Ids whose text is printable ASCII: byte tokens '!'..'~' (ids 0..93), '\n' (198), ' ' (220) and
+ * every learned merge (the training text is ASCII). Byte tokens >= 0x80 would print U+FFFD. */
+static int loud_row(int64_t id, int n_vocab) {
+    return id < 94 || id == 198 || id == 220 || (id >= 256 && id < n_vocab);
+}
+
 static init_rule rule_for(const pm_ckpt_entry *en, int64_t hidden, int n_vocab_tokens) {
-    init_rule r = {.mean = 0, .std = 0.02f, .std_tail = 0, .n_print = -1, .row = 1};
+    init_rule r = {.mean = 0, .std = 0.02f, .std_tail = 0, .n_vocab = -1, .row = 1};
     const char *n = en->name;
     int64_t numel = pm_ckpt_entry_numel(en);
     if (ends_with(n, "embed_tokens.weight")) {
         /* tied lm_head: printable ids get logits of std ~4, the rest (and the special ids) ~0.02 */
         r.std = 4.0f / sqrtf((float)hidden);
         r.std_tail = 0.02f / sqrtf((float)hidden);
-        r.n_print = n_vocab_tokens;
+        r.n_vocab = n_vocab_tokens;
         r.row = en->shape[1];
     } else if (ends_with(n, "global_mean")) {
         r.mean = 18.0f, r.std = 1.0f;
@@ -156,12 +163,11 @@ static void gen_fill(gen *g, uint16_t *out, int64_t count) {
     while (i < count) {
         float std = g->rule.std;
         int64_t run = count - i;
-        if (g->rule.n_print >= 0) {
-            /* rows [0, n_print) use std, the rest std_tail; cut the run at the boundary */
-            int64_t bound = g->rule.n_print * g->rule.row;
-            if (g->pos < bound) {
-                if (run > bound - g->pos) run = bound - g->pos;
-            } else std = g->rule.std_tail;
+        if (g->rule.n_vocab >= 0) {
+            /* one embedding row at a time: its std depends on the token id */
+            int64_t id = g->pos / g->rule.row, in_row = g->rule.row - g->pos % g->rule.row;
+            if (run > in_row) run = in_row;
+            if (!loud_row(id, g->rule.n_vocab)) std = g->rule.std_tail;
         }
         for (int64_t k = 0; k < run; k++) {
             if (!g->left) {

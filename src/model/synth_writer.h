@@ -7,11 +7,12 @@
  * config.json implies (pm_ckpt_layout) filled by a seeded PRNG. Preset `tiny` uses the fixture's
  * dims (27 MB, 2 shards), `full` the real dims (11.1 GB, 5 shards).
  *
- * Values are chosen so that a forward pass is numerically sane: matrices N(0, 1/fan_in) (clamped),
- * LoRA B ten times smaller, norm weights 1 ± small, biases ~0, log-mel mean/invstd near real
- * statistics (mean ~18, invstd ~0.33), HD separators and the pooling probe O(0.5). Token-embedding
- * rows of ids the synthetic tokenizer can print are larger than the others, so the tied lm_head
- * mostly picks printable tokens and the special tokens (eos) stay unlikely.
+ * Values are chosen so that a forward pass is numerically sane: weights N(0, std 1/sqrt(fan_in))
+ * clamped to [0.005, 0.5], LoRA B ten times smaller, norm weights 1 ± 0.05, biases N(0, 0.02),
+ * log-mel mean/invstd near real statistics (mean ~18, invstd ~0.33, always positive), HD separators
+ * and the pooling probe std 0.5. Token-embedding rows of ids the synthetic tokenizer prints as ASCII
+ * have std 4/sqrt(H), all others (unused ids, special tokens) 200 times less, so the tied lm_head
+ * mostly picks printable tokens and eos stays unlikely (demo runs produce -n tokens).
  *
  * Weights are generated and written as a stream (a few MB buffers, a writer thread; never the whole
  * model in memory). Files are written under temporary names and renamed when everything is on disk.

@@ -8,9 +8,11 @@
  *     15.0–16.0 (unicode_delta.c, generated) are added to each \p{X} (to the class it is in, or a new class).
  * Nothing else changes: the alternation stays ordered (leftmost-first, like the references), `\s+(?!\S)` keeps its
  * lookahead, (?i:...) folds as the references fold.
- * The widened classes make PCRE2's JIT about 3x slower, and the code points concerned (U+180E and scripts added in
- * 2022-2024) are rare, so the original pattern is compiled too and used for any text that contains none of them
- * (one cheap scan of the non-ASCII characters decides); both patterns give identical pieces on such text.
+ * The widened classes make PCRE2's JIT about 3x slower, and the code points concerned (scripts added in 2022-2024)
+ * are rare, so a second pattern with only the \s rewrite is compiled too and used for any text that contains none
+ * of them (one cheap scan of the non-ASCII characters decides); both give identical pieces on such text.
+ * Limit: a PCRE2 with tables newer than Unicode 16 would treat later additions as letters; a union cannot remove
+ * them (the oracle leaves them unassigned). Debian 12's PCRE2 10.42 is Unicode 14.
  *
  * Splitting follows HF Split(behavior=Isolated): every match is a piece, so is any gap between matches; empty
  * matches are ignored. The subject is the text between two added tokens, so a lookahead stops at a special token.
@@ -99,7 +101,8 @@ static size_t prop_name(const char *s, const char **name, size_t *len) {
     return 1;
 }
 
-static int translate(const char *pat, char **out, trig_set *trig, pm_err *e) {
+/* widen = 0 only makes \s explicit (the fast pattern); trig (may be NULL) collects the widened code points. */
+static int translate(const char *pat, int widen, char **out, trig_set *trig, pm_err *e) {
     pm_buf b = {0};
     int rc = PM_OK, in_class = 0;
     size_t i = 0, n = strlen(pat);
@@ -111,7 +114,7 @@ static int translate(const char *pat, char **out, trig_set *trig, pm_err *e) {
                 const char *name;
                 size_t nl, used = prop_name(pat + i + 2, &name, &nl);
                 const pm_udelta *dl = used ? pm_udelta_find(name, nl) : NULL;
-                if (!dl || !dl->exact || !dl->n || (d == 'P' && in_class)) { /* nothing to widen (or not expressible) */
+                if (!dl || !dl->exact || !dl->n || (d == 'P' && in_class) || !widen) { /* nothing to widen (or not expressible) */
                     size_t l = 2 + used;
                     rc = pm_buf_put(&b, pat + i, l, e);
                     i += l;
@@ -127,8 +130,6 @@ static int translate(const char *pat, char **out, trig_set *trig, pm_err *e) {
                 continue;
             }
             if (d == 's' || (d == 'S' && !in_class)) {
-                rc = trig_add(trig, 0x180E, 0x180E, e); /* the one non-White_Space code point of PCRE2's \s */
-                if (rc) break;
                 if (in_class) rc = put_s(&b, WS_ITEMS, e);
                 else {
                     rc = put_s(&b, d == 's' ? "[" : "[^", e);
@@ -174,7 +175,7 @@ static int translate(const char *pat, char **out, trig_set *trig, pm_err *e) {
     return rc;
 }
 
-int pm_pretok_translate(const char *pat, char **out, pm_err *e) { return translate(pat, out, NULL, e); }
+int pm_pretok_translate(const char *pat, char **out, pm_err *e) { return translate(pat, 1, out, NULL, e); }
 
 static pcre2_code *compile(const char *pat, uint32_t extra, pm_err *e) {
     int ec;
@@ -194,7 +195,7 @@ int pm_pretok_init(pm_pretok *pt, const char *pattern, pm_err *e) {
     if (!pt->word) return PM_EFORMAT;
     if (!pattern) return PM_OK;
     trig_set trig = {0};
-    int rc = translate(pattern, &pt->pattern, &trig, e);
+    int rc = translate(pattern, 1, &pt->pattern, &trig, e);
     if (rc) {
         free(trig.r);
         return rc;
@@ -204,11 +205,14 @@ int pm_pretok_init(pm_pretok *pt, const char *pattern, pm_err *e) {
     pt->n_trig = trig.n;
     pt->re = compile(pt->pattern, 0, e);
     if (!pt->re) return PM_EFORMAT;
-    pcre2_jit_compile(pt->re, PCRE2_JIT_COMPLETE); /* without JIT (unsupported CPU) the interpreter still works */
+    pt->jit = pcre2_jit_compile(pt->re, PCRE2_JIT_COMPLETE) == 0; /* without JIT the interpreter still works */
     if (trig.n) {
-        pt->re_fast = compile(pattern, 0, e);
+        char *fast = NULL;
+        if ((rc = translate(pattern, 0, &fast, NULL, e))) return rc;
+        pt->re_fast = compile(fast, 0, e);
+        free(fast);
         if (!pt->re_fast) return PM_EFORMAT;
-        pcre2_jit_compile(pt->re_fast, PCRE2_JIT_COMPLETE);
+        pt->jit_fast = pcre2_jit_compile(pt->re_fast, PCRE2_JIT_COMPLETE) == 0;
     }
     return PM_OK;
 }
@@ -255,10 +259,11 @@ int pm_pretok_is_word(const pm_pretok *pt, const uint8_t *s, size_t n) {
     return rc >= 0;
 }
 
-/* One match from off; handles a JIT stack overflow by retrying with a large JIT stack, then the interpreter. */
-static int match_at(const pcre2_code *re, const uint8_t *s, size_t n, size_t off, pcre2_match_data *md,
+/* One match from off; handles a JIT stack overflow by retrying with a large JIT stack, then the interpreter.
+ * pcre2_jit_match is PCRE2's documented fast path (no option checks; JIT code never checks UTF). */
+static int match_at(const pcre2_code *re, int jit, const uint8_t *s, size_t n, size_t off, pcre2_match_data *md,
                     pcre2_match_context **mctx, pcre2_jit_stack **jstack) {
-    int rc = pcre2_match(re, s, n, off, PCRE2_NO_UTF_CHECK, md, *mctx);
+    int rc = jit ? pcre2_jit_match(re, s, n, off, 0, md, *mctx) : pcre2_match(re, s, n, off, PCRE2_NO_UTF_CHECK, md, *mctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !*jstack) {
         *mctx = pcre2_match_context_create(NULL);
         *jstack = pcre2_jit_stack_create(256 * 1024, 64 * 1024 * 1024, NULL);
@@ -274,7 +279,8 @@ static int match_at(const pcre2_code *re, const uint8_t *s, size_t n, size_t off
 int pm_pretok_split(const pm_pretok *pt, const uint8_t *s, size_t n, pm_piece_fn fn, void *ctx, pm_err *e) {
     if (!n) return PM_OK;
     if (!pt->re) return fn(ctx, s, n, e);
-    const pcre2_code *re = pt->re_fast && !has_trigger(pt, s, n) ? pt->re_fast : pt->re;
+    int fast = pt->re_fast && !has_trigger(pt, s, n), jit = fast ? pt->jit_fast : pt->jit;
+    const pcre2_code *re = fast ? pt->re_fast : pt->re;
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     if (!md) return pm_errf(e, PM_ENOMEM, "out of memory for regex match data");
     pcre2_match_context *mctx = NULL;
@@ -282,7 +288,7 @@ int pm_pretok_split(const pm_pretok *pt, const uint8_t *s, size_t n, pm_piece_fn
     int rc = PM_OK;
     size_t off = 0, gap = 0; /* gap: end of the previous piece */
     while (off < n) {
-        int m = match_at(re, s, n, off, md, &mctx, &jstack);
+        int m = match_at(re, jit, s, n, off, md, &mctx, &jstack);
         if (m == PCRE2_ERROR_NOMATCH) break;
         if (m < 0) {
             PCRE2_UCHAR msg[256];

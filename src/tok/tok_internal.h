@@ -33,6 +33,7 @@ typedef struct pm_merge_ent {
 typedef struct pm_pretok {
     pcre2_code *re;      /* translated pattern (Unicode 16 semantics); NULL: the whole text is one piece */
     pcre2_code *re_fast; /* the original pattern, used on text without trigger code points; NULL if same as re */
+    int jit, jit_fast;   /* 1 when JIT-compiled (then pcre2_jit_match is used) */
     uint32_t (*trig)[2]; /* sorted disjoint code point ranges where re and re_fast may differ */
     size_t n_trig;
     pcre2_code *word; /* anchored [\p{L}\p{N}_], for single_word added tokens */

@@ -9,17 +9,19 @@
  *    formula.
  *  - resized size: int(H * (crop*w / W)) etc. in double, truncated.
  *  - normalisation: (u / 255.f - 0.5f) / 0.5f in float32 (ToTensor then Normalize).
- *  - bicubic: ATen's upsample_bicubic2d CPU kernel (torch 1.13, the generic N-d kernel): float
- *    scale in/out, source index scale*(o+0.5)-0.5, t = src - floor(src), cubic coefficients with
- *    A = -0.75 in float, taps clamped to the border, output = sum_y w_y * (sum_x w_x * v).
- *    PyTorch runs the AVX2 build of that kernel on x86-64, which GCC compiled with fused
- *    multiply-adds; the fixtures (and Debian's torch) match bit for bit only when the same
- *    fusions are applied, so they are written out with fmaf():
- *      index  fma(scale, o + 0.5, -0.5)
- *      coeffs near(x) = fma(fma(A+2, x, -(A+3)) * x, x, 1)
- *             far(x)  = fma(fma(fma(A, x, -5A), x, 8A), x, -4A)
+ *  - bicubic: ATen's upsample_bicubic2d CPU kernel (torch 1.13, generic N-d kernel): float
+ *    scale = in/out, source index scale*(o+0.5)-0.5, taps floor(src)-1 .. floor(src)+2 clamped
+ *    to the border, cubic weights with A = -0.75 in float, output = sum_y w_y * sum_x w_x * v.
+ *    PyTorch runs the AVX2 build of that kernel on x86-64, compiled by GCC with fused
+ *    multiply-adds in places; the fixtures (and Debian's torch 1.13) are reproduced bit for bit
+ *    only with the same roundings, measured by impulse responses and random inputs against torch
+ *    (tests/e2e/image_diff.sh) and written out with fmaf():
+ *      floor  i0 = floor(fma(scale, o + 0.5, -0.5))
+ *      frac   t  = fma(scale, o + 0.5, -0.5 - i0)    (one rounding of the exact fraction)
+ *      near   fma(A+2, x, -(A+3)) * x * x + 1         weights 1, 2 (x = t, 1 - t)
+ *      far    fma(fma(A, x, -5A), x, 8A) * x - 4A     weights 0, 3 (x = t + 1, 2 - t)
  *      sums   s = fma(v0, w0, v1 * w1); s = fma(v2, w2, s); s = fma(v3, w3, s)  (x, then y)
- *    (fmaf is exact in software too, so this does not depend on our own compiler flags). */
+ *    fmaf is exact in software too, so this does not depend on our own compiler flags. */
 #include "hd.h"
 
 #include <math.h>
@@ -109,8 +111,8 @@ int pm_hd_num_tokens(int width, int height, int dynamic_hd, int crop) {
 
 /* ---------------------------------------------------------------------- bicubic (ATen) */
 
-static inline float cubic_near(float x, float a) { return fmaf(fmaf(a + 2, x, -(a + 3)) * x, x, 1.0f); }
-static inline float cubic_far(float x, float a) { return fmaf(fmaf(fmaf(a, x, -5 * a), x, 8 * a), x, -4 * a); }
+static inline float cubic_near(float x, float a) { return fmaf(a + 2, x, -(a + 3)) * x * x + 1; }
+static inline float cubic_far(float x, float a) { return fmaf(fmaf(a, x, -5 * a), x, 8 * a) * x - 4 * a; }
 
 typedef struct cubic_taps {
     int idx[4];
@@ -121,9 +123,9 @@ static void cubic_taps_make(int in_size, int out_size, cubic_taps *t) {
     const float a = -0.75f;
     float scale = (float)in_size / (float)out_size;
     for (int o = 0; o < out_size; o++) {
-        float src = fmaf(scale, (float)o + 0.5f, -0.5f);
-        int64_t i0 = (int64_t)floorf(src);
-        float f = src - (float)i0;
+        float d = (float)o + 0.5f;
+        int64_t i0 = (int64_t)floorf(fmaf(scale, d, -0.5f));
+        float f = fmaf(scale, d, -0.5f - (float)i0);
         float g = 1.0f - f;
         t[o].w[0] = cubic_far(f + 1.0f, a);
         t[o].w[1] = cubic_near(f, a);

@@ -304,16 +304,19 @@ int pm_siglip_position_ids(int grid, const float *mask, int *ids, pm_err *e) {
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 
-/* out[0..8) = exp(in[0..8)); inputs clamped to +-88.376 (exp(-88.376) flushes to 0). Vectors pass
- * through memory so no vector type crosses a function boundary (no ABI dependence). */
+/* out[0..8) = exp(in[0..8)); inputs clamped to [-88.376, 88] (results below ~2^-126 flush to 0,
+ * the top stays finite). Vectors pass through memory so no vector type crosses a function
+ * boundary (no ABI dependence). */
 static inline __attribute__((always_inline)) void exp8(const float *in, float *out) {
-    v8f x, hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f,
-                 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
+    const v8f hi = {88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f};
+    const v8f lo = {-88.3762626647949f, -88.3762626647949f, -88.3762626647949f, -88.3762626647949f,
+                    -88.3762626647949f, -88.3762626647949f, -88.3762626647949f, -88.3762626647949f};
+    v8f x;
     memcpy(&x, in, sizeof x);
     v8i m = x > hi;
     x = (v8f)(((v8i)x & ~m) | ((v8i)hi & m));
-    m = x < -hi;
-    x = (v8f)(((v8i)x & ~m) | ((v8i)(-hi) & m));
+    m = x < lo;
+    x = (v8f)(((v8i)x & ~m) | ((v8i)lo & m));
     v8f fx = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     x = x - fx * 0.693359375f;
     x = x - fx * -2.12194440e-4f;

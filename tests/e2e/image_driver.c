@@ -96,7 +96,7 @@ static void run(char *line) {
         if (!rc) printf("OK %d %d %d %d %d\n", p.w_crops, p.h_crops, p.new_w, p.new_h, p.num_tokens);
     } else if (!strcmp(cmd, "hd") && argc == 5) {
         pm_image im;
-        pm_hd_image h;
+        pm_hd_image h = {0};
         rc = pm_image_read_file(&im, argv[1], 0, &e);
         if (!rc) rc = pm_hd_preprocess(&im, atoi(argv[2]), atoi(argv[3]), &h, &e);
         if (!rc) {

@@ -220,50 +220,57 @@ static void test_long_clip(void **state) {
 }
 
 /* A long clip batched (with a frame mask) with a short one whose length is a multiple of 8, so
- * that no subsampled frame of it reads padding:
+ * that no subsampled frame of it reads padding, and the long clip again (6 sequences of 500:
+ * more than one group of sequences goes through the blocks):
  *  - the long clip's first chunk is independent of the rest: equal to the fixture's rows 0..499;
  *  - its masked last chunk equals the same clip run alone with a frame mask, and differs from
  *    the unmasked official output (the mask has an effect);
- *  - the short clip's valid rows equal the short clip run alone. */
+ *  - the short clip's valid rows equal the short clip run alone;
+ *  - the third clip (in another group) equals the first. */
 static void test_long_batch_masks(void **state) {
     fx *f = *state;
-    printf("long + short batch with a frame mask\n");
+    printf("long + short + long batch with a frame mask\n");
     pm_npy lm, ref;
     load_npy(f, "audio/clip_long_16k/logmel.npy", &lm);
     load_npy(f, "audio/clip_long_16k/encoder_out.npy", &ref);
     int T = (int)lm.shape[0], Ts = 192, D = pm_conformer_dim(f->m);
-    float *feats = calloc((size_t)2 * T * 80, sizeof(float));
+    float *feats = calloc((size_t)3 * T * 80, sizeof(float));
     memcpy(feats, lm.data, (size_t)T * 80 * sizeof(float));
     memcpy(feats + (size_t)T * 80, (const float *)lm.data + (size_t)1000 * 80, (size_t)Ts * 80 * sizeof(float));
-    int frames[2] = {T, Ts}, Tp = 0, Tp1 = 0, Tp2 = 0;
+    memcpy(feats + (size_t)2 * T * 80, lm.data, (size_t)T * 80 * sizeof(float));
+    int frames[3] = {T, Ts, T}, Tp = 0, Tp1 = 0, Tp2 = 0;
     float *out = NULL, *solo = NULL, *shortout = NULL;
     pm_err e = {0};
-    assert_int_equal(pm_conformer_forward(f->m, feats, 2, T, frames, 1, &out, &Tp, NULL, &e), 0);
+    assert_int_equal(pm_conformer_forward(f->m, feats, 3, T, frames, 1, &out, &Tp, NULL, &e), 0);
     assert_int_equal(Tp, 513);
     assert_int_equal(pm_conformer_forward(f->m, feats, 1, T, frames, 1, &solo, &Tp1, NULL, &e), 0);
     assert_int_equal(pm_conformer_forward(f->m, feats + (size_t)T * 80, 1, Ts, &Ts, 0, &shortout, &Tp2, NULL, &e), 0);
     assert_int_equal(Tp2, Ts / 8);
-    double d_first = 0, d_last = 0, d_unmasked = 0, d_short = 0;
+    double d_first = 0, d_last = 0, d_unmasked = 0, d_short = 0, d_third = 0;
     for (int t = 0; t < Tp; t++)
         for (int j = 0; j < D; j++) {
-            double g = out[(size_t)t * D + j], r = pm_npy_get(&ref, (size_t)t * D + j), s = solo[(size_t)t * D + j];
+            size_t i = (size_t)t * D + j;
+            double g = out[i], r = pm_npy_get(&ref, i), s = solo[i];
             if (t < 500) d_first = fmax(d_first, fabs(g - r));
             else {
                 d_last = fmax(d_last, fabs(g - s));
                 d_unmasked = fmax(d_unmasked, fabs(g - r));
             }
+            d_third = fmax(d_third, fabs(g - out[(size_t)2 * Tp * D + i]));
         }
     for (int t = 0; t < Tp2; t++)
         for (int j = 0; j < D; j++)
             d_short = fmax(d_short, fabs(out[((size_t)Tp + t) * D + j] - shortout[(size_t)t * D + j]));
-    printf("  first chunk vs official unmasked      max|d|=%.3e\n", d_first);
-    printf("  masked last chunk vs solo masked      max|d|=%.3e\n", d_last);
+    printf("  first chunk vs official unmasked       max|d|=%.3e\n", d_first);
+    printf("  masked last chunk vs solo masked       max|d|=%.3e\n", d_last);
     printf("  masked last chunk vs official unmasked max|d|=%.3e (must differ)\n", d_unmasked);
-    printf("  short clip in batch vs alone          max|d|=%.3e\n", d_short);
+    printf("  short clip in batch vs alone           max|d|=%.3e\n", d_short);
+    printf("  third clip (second group) vs first     max|d|=%.3e\n", d_third);
     assert_true(d_first <= TOL);
     assert_true(d_last <= 1e-5);
     assert_true(d_unmasked > 1e-2);
     assert_true(d_short <= 1e-4);
+    assert_true(d_third <= 1e-5);
     free(out); free(solo); free(shortout); free(feats);
     pm_npy_free(&lm);
     pm_npy_free(&ref);

@@ -41,6 +41,8 @@ static void usage_generate(void) {
             "  --image FILE          image (PNG/JPEG/WebP), repeatable, in placeholder order\n"
             "  -n, --max-tokens N    tokens to generate (default 256)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
+            "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
+            "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
@@ -84,12 +86,12 @@ static int load_image(const char *cmd, media_set *ms, const char *path) {
 }
 
 /* Runs one request and streams it; returns the exit status. */
-static int run_request(const char *cmd, pm_model *m, pm_request *req, int stats) {
+static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
     done_info d = {PM_FINISH_ERROR, 0, 0, ""};
     pm_callbacks cb = {print_token, on_done, &d};
     char err[1024];
     double t0 = cli_now();
-    int rc = pm_generate(m, req, &cb, err, sizeof err);
+    int rc = pm_generate(m, req, opts, &cb, err, sizeof err);
     fputc('\n', stdout);
     fflush(stdout);
     if (rc) return cli_fail(cmd, "%s", err);
@@ -114,6 +116,8 @@ int pm_cmd_generate(int argc, char **argv) {
     long top_k = 0, seed = 0;
     media_set ms = {0};
     int rc = 0;
+    pm_engine_opts opts;
+    pm_engine_opts_default(&opts);
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "-h") && strcmp(a, "--help");
@@ -136,6 +140,8 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
         else if (!strcmp(a, "--top-k")) { if (cli_int(v, 0, 1 << 30, &top_k)) rc = cli_fail(cmd, "--top-k must be >= 0, got '%s'", v); }
+        else if (!strcmp(a, "--max-audio-seconds")) { if (cli_float(v, 0, 1e7, &opts.limits.max_audio_seconds)) rc = cli_fail(cmd, "--max-audio-seconds must be a non-negative number, got '%s'", v); }
+        else if (!strcmp(a, "--max-audio-clips")) { long k; if (cli_int(v, 0, 4096, &k)) rc = cli_fail(cmd, "--max-audio-clips must be in [0, 4096], got '%s'", v); else opts.limits.max_audio_clips = (int)k; }
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
@@ -176,7 +182,7 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.top_k = (int)top_k;
     req.sampling.top_p = (float)top_p;
     req.sampling.seed = (uint64_t)seed;
-    rc = run_request(cmd, m, &req, stats);
+    rc = run_request(cmd, m, &req, &opts, stats);
     pm_model_free(m);
     free(full);
     media_free(&ms);
@@ -215,7 +221,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
         req.n_audios = 1;
         req.max_tokens = (int)n;
         if (nfiles > 1) printf("%s: ", files[f]);
-        rc = run_request(cmd, m, &req, 0);
+        rc = run_request(cmd, m, &req, NULL, 0);
         media_free(&ms);
     }
     pm_model_free(m);

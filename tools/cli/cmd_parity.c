@@ -15,6 +15,7 @@
 #include "audio/features.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/engine_internal.h"
 #include "engine/model.h"
 #include "engine/prepare.h"
 #include "io/npy.h"
@@ -30,6 +31,7 @@
 
 typedef struct ctx {
     pm_parity p;
+    int fault;
     json_t *manifest, *inputs;
     pm_model *m;
     char model_dir[4096], inputs_dir[4096];
@@ -198,6 +200,7 @@ static void run_case(ctx *c, const char *cs) {
     float **blocks = calloc((size_t)NB, sizeof(float *));
     pm_prep_trace tr = {0};
     pm_vit_trace vt = {0};
+    tr.fault = (pm_fault)c->fault;
     tr.want_audio = na > 0;
     tr.conf = na > 0 ? &ct : NULL;
     tr.want_image = has_image;
@@ -352,9 +355,24 @@ static void run_case(ctx *c, const char *cs) {
     /* greedy generation through the engine (KV-cached decode, adapter kept every step) */
     snprintf(rel, sizeof rel, "cases/%s/generated_ids.npy", cs);
     if (pm_parity_has(&c->p, rel) && pm_parity_want(&c->p, cs, "generated_ids")) {
+        /* The case runs batched with a companion text request submitted first, so a batch-wide
+         * adapter (instead of a per-sequence one) would show up here. */
         int64_t *buf = calloc(4097, sizeof(int64_t));
         pm_callbacks cb = {record_token, NULL, buf};
-        if (pm_generate(c->m, &req, &cb, err, sizeof err)) pm_parity_fail(&c->p, cs, "generated_ids", "%s", err);
+        pm_engine *eng = NULL;
+        pm_request comp = {0};
+        comp.prompt = "<|user|>Say something.<|end|><|assistant|>";
+        comp.max_tokens = req.max_tokens;
+        int rc = pm_engine_new(&eng, c->m, NULL, err, sizeof err);
+        if (!rc) {
+            pm_engine_set_fault(eng, c->fault);
+            rc = pm_engine_submit(eng, &comp, NULL, NULL, err, sizeof err);
+        }
+        if (!rc) rc = pm_engine_submit(eng, &req, &cb, NULL, err, sizeof err);
+        while (!rc && pm_engine_live(eng) > 0)
+            if (pm_engine_step(eng) < 0) rc = snprintf(err, sizeof err, "engine step failed") > 0 ? -1 : -1;
+        pm_engine_free(eng);
+        if (rc) pm_parity_fail(&c->p, cs, "generated_ids", "%s", err);
         else pm_parity_check_i64(&c->p, cs, "generated_ids", rel, buf + 1, (size_t)buf[0]);
         free(buf);
     } else pm_parity_mark_seen(&c->p, rel);
@@ -453,6 +471,10 @@ int pm_cmd_parity(int argc, char **argv) {
         else if (!strcmp(a, "--case") && i + 1 < argc && n_cases < 64) cases[n_cases++] = argv[++i];
         else if (!strcmp(a, "--stage-filter") && i + 1 < argc) c.p.stage_glob = argv[++i];
         else if (!strcmp(a, "-v")) c.p.verbose = 1;
+        else if (!strcmp(a, "--inject-fault") && i + 1 < argc) {
+            /* test-only: prove the checks catch a known mistake (the run must then fail) */
+            if ((c.fault = pm_fault_parse(argv[++i])) < 0) return cli_fail("parity", "unknown fault '%s'", argv[i]);
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else return cli_fail("parity", "unknown or incomplete option '%s' (see --help)", a);
     }

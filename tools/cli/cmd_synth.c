@@ -12,7 +12,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: phi4mm synth --preset tiny|full --out DIR [--seed S] [--force] [--threads 1|2]\n"
+            "usage: phi4mm synth --preset tiny|full --out DIR [--seed S] [--force] [--threads 1|2] [--shards N]\n"
             "\n"
             "Writes a random-weight checkpoint in the exact layout of microsoft/Phi-4-multimodal-instruct\n"
             "(config.json, preprocessor_config.json, generation_config.json, tokenizer.json,\n"
@@ -21,6 +21,8 @@ static void usage(FILE *f) {
             "  --preset full   the real dims: 2047 tensors, 11.1 GB, 5 shards (for benchmarks)\n"
             "  --seed S        PRNG seed (default 0); the same seed gives the same bytes\n"
             "  --force         overwrite a non-empty DIR that is not an earlier synth output\n"
+            "  --threads N     1: generate and write in turn; 2 (default): overlap them\n"
+            "  --shards N      number of safetensors shards (default: tiny 2, full 5)\n"
             "Random weights produce meaningless text; the tokenizer is a small English BPE with the\n"
             "real special tokens.\n");
 }

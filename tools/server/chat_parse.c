@@ -1,0 +1,373 @@
+/* chat_parse.c — see chat_parse.h. Order of work: generation parameters (cheap checks first),
+ * then messages: roles, content parts, media bytes, placeholder text; then the chat template and
+ * the placeholder/media count check the engine would otherwise make later. */
+#include "chat_parse.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base64.h"
+#include "dataurl.h"
+#include "json_util.h"
+#include "local_media.h"
+#include "tok/chat.h"
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+} sbuf;
+
+static int sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) return -1;
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+int srv_has_placeholder(const char *t) {
+    for (const char *p = strstr(t, "<|"); p; p = strstr(p + 2, "<|")) {
+        const char *q = p + 2;
+        if (!strncmp(q, "image_", 6)) q += 6;
+        else if (!strncmp(q, "audio_", 6)) q += 6;
+        else continue;
+        if (!isdigit((unsigned char)*q)) continue;
+        while (isdigit((unsigned char)*q)) q++;
+        if (q[0] == '|' && q[1] == '>') return 1;
+    }
+    return 0;
+}
+
+void srv_chat_req_free(srv_chat_req *r) {
+    free(r->prompt);
+    for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
+    for (int i = 0; i < r->n_audios; i++) free(r->audios[i].data);
+    free(r->images);
+    free(r->audios);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------------ parameters */
+
+static int parse_stop(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const json_t *v = json_object_get(root, "stop");
+    if (!v || json_is_null(v)) return 0;
+    const json_t *one[1] = {v};
+    size_t n = 1;
+    if (json_is_array(v)) n = json_array_size(v);
+    else if (!json_is_string(v)) return srv_bad(e, "stop", "invalid_type", "stop must be a string or an array of strings");
+    if (n > SRV_MAX_STOP) return srv_bad(e, "stop", "invalid_value", "stop accepts at most %d sequences (got %zu)", SRV_MAX_STOP, n);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *s = json_is_array(v) ? json_array_get(v, i) : one[0];
+        if (!json_is_string(s)) return srv_bad(e, "stop", "invalid_type", "stop[%zu] must be a string", i);
+        size_t l = json_string_length(s);
+        if (l == 0) return srv_bad(e, "stop", "invalid_value", "stop[%zu] is empty", i);
+        if (l > SRV_MAX_STOP_LEN) return srv_bad(e, "stop", "invalid_value", "stop[%zu] is longer than %d bytes", i, SRV_MAX_STOP_LEN);
+        r->stop[r->n_stop] = strndup(json_string_value(s), l);
+        if (!r->stop[r->n_stop]) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        r->n_stop++;
+    }
+    return 0;
+}
+
+/* Parameters we do not implement are refused when they would change the output. */
+static int refuse_unsupported(const json_t *root, srv_error *e) {
+    const json_t *v;
+    int b = 0;
+    if (srv_get_bool(root, "logprobs", &b, e) < 0) return -1;
+    if (b) return srv_bad(e, "logprobs", "unsupported_parameter", "logprobs are not supported by this server");
+    if ((v = json_object_get(root, "top_logprobs")) && !json_is_null(v))
+        return srv_bad(e, "top_logprobs", "unsupported_parameter", "top_logprobs is not supported by this server");
+    if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
+        return srv_bad(e, "tools", "unsupported_parameter", "tools / function calling are not supported by this server");
+    if ((v = json_object_get(root, "functions")) && !json_is_null(v))
+        return srv_bad(e, "functions", "unsupported_parameter", "functions are not supported by this server");
+    const char *keys[] = {"frequency_penalty", "presence_penalty"};
+    for (int i = 0; i < 2; i++) {
+        double x = 0;
+        if (srv_get_num(root, keys[i], -2.0, 2.0, &x, e) < 0) return -1;
+        if (x != 0) return srv_bad(e, keys[i], "unsupported_parameter", "%s is not supported by this server (only 0)", keys[i]);
+    }
+    if ((v = json_object_get(root, "logit_bias")) && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
+        return srv_bad(e, "logit_bias", "unsupported_parameter", "logit_bias is not supported by this server");
+    if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
+        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
+            return srv_bad(e, "response_format", "unsupported_parameter", "only response_format {\"type\": \"text\"} is supported");
+    }
+    if ((v = json_object_get(root, "modalities")) && json_is_array(v)) {
+        size_t i;
+        const json_t *m;
+        json_array_foreach(v, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
+            return srv_bad(e, "modalities", "unsupported_parameter", "this model only produces text (modalities: [\"text\"])");
+    }
+    return 0;
+}
+
+static int parse_params(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const char *model = NULL;
+    if (srv_get_str(root, "model", &model, e) < 0) return -1;
+    long long n = 1;
+    if (srv_get_int(root, "n", 1, 1000000, &n, e) < 0) return -1;
+    if (n != 1) return srv_bad(e, "n", "unsupported_value", "only n=1 is supported (got %lld)", n);
+    long long mt = 0;
+    int got = srv_get_int(root, "max_completion_tokens", 1, 1 << 24, &mt, e);
+    if (got < 0) return -1;
+    if (!got && srv_get_int(root, "max_tokens", 1, 1 << 24, &mt, e) < 0) return -1;
+    r->max_tokens = (int)mt;
+    double t = 0, tp = 1;
+    if (srv_get_num(root, "temperature", 0.0, 2.0, &t, e) < 0) return -1;
+    if (srv_get_num(root, "top_p", 0.0, 1.0, &tp, e) < 0) return -1;
+    long long tk = 0;
+    if (srv_get_int(root, "top_k", 0, 1 << 30, &tk, e) < 0) return -1;
+    long long seed = 0;
+    int sg = srv_get_int(root, "seed", -(1LL << 62), 1LL << 62, &seed, e);
+    if (sg < 0) return -1;
+    r->sampling.temperature = (float)t;
+    r->sampling.top_p = (float)tp;
+    r->sampling.top_k = (int)tk;
+    r->sampling.seed = (uint64_t)seed;
+    r->seed_given = sg;
+    if (srv_get_bool(root, "stream", &r->stream, e) < 0) return -1;
+    const json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) return srv_bad(e, "stream_options", "invalid_type", "stream_options must be an object");
+        int iu = 0;
+        if (srv_get_bool(so, "include_usage", &iu, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            return -1;
+        }
+        r->include_usage = iu;
+    }
+    if (parse_stop(root, r, e)) return -1;
+    return refuse_unsupported(root, e);
+}
+
+/* ------------------------------------------------------------------ media */
+
+static int add_blob(srv_blob **arr, int *n, int max, uint8_t *data, size_t len, const char *what, const char *fmt, const char *kind,
+                    srv_error *e) {
+    if (*n >= max) {
+        free(data);
+        return srv_bad(e, what, "too_many_media", "at most %d %s per request are accepted", max, kind);
+    }
+    if (!*arr) {
+        *arr = calloc((size_t)max, sizeof **arr);
+        if (!*arr) {
+            free(data);
+            return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    srv_blob *b = &(*arr)[(*n)++];
+    b->data = data;
+    b->len = len;
+    snprintf(b->what, sizeof b->what, "%s", what);
+    snprintf(b->format, sizeof b->format, "%s", fmt);
+    return 0;
+}
+
+static int b64_media(const char *s, size_t n, const char *param, size_t max, uint8_t **out, size_t *len, srv_error *e) {
+    char err[256];
+    int rc = srv_b64_decode(s, n, out, len, err, sizeof err);
+    if (rc == -2) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (rc) return srv_bad(e, param, "invalid_base64", "%s: %s", param, err);
+    if (*len == 0) {
+        free(*out);
+        *out = NULL;
+        return srv_bad(e, param, "invalid_value", "%s: the media data is empty", param);
+    }
+    if (*len > max) {
+        free(*out);
+        *out = NULL;
+        return srv_fail(e, 413, "invalid_request_error", param, "media_too_large", "%s: media is larger than %zu bytes", param, max);
+    }
+    return 0;
+}
+
+static int image_part(const json_t *part, const char *where, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
+    char param[96];
+    const json_t *iu = json_object_get(part, "image_url");
+    const json_t *url = json_is_string(iu) ? iu : json_is_object(iu) ? json_object_get(iu, "url") : NULL;
+    snprintf(param, sizeof param, "%s.image_url%s", where, json_is_object(iu) ? ".url" : "");
+    if (!json_is_string(url)) return srv_bad(e, param, "invalid_type", "%s must be a string (a data:image/...;base64,... URL)", param);
+    const char *u = json_string_value(url);
+    size_t ul = json_string_length(url);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char fmt[16] = "";
+    if (srv_is_data_url(u, ul)) {
+        srv_data_url d;
+        char err[256];
+        if (srv_data_url_parse(u, ul, &d, err, sizeof err)) return srv_bad(e, param, "invalid_image_url", "%s: %s", param, err);
+        if (strncmp(d.media_type, "image/", 6))
+            return srv_bad(e, param, "invalid_image_url", "%s: expected an image media type (data:image/png;base64,...), got '%s'", param,
+                           d.media_type[0] ? d.media_type : "none");
+        snprintf(fmt, sizeof fmt, "%s", d.media_type + 6);
+        if (b64_media(d.payload, d.payload_len, param, lim->max_media_bytes, &data, &len, e)) return -1;
+    } else if (!strncasecmp(u, "http://", 7) || !strncasecmp(u, "https://", 8)) {
+        return srv_bad(e, param, "unsupported_url",
+                       "%s: remote image URLs are not fetched by this server; send the image inline as "
+                       "data:image/<type>;base64,<data>",
+                       param);
+    } else if (!strncmp(u, "file://", 7) || u[0] == '/') {
+        char err[256];
+        if (srv_read_local_media(lim->media_dir, u, lim->max_media_bytes, &data, &len, err, sizeof err))
+            return srv_bad(e, param, "invalid_image_url", "%s: %s", param, err);
+    } else {
+        return srv_bad(e, param, "invalid_image_url", "%s must be a data:image/<type>;base64,<data> URL", param);
+    }
+    return add_blob(&r->images, &r->n_images, lim->max_images, data, len, where, fmt, "images", e);
+}
+
+static int audio_part(const json_t *part, const char *where, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
+    char param[96];
+    const json_t *ia = json_object_get(part, "input_audio");
+    snprintf(param, sizeof param, "%s.input_audio", where);
+    if (!json_is_object(ia)) return srv_bad(e, param, "invalid_type", "%s must be an object {\"data\": base64, \"format\": ...}", param);
+    const json_t *data = json_object_get(ia, "data"), *fmt = json_object_get(ia, "format");
+    snprintf(param, sizeof param, "%s.input_audio.format", where);
+    if (!json_is_string(fmt)) return srv_bad(e, param, "invalid_type", "%s must be one of wav, mp3, flac, ogg", param);
+    const char *f = json_string_value(fmt);
+    if (strcmp(f, "wav") && strcmp(f, "mp3") && strcmp(f, "flac") && strcmp(f, "ogg"))
+        return srv_bad(e, param, "invalid_value", "%s '%s' is not supported (wav, mp3, flac, ogg)", param, f);
+    snprintf(param, sizeof param, "%s.input_audio.data", where);
+    if (!json_is_string(data)) return srv_bad(e, param, "invalid_type", "%s must be a base64 string", param);
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (b64_media(json_string_value(data), json_string_length(data), param, lim->max_media_bytes, &bytes, &len, e)) return -1;
+    return add_blob(&r->audios, &r->n_audios, lim->max_audios, bytes, len, where, f, "audio clips", e);
+}
+
+/* ------------------------------------------------------------------ messages */
+
+static int role_ok(const char *role) {
+    return !strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user") || !strcmp(role, "assistant");
+}
+
+/* Pass 1: does any text hold an explicit placeholder? */
+static int any_placeholder(const json_t *msgs) {
+    size_t i, k;
+    const json_t *m, *p;
+    json_array_foreach(msgs, i, m) {
+        const json_t *c = json_object_get(m, "content");
+        if (json_is_string(c) && srv_has_placeholder(json_string_value(c))) return 1;
+        if (json_is_array(c)) json_array_foreach(c, k, p) {
+                const json_t *t = json_object_get(p, "text");
+                if (json_is_string(t) && srv_has_placeholder(json_string_value(t))) return 1;
+            }
+    }
+    return 0;
+}
+
+static int message_content(const json_t *m, size_t i, const char *role, const srv_parse_limits *lim, srv_chat_req *r, sbuf *b,
+                           srv_error *e) {
+    char where[96];
+    const json_t *c = json_object_get(m, "content");
+    snprintf(where, sizeof where, "messages[%zu].content", i);
+    if (json_is_string(c)) return sb_put(b, json_string_value(c), json_string_length(c)) ? srv_fail(e, 500, "server_error", NULL, NULL, "out of memory") : 0;
+    if (!json_is_array(c)) return srv_bad(e, where, "invalid_type", "%s must be a string or an array of content parts", where);
+    size_t k;
+    const json_t *part;
+    json_array_foreach(c, k, part) {
+        snprintf(where, sizeof where, "messages[%zu].content[%zu]", i, k);
+        if (!json_is_object(part)) return srv_bad(e, where, "invalid_type", "%s must be an object", where);
+        const json_t *ty = json_object_get(part, "type");
+        char tparam[112];
+        snprintf(tparam, sizeof tparam, "%s.type", where);
+        if (!json_is_string(ty)) return srv_bad(e, tparam, "invalid_type", "%s must be a string", tparam);
+        const char *t = json_string_value(ty);
+        if (!strcmp(t, "text")) {
+            const json_t *tx = json_object_get(part, "text");
+            snprintf(tparam, sizeof tparam, "%s.text", where);
+            if (!json_is_string(tx)) return srv_bad(e, tparam, "invalid_type", "%s must be a string", tparam);
+            if (sb_put(b, json_string_value(tx), json_string_length(tx))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            continue;
+        }
+        int is_img = !strcmp(t, "image_url"), is_aud = !strcmp(t, "input_audio");
+        if (!is_img && !is_aud)
+            return srv_bad(e, tparam, "unknown_content_part", "%s '%s' is not supported (expected text, image_url or input_audio)",
+                           tparam, t);
+        if (strcmp(role, "user"))
+            return srv_bad(e, tparam, "invalid_value", "%s: %s parts are only accepted in user messages", tparam, t);
+        if (is_img ? image_part(part, where, lim, r, e) : audio_part(part, where, lim, r, e)) return -1;
+        if (!r->explicit_placeholders) {
+            char ph[32];
+            int len = snprintf(ph, sizeof ph, is_img ? "<|image_%d|>" : "<|audio_%d|>", is_img ? r->n_images : r->n_audios);
+            if (sb_put(b, ph, (size_t)len)) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    return 0;
+}
+
+static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
+    const json_t *msgs = json_object_get(root, "messages");
+    if (!msgs || json_is_null(msgs)) return srv_bad(e, "messages", "missing_required_parameter", "messages is required");
+    if (!json_is_array(msgs)) return srv_bad(e, "messages", "invalid_type", "messages must be an array");
+    size_t n = json_array_size(msgs);
+    if (n == 0) return srv_bad(e, "messages", "invalid_value", "messages must not be empty");
+    if (n > SRV_MAX_MESSAGES) return srv_bad(e, "messages", "invalid_value", "at most %d messages are accepted", SRV_MAX_MESSAGES);
+    r->explicit_placeholders = any_placeholder(msgs);
+    pm_chat_msg *cm = calloc(n, sizeof *cm);
+    sbuf *texts = calloc(n, sizeof *texts);
+    int rc = 0;
+    if (!cm || !texts) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n && !rc; i++) {
+        const json_t *m = json_array_get(msgs, i);
+        char where[64];
+        snprintf(where, sizeof where, "messages[%zu]", i);
+        if (!json_is_object(m)) {
+            rc = srv_bad(e, where, "invalid_type", "%s must be an object", where);
+            break;
+        }
+        const json_t *role = json_object_get(m, "role");
+        snprintf(where, sizeof where, "messages[%zu].role", i);
+        if (!json_is_string(role)) {
+            rc = srv_bad(e, where, "invalid_type", "%s must be a string", where);
+            break;
+        }
+        const char *ro = json_string_value(role);
+        if (!role_ok(ro)) {
+            rc = srv_bad(e, where, "invalid_value", "%s '%s' is not supported (system, developer, user, assistant)", where, ro);
+            break;
+        }
+        if ((rc = message_content(m, i, ro, lim, r, &texts[i], e))) break;
+        if (!texts[i].p && sb_put(&texts[i], "", 0)) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        cm[i].role = !strcmp(ro, "developer") ? "system" : ro;
+        cm[i].content = texts[i].p;
+    }
+    if (!rc) {
+        pm_err pe = {0};
+        if (pm_chat_render(cm, (int)n, 1, &r->prompt, &pe)) rc = srv_bad(e, "messages", "invalid_value", "%s", pe.msg);
+    }
+    if (!rc) {
+        pm_err pe = {0};
+        char *rew = NULL;
+        if (pm_prompt_rewrite_placeholders(r->prompt, r->n_images, r->n_audios, &rew, &pe))
+            rc = srv_bad(e, "messages", "placeholder_mismatch", "%s (%d image(s) and %d audio clip(s) were sent)", pe.msg,
+                         r->n_images, r->n_audios);
+        free(rew);
+    }
+    for (size_t i = 0; texts && i < n; i++) free(texts[i].p);
+    free(texts);
+    free(cm);
+    return rc;
+}
+
+int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req *out, srv_error *e) {
+    memset(out, 0, sizeof *out);
+    out->sampling.top_p = 1.0f;
+    if (!json_is_object(root)) return srv_bad(e, NULL, "invalid_json", "the request body must be a JSON object");
+    if (parse_params(root, out, e)) return -1;
+    return parse_messages(root, lim, out, e);
+}

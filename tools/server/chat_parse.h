@@ -1,0 +1,58 @@
+/* chat_parse.h — a /v1/chat/completions request body (already parsed JSON) to what the engine
+ * needs: the full chat-templated prompt with <|image_N|>/<|audio_N|> placeholders, the media
+ * bytes in placeholder order, and the generation parameters. Pure: no engine, no network.
+ *
+ * Placeholders. By default each image_url / input_audio part becomes <|image_N|> / <|audio_N|>
+ * exactly where the part stands in its message, numbered per kind across the whole conversation
+ * in order of appearance, text parts concatenated around them with nothing added (the official
+ * examples write "<|image_1|>Describe the image."). When any text already contains such a
+ * placeholder the request is in "explicit" mode: parts add none, and the text's placeholders must
+ * number 1..k for the k media of each kind (else 400, code "placeholder_mismatch"). */
+#ifndef PM_SRV_CHAT_PARSE_H
+#define PM_SRV_CHAT_PARSE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+enum { SRV_MAX_STOP = 4, SRV_MAX_STOP_LEN = 256, SRV_MAX_MESSAGES = 4096 };
+
+/* Media bytes as received (decoded from base64, or read from an allowed local file). */
+typedef struct srv_blob {
+    uint8_t *data;
+    size_t len;
+    char what[64];      /* "messages[1].content[0]" for error messages */
+    char format[16];    /* input_audio format, or the image's media type subtype */
+} srv_blob;
+
+typedef struct srv_parse_limits {
+    int max_images, max_audios;
+    size_t max_media_bytes;        /* per item */
+    const char *media_dir;         /* NULL: local paths refused */
+} srv_parse_limits;
+
+typedef struct srv_chat_req {
+    char *prompt;                  /* malloc'd, full template */
+    srv_blob *images, *audios;     /* malloc'd arrays */
+    int n_images, n_audios;
+    int explicit_placeholders;
+    int max_tokens;                /* 0: not given */
+    pm_sampling sampling;
+    int seed_given;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int stream, include_usage;
+} srv_chat_req;
+
+/* Validates root and fills out (zeroed first). Returns 0, or -1 with e set (400 for every
+ * request mistake; e->param names the field as "messages[2].content[0].image_url.url"). Free out
+ * with srv_chat_req_free in both cases. */
+int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req *out, srv_error *e);
+void srv_chat_req_free(srv_chat_req *r);
+
+/* Returns 1 when text contains a well-formed <|image_N|> or <|audio_N|> (N = digits). */
+int srv_has_placeholder(const char *text);
+
+#endif

@@ -1,0 +1,92 @@
+/* server.h — shared types of `phi4mm serve`, the OpenAI-compatible HTTP server.
+ *
+ * Layout (one job per file):
+ *   cmd_serve.c    options, model loading, lifecycle (signals, orderly shutdown)
+ *   http.c         libmicrohttpd glue: routing, bounded bodies, auth, CORS, responses, suspend/resume
+ *   routes_chat.c  POST /v1/chat/completions: request -> job, job -> JSON / SSE
+ *   routes_audio.c POST /v1/audio/transcriptions|translations
+ *   routes_info.c  GET /v1/models, /health, /metrics
+ *   chat_parse.c   chat request JSON -> prompt + media bytes (pure; unit-tested)
+ *   audio_form.c   multipart fields -> transcription request (pure; unit-tested)
+ *   multipart.c, base64.c, dataurl.c, json_util.c   small bounded parsers (unit-tested)
+ *   media_in.c     media bytes -> pm_audio_in / pm_image_in; local paths under --allow-media-dir
+ *   job.c          the request object shared by an HTTP connection and the inference thread
+ *   scheduler.c    the inference thread: bounded queue, admission, cancellation, stepping
+ *   sse.c          server-sent events: chat chunks and transcript events, the streaming reader
+ *   metrics.c      counters, gauges, the time-to-first-token histogram, Prometheus text
+ *
+ * Threads: libmicrohttpd's worker threads parse requests, decode media and write responses; one
+ * inference thread owns the pm_engine. They meet only in srv_job (mutex-protected) and in the
+ * scheduler's queue. Nothing here is global: everything hangs off srv_ctx. */
+#ifndef PM_SERVER_H
+#define PM_SERVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "phi4mm.h"
+
+/* An error to send as {"error": {"message", "type", "param", "code"}} with an HTTP status. */
+typedef struct srv_error {
+    int http;           /* 400, 401, 404, 405, 413, 503, 500, ... */
+    char type[40];      /* invalid_request_error, authentication_error, server_error, ... */
+    char param[96];     /* the offending request field, "" for null */
+    char code[48];      /* machine-readable code, "" for null */
+    char msg[640];
+} srv_error;
+
+/* Fills e and returns -1 (so parsers can `return srv_fail(...)`). param/code may be NULL. */
+int srv_fail(srv_error *e, int http, const char *type, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* Shorthand for a 400 invalid_request_error. */
+int srv_bad(srv_error *e, const char *param, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+typedef struct srv_opts {
+    const char *model_dir;
+    const char *model_name;     /* id reported by /v1/models (default: the model directory's name) */
+    const char *host;           /* default 127.0.0.1 */
+    int port;                   /* default 8080; 0 = pick a free port (printed) */
+    const char *api_key;        /* NULL: no auth */
+    const char *cors_origin;    /* NULL: no CORS headers */
+    const char *media_dir;      /* NULL: local media paths refused */
+    int parallel;               /* engine max_seqs (default 16) */
+    int max_queue;              /* waiting requests (default 64) */
+    int http_threads;           /* libmicrohttpd worker threads (default 4) */
+    int default_max_tokens;     /* completion cap when a request names none (default 1024) */
+    int prefill_chunk;          /* engine prompt rows per step (default 512) */
+    size_t max_body;            /* bytes (default 64 MiB) */
+    int retry_after;            /* seconds, sent with 503 (default 1) */
+    const char *port_file;      /* optional: write the bound port here once listening */
+    int quiet;                  /* no per-request log lines */
+} srv_opts;
+
+void srv_opts_default(srv_opts *o);
+
+typedef struct srv_sched srv_sched;
+typedef struct srv_metrics srv_metrics;
+typedef struct srv_job srv_job;
+
+/* The server: options, model, scheduler, metrics. `ready` flips to 1 once the model is loaded and
+ * the scheduler runs; until then model endpoints answer 503 "loading". */
+typedef struct srv_ctx {
+    srv_opts o;
+    char model_id[128];
+    pm_model *model;
+    pm_limits limits;
+    srv_sched *sched;
+    srv_metrics *metrics;
+    atomic_int ready;
+    atomic_int suspended;       /* connections parked right now (must reach 0 before stopping MHD) */
+    atomic_uint_fast64_t next_id;
+    uint64_t id_salt;
+    int64_t started;            /* unix seconds */
+} srv_ctx;
+
+/* A fresh response id "<prefix>-<24 hex digits>". */
+void srv_new_id(srv_ctx *c, const char *prefix, char *out, size_t cap);
+
+/* Monotonic seconds. */
+double srv_now(void);
+
+#endif
