@@ -14,6 +14,8 @@
 #include "kernels.h"
 #include "ops.h"
 
+#include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -23,15 +25,15 @@
 
 /* ---- portable reference ---- */
 
-/* One output at a time with 8 partial sums walked like the SIMD lanes (no FMA, so its bits differ
- * from the AVX2 path by rounding only; both are tested against the fp64 reference). */
+/* One output at a time with the SIMD path's exact arithmetic: 8 lanes of fmaf over k, folded in
+ * hsum256's order, then the tail in order. Both paths give identical bits (tested). */
 static float dot_row_c(const pm_tensor *W, size_t j, const float *x, int in, float *tmp) {
     pm_tensor_read_f32(W, j * (size_t)in, (size_t)in, tmp);
     float acc[8] = {0};
     int c = 0;
     for (; c + 8 <= in; c += 8)
-        for (int l = 0; l < 8; l++) acc[l] += tmp[c + l] * x[c + l];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(tmp[c + l], x[c + l], acc[l]);
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     for (; c < in; c++) s += tmp[c] * x[c];
     return s;
 }
@@ -143,7 +145,7 @@ AVX2 static void gemv_bf16_avx2(float *y, const float *x, int n, const uint16_t 
     int nb = out / 8;
 #pragma omp parallel
     {
-        int nt = omp_get_num_threads_wrap(), id = omp_get_thread_num_wrap();
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
         int b0 = (int)((long)nb * id / nt), b1 = (int)((long)nb * (id + 1) / nt);
         for (int b = b0; b < b1; b++) {
             int j0 = b * 8;

@@ -1,5 +1,8 @@
 /* kernels.h — hot loops with runtime CPU dispatch (AVX2+FMA when the CPU has them, portable C
- * otherwise). Each SIMD kernel has a plain-C twin (`*_c`) that tests compare against. */
+ * otherwise). Each SIMD kernel has a plain-C twin (`*_c`) that tests compare against; the twins
+ * use fmaf and the SIMD lane order, so both paths give the same bits (tests/unit/test_kernels.c).
+ * Files: kernels.c (dispatch, conversions), gemv.c (decode matmul), vmath.c (exp, softmax,
+ * SiLU), attn.c (decode attention inner loops). */
 #ifndef PM_KERNELS_H
 #define PM_KERNELS_H
 
@@ -8,14 +11,36 @@
 #include "../io/safetensors.h"
 
 void pm_kern_bf16_to_f32(float *out, const uint16_t *in, size_t n);
-/* out[rows, in] = fp32 copy of W rows [row0, row0+rows). */
+/* out[rows, in] = fp32 copy of W rows [row0, row0+rows). Parallel over rows (OpenMP). */
 void pm_kern_convert_rows(float *out, const pm_tensor *W, size_t row0, size_t rows);
+/* Same, single-threaded (for callers already inside a parallel region). */
+void pm_kern_convert_rows_1t(float *out, const pm_tensor *W, size_t row0, size_t rows);
 
 /* Small-batch matmul: y[i, j] (=|+=) scale * dot(W[j, :], x[i, :]) for i < n (n small).
  * accumulate=0: y = dot (scale ignored); accumulate=1: y += scale*dot.
- * Per-(i, j) arithmetic is independent of n (determinism contract of ops.h). */
+ * Streams W once per call whatever n is. Per-(i, j) arithmetic is independent of n and of the
+ * thread count (determinism contract of ops.h). */
 void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
 void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
+
+/* y[i] = exp(x[i]) (Cephes polynomial, ~2 ulp; exactly 0 below -87.3; NaN passes). y may be x. */
+void pm_kern_exp(float *y, const float *x, size_t n);
+void pm_kern_exp_c(float *y, const float *x, size_t n);
+/* In-place softmax of x[0..n) with that exp; an all -inf row becomes zeros. */
+void pm_kern_softmax(float *x, int n);
+void pm_kern_softmax_c(float *x, int n);
+/* o[i] = u[i] * silu(g[i]) = u * g / (1 + exp(-g)). o may alias g or u. */
+void pm_kern_silu_mul(float *o, const float *g, const float *u, size_t n);
+void pm_kern_silu_mul_c(float *o, const float *g, const float *u, size_t n);
+
+/* Decode attention over n cached positions for g query heads sharing one KV head:
+ * s[h*lds + t] = scale * dot(q + h*qs, K + t*ks) over D dims, for h < g, t < n. */
+void pm_kern_attn_scores(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D, float scale);
+void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
+                           float scale);
+/* o[h*os + d] += sum over t < n (in order) of p[h*ldp + t] * V[t*vs + d], for h < g, d < D. */
+void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
+void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 
 /* 1 when the AVX2 path is in use (for tests and the benchmark's report). */
 int pm_kern_have_avx2(void);

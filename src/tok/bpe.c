@@ -56,15 +56,26 @@ static int work_reserve(pm_bpe_work *w, size_t n, int heap, pm_err *e) {
         w->cap = (w->sym && w->prev && w->next && w->ver) ? cap : 0;
         if (!w->cap) return pm_errf(e, PM_ENOMEM, "out of memory for a %zu-byte BPE piece", n);
     }
-    if (heap && 3 * n > w->hcap) {
+    if (heap && n > w->hcap) {
         free(w->heap);
-        w->hcap = 3 * n;
+        w->hcap = n;
         w->heap = malloc(w->hcap * sizeof(hent));
         if (!w->heap) {
             w->hcap = 0;
             return pm_errf(e, PM_ENOMEM, "out of memory for a %zu-byte BPE piece", n);
         }
     }
+    return PM_OK;
+}
+
+/* Makes room for one more heap entry (stale entries can push the count past n; at most 3n in all). */
+static int heap_room(pm_bpe_work *w, size_t hn, pm_err *e) {
+    if (hn < w->hcap) return PM_OK;
+    size_t cap = w->hcap * 2;
+    void *p = realloc(w->heap, cap * sizeof(hent));
+    if (!p) return pm_errf(e, PM_ENOMEM, "out of memory for the BPE heap (%zu entries)", cap);
+    w->heap = p;
+    w->hcap = cap;
     return PM_OK;
 }
 
@@ -136,7 +147,6 @@ static int bpe_heap(const pm_tokenizer *t, const uint8_t *p, size_t n, pm_bpe_wo
     if (rc) return rc;
     int32_t *sym = w->sym, *prev = w->prev, *next = w->next;
     uint32_t *ver = w->ver;
-    hent *h = w->heap;
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
         sym[i] = t->byte_id[p[i]];
@@ -146,10 +156,10 @@ static int bpe_heap(const pm_tokenizer *t, const uint8_t *p, size_t n, pm_bpe_wo
     }
     for (size_t i = 0; i + 1 < n; i++) {
         const pm_merge_ent *me = pm_merge_find(t, sym[i], sym[i + 1]);
-        if (me) hpush(h, &hn, (hent){me->rank, (int32_t)i, (int32_t)i + 1, me->id, 0, 0});
+        if (me) hpush(w->heap, &hn, (hent){me->rank, (int32_t)i, (int32_t)i + 1, me->id, 0, 0});
     }
     while (hn) {
-        hent x = hpop(h, &hn);
+        hent x = hpop(w->heap, &hn);
         if (ver[x.pos] != x.vl || ver[x.right] != x.vr) continue; /* stale: one side changed */
         int32_t l = x.pos, r = x.right;
         sym[l] = x.id;
@@ -160,12 +170,14 @@ static int bpe_heap(const pm_tokenizer *t, const uint8_t *p, size_t n, pm_bpe_wo
         if (prev[l] >= 0) {
             int32_t a = prev[l];
             const pm_merge_ent *me = pm_merge_find(t, sym[a], sym[l]);
-            if (me) hpush(h, &hn, (hent){me->rank, a, l, me->id, ver[a], ver[l]});
+            if (me && !(rc = heap_room(w, hn, e))) hpush(w->heap, &hn, (hent){me->rank, a, l, me->id, ver[a], ver[l]});
+            if (rc) return rc;
         }
         if (next[l] >= 0) {
             int32_t b = next[l];
             const pm_merge_ent *me = pm_merge_find(t, sym[l], sym[b]);
-            if (me) hpush(h, &hn, (hent){me->rank, l, b, me->id, ver[l], ver[b]});
+            if (me && !(rc = heap_room(w, hn, e))) hpush(w->heap, &hn, (hent){me->rank, l, b, me->id, ver[l], ver[b]});
+            if (rc) return rc;
         }
     }
     for (int32_t i = 0; i >= 0; i = next[i])

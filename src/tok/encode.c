@@ -11,7 +11,7 @@
 
 #include "tok/tok_internal.h"
 
-enum { CACHE_MAX_PIECE = 64, CACHE_MAX_ENTRIES = 1 << 20 };
+enum { CACHE_MAX_PIECE = 64, CACHE_MAX_ENTRIES = 1 << 18 }; /* <= ~30 MB for a huge input of unique pieces */
 
 /* Per-call memo of piece -> ids (real text repeats its words): open addressing over entries that point into two
  * arenas. It lives and dies with one encode call, so the tokenizer stays immutable and thread-safe. */

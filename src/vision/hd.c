@@ -3,10 +3,10 @@
  * Exactness notes (each mirrors the official Python/PyTorch arithmetic):
  *  - grid choice: aspect ratios and differences in double; candidates visited by increasing
  *    i*j (the official list is sorted by product); a tie keeps the later candidate when
- *    W*H > 0.5*crop*crop*i*j. Ties between two grids of the same product cannot decide the
- *    winner (a grid of another product always lies strictly between them), so the order inside
- *    one product does not matter; tests/e2e/image_diff.sh checks this against the official
- *    formula.
+ *    W*H > 0.5*crop*crop*i*j. Inside one product the official order is a Python set's; it never
+ *    matters: between any two grids of the same product lies a grid of another product (checked
+ *    exhaustively for budgets up to 100), which is strictly closer to any aspect ratio equidistant
+ *    from both. tests/e2e/image_diff.sh compares the whole choice with the official formula.
  *  - resized size: int(H * (crop*w / W)) etc. in double, truncated.
  *  - normalisation: (u / 255.f - 0.5f) / 0.5f in float32 (ToTensor then Normalize).
  *  - bicubic: ATen's upsample_bicubic2d CPU kernel (torch 1.13, generic N-d kernel): float
@@ -34,9 +34,9 @@
 
 int pm_hd_plan_compute(int width, int height, int dynamic_hd, int crop, pm_hd_plan *p, pm_err *e) {
     memset(p, 0, sizeof *p);
-    if (width < 1 || height < 1) return pm_errf(e, PM_EINVAL, "image: bad size %dx%d", width, height);
+    if (width < 1 || height < 1) return pm_errf(e, PM_EINVAL, "bad image size %dx%d", width, height);
     if (crop < HD_PATCH || crop % HD_PATCH || dynamic_hd < 1)
-        return pm_errf(e, PM_EINVAL, "image: bad dynamic HD settings (crop %d, max crops %d)", crop, dynamic_hd);
+        return pm_errf(e, PM_EINVAL, "bad dynamic HD settings (crop %d, max crops %d)", crop, dynamic_hd);
     int64_t wc = ((int64_t)width + crop - 1) / crop, hc = ((int64_t)height + crop - 1) / crop;
     int gw, gh;
     if (wc * hc > dynamic_hd) {
@@ -82,11 +82,11 @@ int pm_hd_plan_compute(int width, int height, int dynamic_hd, int crop, pm_hd_pl
     int m = crop / HD_PATCH, mw = m * gw, mh = m * gh;
     int zc = p->pad_w >= HD_PATCH ? p->pad_w / HD_PATCH : 0, zr = p->pad_h >= HD_PATCH ? p->pad_h / HD_PATCH : 0;
     if (zc >= mw || zr >= mh)
-        return pm_errf(e, PM_EINVAL, "image: aspect ratio %dx%d is too extreme (nothing left after padding)", width,
-                       height);
+        return pm_errf(e, PM_EINVAL, "a %dx%d image has too extreme an aspect ratio (nothing left after padding)",
+                       width, height);
     if (p->new_w < 10 || p->new_h < 10)
-        return pm_errf(e, PM_EINVAL, "image: aspect ratio %dx%d is too extreme (resized to %dx%d, under 10 px)", width,
-                       height, p->new_w, p->new_h);
+        return pm_errf(e, PM_EINVAL, "a %dx%d image has too extreme an aspect ratio (it would be resized to %dx%d, "
+                       "under 10 px)", width, height, p->new_w, p->new_h);
     /* tokens: the mask subsampled at even offsets inside each crop, s x s per crop */
     int s = m / 2 + m % 2;
     int64_t sum = 0, rows = 0;
@@ -190,7 +190,7 @@ void pm_hd_free(pm_hd_image *h) {
 
 int pm_hd_preprocess(const pm_image *im, int dynamic_hd, int crop, pm_hd_image *out, pm_err *e) {
     memset(out, 0, sizeof *out);
-    if (!im || !im->rgb) return pm_errf(e, PM_EINVAL, "image: no pixels");
+    if (!im || !im->rgb) return pm_errf(e, PM_EINVAL, "no image pixels given");
     pm_hd_plan p;
     int rc = pm_hd_plan_compute(im->width, im->height, dynamic_hd, crop, &p, e);
     if (rc) return rc;

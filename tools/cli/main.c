@@ -14,6 +14,7 @@
 #pragma weak pm_cmd_tokcheck
 #pragma weak pm_cmd_serve
 #pragma weak pm_cmd_bench
+#pragma weak pm_cmd_mkmedia
 
 typedef struct {
     const char *name;
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
         {"tokcheck", pm_cmd_tokcheck, "run tokenizer test vectors"},
         {"synth", pm_cmd_synth, "write a random-weight checkpoint in the official layout"},
         {"bench", pm_cmd_bench, "benchmark against this machine's measured limits"},
+        {"mkmedia", pm_cmd_mkmedia, "write a demo tone (WAV) and test pattern (PNG)"},
     };
     int n = (int)(sizeof cmds / sizeof cmds[0]);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

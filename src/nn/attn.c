@@ -1,0 +1,176 @@
+/* attn.c — the two inner loops of single-query (decode) attention over a block of cached
+ * positions, for the g query heads that share one KV head (GQA):
+ *   scores  s[h][t] = scale * dot(q_h, K_t)
+ *   accum   o_h    += sum_t p[h][t] * V_t     (t in order)
+ * Reading each K/V row once for all g heads of its group keeps the cache traffic at one pass.
+ * Every dot is one 8-lane FMA chain folded like hsum256, every accumulation an in-order FMA per
+ * element; the portable twins do the same with fmaf, so both paths give identical bits. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stddef.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PM_X86 1
+#endif
+
+/* ---- portable ---- */
+
+static float dot_c(const float *a, const float *b, int D) {
+    float acc[8] = {0};
+    int c = 0;
+    for (; c + 8 <= D; c += 8)
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(a[c + l], b[c + l], acc[l]);
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    for (; c < D; c++) s += a[c] * b[c];
+    return s;
+}
+
+void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
+                           float scale) {
+    for (int h = 0; h < g; h++)
+        for (int t = 0; t < n; t++) s[(size_t)h * lds + t] = dot_c(K + (size_t)t * ks, q + (size_t)h * qs, D) * scale;
+}
+
+void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+    for (int h = 0; h < g; h++) {
+        float *oh = o + (size_t)h * os;
+        for (int t = 0; t < n; t++) {
+            float pt = p[(size_t)h * ldp + t];
+            const float *v = V + (size_t)t * vs;
+            for (int d = 0; d < D; d++) oh[d] = fmaf(pt, v[d], oh[d]);
+        }
+    }
+}
+
+/* ---- AVX2 ---- */
+
+#ifdef PM_X86
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+#define AVX2 __attribute__((target("avx2,fma")))
+
+AVX2_INLINE float hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+    return _mm_cvtss_f32(lo);
+}
+
+/* TT keys x GH heads register tile (compile-time sizes). */
+AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, const float *K, size_t ks, int t0, int D, float scale,
+                            int TT, int GH) {
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; t++)
+#pragma GCC unroll 3
+        for (int h = 0; h < GH; h++) acc[t][h] = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= D; c += 8) {
+        __m256 qv[3];
+#pragma GCC unroll 3
+        for (int h = 0; h < GH; h++) qv[h] = _mm256_loadu_ps(q + (size_t)h * qs + c);
+#pragma GCC unroll 4
+        for (int t = 0; t < TT; t++) {
+            __m256 kv = _mm256_loadu_ps(K + (size_t)(t0 + t) * ks + c);
+#pragma GCC unroll 3
+            for (int h = 0; h < GH; h++) acc[t][h] = _mm256_fmadd_ps(kv, qv[h], acc[t][h]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; t++)
+#pragma GCC unroll 3
+        for (int h = 0; h < GH; h++) {
+            float v = hsum256(acc[t][h]);
+            const float *k = K + (size_t)(t0 + t) * ks, *qh = q + (size_t)h * qs;
+            for (int cc = c; cc < D; cc++) v += k[cc] * qh[cc];
+            s[(size_t)h * lds + t0 + t] = v * scale;
+        }
+}
+
+#define SCORE_GROUP(GH)                                                                              \
+    do {                                                                                             \
+        int t = 0;                                                                                   \
+        for (; t + 4 <= n; t += 4) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 4, GH);            \
+        for (; t < n; t++) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 1, GH);                    \
+    } while (0)
+
+AVX2 static void scores_avx2(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
+                             float scale) {
+    for (int h0 = 0; h0 < g; h0 += 3) {
+        int gh = g - h0 < 3 ? g - h0 : 3;
+        float *sh = s + (size_t)h0 * lds;
+        const float *qh = q + (size_t)h0 * qs;
+        if (gh == 3) SCORE_GROUP(3);
+        else if (gh == 2) SCORE_GROUP(2);
+        else SCORE_GROUP(1);
+    }
+}
+
+/* o_h[c .. c+8*CB) += sum_t p[h][t] V_t[...] for GH heads: 4 x 3 accumulators at CB = 4. */
+AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int CB, int GH) {
+    __m256 acc[3][4];
+#pragma GCC unroll 3
+    for (int h = 0; h < GH; h++)
+#pragma GCC unroll 4
+        for (int b = 0; b < CB; b++) acc[h][b] = _mm256_loadu_ps(o + (size_t)h * os + c + 8 * b);
+    for (int t = 0; t < n; t++) {
+        const float *v = V + (size_t)t * vs + c;
+        __m256 vv[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < CB; b++) vv[b] = _mm256_loadu_ps(v + 8 * b);
+#pragma GCC unroll 3
+        for (int h = 0; h < GH; h++) {
+            __m256 pv = _mm256_broadcast_ss(p + (size_t)h * ldp + t);
+#pragma GCC unroll 4
+            for (int b = 0; b < CB; b++) acc[h][b] = _mm256_fmadd_ps(pv, vv[b], acc[h][b]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int h = 0; h < GH; h++)
+#pragma GCC unroll 4
+        for (int b = 0; b < CB; b++) _mm256_storeu_ps(o + (size_t)h * os + c + 8 * b, acc[h][b]);
+}
+
+#define ACCUM_GROUP(GH)                                                                              \
+    do {                                                                                             \
+        int c = 0;                                                                                   \
+        for (; c + 32 <= D; c += 32) accum_tile(oh, os, ph, ldp, V, vs, n, c, 4, GH);                 \
+        for (; c + 8 <= D; c += 8) accum_tile(oh, os, ph, ldp, V, vs, n, c, 1, GH);                   \
+        for (; c < D; c++)                                                                           \
+            for (int h = 0; h < GH; h++)                                                             \
+                for (int t = 0; t < n; t++)                                                          \
+                    oh[(size_t)h * os + c] = fmaf(ph[(size_t)h * ldp + t], V[(size_t)t * vs + c], oh[(size_t)h * os + c]); \
+    } while (0)
+
+AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+    for (int h0 = 0; h0 < g; h0 += 3) {
+        int gh = g - h0 < 3 ? g - h0 : 3;
+        float *oh = o + (size_t)h0 * os;
+        const float *ph = p + (size_t)h0 * ldp;
+        if (gh == 3) ACCUM_GROUP(3);
+        else if (gh == 2) ACCUM_GROUP(2);
+        else ACCUM_GROUP(1);
+    }
+}
+#endif
+
+void pm_kern_attn_scores(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D, float scale) {
+#ifdef PM_X86
+    if (pm_kern_have_avx2()) {
+        scores_avx2(s, lds, q, qs, g, K, ks, n, D, scale);
+        return;
+    }
+#endif
+    pm_kern_attn_scores_c(s, lds, q, qs, g, K, ks, n, D, scale);
+}
+
+void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+#ifdef PM_X86
+    if (pm_kern_have_avx2()) {
+        accum_avx2(o, os, p, ldp, g, V, vs, n, D);
+        return;
+    }
+#endif
+    pm_kern_attn_accum_c(o, os, p, ldp, g, V, vs, n, D);
+}

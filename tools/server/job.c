@@ -1,0 +1,168 @@
+/* job.c — see job.h. */
+#include "job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind) {
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 1;
+    j->ctx = ctx;
+    j->kind = kind;
+    j->mode = (pm_mode)-1;
+    atomic_init(&j->cancel, 0);
+    j->t_arrival = srv_now();
+    return j;
+}
+
+void srv_job_ref(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_free_media(srv_job *j) {
+    for (int i = 0; i < j->n_audios; i++) pm_audio_in_free(&j->audios[i]);
+    for (int i = 0; i < j->n_images; i++) pm_image_in_free(&j->images[i]);
+    free(j->audios);
+    free(j->images);
+    j->audios = NULL;
+    j->images = NULL;
+    j->n_audios = j->n_images = 0;
+}
+
+void srv_job_unref(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left > 0) return;
+    srv_job_free_media(j);
+    free(j->prompt);
+    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->text);
+    free(j->tokens);
+    free(j->wire);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static int satisfied(const srv_job *j, int mask) {
+    if (j->state == SRV_JS_DONE) return 1;
+    if ((mask & SRV_WAIT_ADMIT) && j->admitted) return 1;
+    if ((mask & SRV_WAIT_DATA) && j->text_len > j->sent) return 1;
+    return 0;
+}
+
+int srv_job_park_locked(srv_job *j, struct MHD_Connection *conn, int mask) {
+    if (satisfied(j, mask)) return 0;
+    j->conn = conn;
+    j->parked = 1;
+    j->wait_mask = mask;
+    atomic_fetch_add(&j->ctx->suspended, 1);
+    MHD_suspend_connection(conn);
+    return 1;
+}
+
+void srv_job_notify_locked(srv_job *j, int event) {
+    if (!j->parked || !j->conn) return;
+    if (event != SRV_WAIT_DONE && !(j->wait_mask & event)) return;
+    j->parked = 0;
+    struct MHD_Connection *c = j->conn;
+    j->conn = NULL;
+    atomic_fetch_sub(&j->ctx->suspended, 1);
+    MHD_resume_connection(c);
+}
+
+void srv_job_admitted(srv_job *j, int64_t seq_id) {
+    pthread_mutex_lock(&j->mu);
+    j->seq_id = seq_id;
+    j->admitted = 1;
+    j->state = SRV_JS_RUNNING;
+    srv_job_notify_locked(j, SRV_WAIT_ADMIT);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_reject(srv_job *j, const srv_error *e) {
+    pthread_mutex_lock(&j->mu);
+    j->failed = 1;
+    j->err = *e;
+    j->state = SRV_JS_DONE;
+    srv_job_notify_locked(j, SRV_WAIT_DONE);
+    pthread_mutex_unlock(&j->mu);
+}
+
+int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
+    int first = 0;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_tokens == j->cap_tokens) {
+        int cap = j->cap_tokens ? j->cap_tokens * 2 : 64;
+        int32_t *t = realloc(j->tokens, sizeof(int32_t) * (size_t)cap);
+        if (t) {
+            j->tokens = t;
+            j->cap_tokens = cap;
+        }
+    }
+    if (j->n_tokens < j->cap_tokens) j->tokens[j->n_tokens++] = token;
+    if (j->t_first == 0) {
+        j->t_first = srv_now();
+        first = 1;
+    }
+    if (len) {
+        if (j->text_len + len + 1 > j->text_cap) {
+            size_t cap = j->text_cap ? j->text_cap : 256;
+            while (cap < j->text_len + len + 1) cap *= 2;
+            char *t = realloc(j->text, cap);
+            if (t) {
+                j->text = t;
+                j->text_cap = cap;
+            }
+        }
+        if (j->text_len + len + 1 <= j->text_cap) {
+            memcpy(j->text + j->text_len, text, len);
+            j->text_len += len;
+            j->text[j->text_len] = 0;
+        }
+        srv_job_notify_locked(j, SRV_WAIT_DATA);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (first) srv_metrics_ttft(j->ctx->metrics, j->t_first - j->t_arrival);
+    return atomic_load(&j->cancel) ? 1 : 0;
+}
+
+void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {
+    pthread_mutex_lock(&j->mu);
+    j->finish = reason;
+    j->prompt_tokens = prompt_tokens;
+    j->completion_tokens = completion_tokens;
+    if (error) snprintf(j->finish_error, sizeof j->finish_error, "%s", error);
+    j->state = SRV_JS_DONE;
+    srv_job_notify_locked(j, SRV_WAIT_DONE);
+    pthread_mutex_unlock(&j->mu);
+    srv_metrics_finish(j->ctx->metrics, reason, prompt_tokens, completion_tokens);
+}
+
+void srv_job_detach(srv_job *j, int ok) {
+    pthread_mutex_lock(&j->mu);
+    if (j->parked) { /* only at daemon shutdown: MHD is closing a parked connection */
+        j->parked = 0;
+        atomic_fetch_sub(&j->ctx->suspended, 1);
+    }
+    j->conn = NULL;
+    int done = j->state == SRV_JS_DONE;
+    pthread_mutex_unlock(&j->mu);
+    if (!done || !ok) atomic_store(&j->cancel, 1);
+}
+
+const char *srv_finish_name(pm_finish f) {
+    switch (f) {
+    case PM_FINISH_STOP: return "stop";
+    case PM_FINISH_LENGTH: return "length";
+    case PM_FINISH_CANCELLED: return "cancelled";
+    default: return "error";
+    }
+}

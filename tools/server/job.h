@@ -1,0 +1,112 @@
+/* job.h — one accepted request, shared by its HTTP connection and the inference thread.
+ *
+ * Life: an HTTP worker fills the inputs (prompt, decoded media, parameters) and hands the job to
+ * the scheduler; the inference thread submits it (admission: the engine validates the request and
+ * runs the media encoders), then streams tokens into `text` and finally records the finish.
+ * The HTTP side parks its connection (MHD_suspend_connection) while there is nothing to send and
+ * is resumed by srv_job_notify_locked when what it waits for happens. Every accepted job ends in
+ * DONE exactly once (admitted or not), so every accepted request gets a final answer.
+ *
+ * Locking: `mu` guards everything below "shared"; inputs belong to whoever holds the job at the
+ * time (the HTTP worker until enqueued, then the inference thread); `cancel` is atomic.
+ * Parking protocol: park and notify both run under `mu`, so a resume can never precede its
+ * suspend, and `conn` is cleared (under mu) when the connection completes. */
+#ifndef PM_SRV_JOB_H
+#define PM_SRV_JOB_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "audio_form.h"
+#include "chat_parse.h"
+#include "server.h"
+
+typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2 } srv_job_kind;
+typedef enum { SRV_JS_QUEUED = 0, SRV_JS_RUNNING = 1, SRV_JS_DONE = 2 } srv_job_state;
+enum { SRV_WAIT_ADMIT = 1, SRV_WAIT_DATA = 2, SRV_WAIT_DONE = 4 };
+
+struct srv_job {
+    pthread_mutex_t mu;
+    int refs;
+    srv_ctx *ctx;
+
+    /* request (immutable once enqueued, except the media, which the inference thread frees) */
+    srv_job_kind kind;
+    int stream, include_usage;
+    srv_resp_format format;
+    char language[48];
+    char id[48];
+    long long created;              /* unix seconds */
+    double t_arrival;               /* srv_now() at arrival */
+    char *prompt;
+    pm_audio_in *audios;
+    int n_audios;
+    pm_image_in *images;
+    int n_images;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int max_tokens;
+    pm_sampling sampling;
+    pm_mode mode;
+    double audio_seconds;
+
+    /* inference thread only */
+    int64_t seq_id;
+    int cancel_sent;
+
+    atomic_int cancel;              /* the client went away: stop generating */
+
+    /* shared (mu) */
+    srv_job_state state;
+    int admitted;                   /* submitted to the engine */
+    int failed;                     /* ended without being admitted: err says why */
+    srv_error err;
+    char *text;                     /* everything generated so far (UTF-8) */
+    size_t text_len, text_cap;
+    int32_t *tokens;
+    int n_tokens, cap_tokens;
+    pm_finish finish;
+    char finish_error[512];
+    int prompt_tokens, completion_tokens;
+    double t_first;                 /* first token, 0 until then */
+
+    struct MHD_Connection *conn;    /* set while parked */
+    int parked, wait_mask;
+
+    /* streaming writer state (the connection's thread, under mu) */
+    size_t sent;                    /* bytes of text already put into events */
+    int sse_phase;
+    char *wire;
+    size_t wire_len, wire_off, wire_cap;
+};
+
+/* A new job with one reference (the HTTP connection's). NULL on OOM. */
+srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind);
+void srv_job_ref(srv_job *j);
+/* Drops a reference; the last one frees everything. */
+void srv_job_unref(srv_job *j);
+/* Frees the decoded media (after admission, or when the job ends unadmitted). */
+void srv_job_free_media(srv_job *j);
+
+/* With mu held: when the condition in `mask` is not yet met, suspends conn and returns 1 (the
+ * caller must return MHD_YES and will be called again after resume); else returns 0. */
+int srv_job_park_locked(srv_job *j, struct MHD_Connection *conn, int mask);
+/* With mu held: resumes the parked connection if it waits for `event`. */
+void srv_job_notify_locked(srv_job *j, int event);
+
+/* Inference-thread events. */
+void srv_job_admitted(srv_job *j, int64_t seq_id);
+/* Ends an unadmitted job with an error (the HTTP side answers e->http). */
+void srv_job_reject(srv_job *j, const srv_error *e);
+int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len);
+void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
+
+/* The connection is finished (ok = completed normally): forget it, and cancel generation when the
+ * job is not done. */
+void srv_job_detach(srv_job *j, int ok);
+
+/* "stop" / "length" for the API. */
+const char *srv_finish_name(pm_finish f);
+
+#endif

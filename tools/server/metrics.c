@@ -1,0 +1,209 @@
+/* metrics.c — see metrics.h. Request counters are a small table keyed by (endpoint, mode,
+ * status); the tokens/s gauge sums one-second buckets of a 16-slot ring. */
+#include "metrics.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_SERIES = 256, RING = 16, WINDOW = 10, N_BUCKETS = 12 };
+
+static const double TTFT_BUCKETS[N_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+typedef struct series {
+    char endpoint[24], mode[16];
+    int status;
+    unsigned long long count;
+} series;
+
+struct srv_metrics {
+    pthread_mutex_t mu;
+    series s[MAX_SERIES];
+    int n_series;
+    unsigned long long finish[4];
+    int queue_depth, active;
+    unsigned long long prompt_tokens, gen_tokens;
+    long long ring_sec[RING];
+    unsigned long long ring_tok[RING];
+    double audio_seconds;
+    unsigned long long ttft_bucket[N_BUCKETS], ttft_count;
+    double ttft_sum;
+};
+
+srv_metrics *srv_metrics_new(void) {
+    srv_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    for (int i = 0; i < RING; i++) m->ring_sec[i] = -1;
+    return m;
+}
+
+void srv_metrics_free(srv_metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+const char *srv_mode_name(int mode) {
+    switch (mode) {
+    case PM_MODE_LANGUAGE: return "language";
+    case PM_MODE_VISION: return "vision";
+    case PM_MODE_SPEECH: return "speech";
+    case PM_MODE_VISION_SPEECH: return "vision_speech";
+    default: return "none";
+    }
+}
+
+void srv_metrics_request(srv_metrics *m, const char *endpoint, const char *mode, int status) {
+    pthread_mutex_lock(&m->mu);
+    int i;
+    for (i = 0; i < m->n_series; i++)
+        if (m->s[i].status == status && !strcmp(m->s[i].endpoint, endpoint) && !strcmp(m->s[i].mode, mode)) break;
+    if (i == m->n_series && m->n_series < MAX_SERIES) {
+        snprintf(m->s[i].endpoint, sizeof m->s[i].endpoint, "%s", endpoint);
+        snprintf(m->s[i].mode, sizeof m->s[i].mode, "%s", mode);
+        m->s[i].status = status;
+        m->n_series++;
+    }
+    if (i < m->n_series) m->s[i].count++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_finish(srv_metrics *m, pm_finish reason, int prompt_tokens, int completion_tokens) {
+    pthread_mutex_lock(&m->mu);
+    if ((int)reason >= 0 && (int)reason < 4) m->finish[reason]++;
+    m->prompt_tokens += (unsigned long long)(prompt_tokens > 0 ? prompt_tokens : 0);
+    pthread_mutex_unlock(&m->mu);
+    (void)completion_tokens; /* generated tokens are counted per step */
+}
+
+void srv_metrics_queue_depth(srv_metrics *m, int depth) {
+    pthread_mutex_lock(&m->mu);
+    m->queue_depth = depth;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_active(srv_metrics *m, int live) {
+    pthread_mutex_lock(&m->mu);
+    m->active = live;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int srv_metrics_get_active(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    int a = m->active;
+    pthread_mutex_unlock(&m->mu);
+    return a;
+}
+
+void srv_metrics_step(srv_metrics *m, int tokens, double now) {
+    if (tokens <= 0) return;
+    long long sec = (long long)floor(now);
+    int k = (int)(sec % RING);
+    pthread_mutex_lock(&m->mu);
+    if (m->ring_sec[k] != sec) {
+        m->ring_sec[k] = sec;
+        m->ring_tok[k] = 0;
+    }
+    m->ring_tok[k] += (unsigned long long)tokens;
+    m->gen_tokens += (unsigned long long)tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_audio(srv_metrics *m, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    m->audio_seconds += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_ttft(srv_metrics *m, double s) {
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; i < N_BUCKETS; i++)
+        if (s <= TTFT_BUCKETS[i]) m->ttft_bucket[i]++;
+    m->ttft_count++;
+    m->ttft_sum += s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct out {
+    char *p;
+    size_t n, cap;
+} out;
+
+static void put(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out *o, const char *fmt, ...) {
+    if (!o->p && o->cap) return; /* an earlier allocation failed */
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(o->p ? o->p + o->n : NULL, o->p ? o->cap - o->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if (o->p && o->n + (size_t)k < o->cap) {
+            o->n += (size_t)k;
+            return;
+        }
+        size_t cap = o->cap ? o->cap * 2 : 4096;
+        while (cap < o->n + (size_t)k + 1) cap *= 2;
+        char *q = realloc(o->p, cap);
+        if (!q) {
+            free(o->p);
+            o->p = NULL;
+            o->cap = 1;
+            return;
+        }
+        o->p = q;
+        o->cap = cap;
+    }
+}
+
+char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
+    out o = {0};
+    pthread_mutex_lock(&m->mu);
+    put(&o, "# HELP phi4mm_model_ready 1 once the model is loaded and requests are served.\n# TYPE phi4mm_model_ready gauge\n");
+    put(&o, "phi4mm_model_ready %d\n", ready);
+    put(&o, "# HELP phi4mm_requests_total Answered HTTP requests by endpoint, input mode and status code.\n"
+            "# TYPE phi4mm_requests_total counter\n");
+    for (int i = 0; i < m->n_series; i++)
+        put(&o, "phi4mm_requests_total{endpoint=\"%s\",mode=\"%s\",status=\"%d\"} %llu\n", m->s[i].endpoint, m->s[i].mode,
+            m->s[i].status, m->s[i].count);
+    static const char *const reasons[4] = {"stop", "length", "cancelled", "error"};
+    put(&o, "# HELP phi4mm_request_finish_total Finished engine sequences by finish reason.\n"
+            "# TYPE phi4mm_request_finish_total counter\n");
+    for (int i = 0; i < 4; i++) put(&o, "phi4mm_request_finish_total{reason=\"%s\"} %llu\n", reasons[i], m->finish[i]);
+    put(&o, "# HELP phi4mm_queue_depth Accepted requests waiting for an engine slot.\n# TYPE phi4mm_queue_depth gauge\n"
+            "phi4mm_queue_depth %d\n",
+        m->queue_depth);
+    put(&o, "# HELP phi4mm_active_sequences Sequences live in the engine.\n# TYPE phi4mm_active_sequences gauge\n"
+            "phi4mm_active_sequences %d\n",
+        m->active);
+    put(&o, "# HELP phi4mm_prompt_tokens_total Prompt tokens of finished sequences (media tokens included).\n"
+            "# TYPE phi4mm_prompt_tokens_total counter\nphi4mm_prompt_tokens_total %llu\n",
+        m->prompt_tokens);
+    put(&o, "# HELP phi4mm_generated_tokens_total Generated tokens.\n# TYPE phi4mm_generated_tokens_total counter\n"
+            "phi4mm_generated_tokens_total %llu\n",
+        m->gen_tokens);
+    long long sec = (long long)floor(now);
+    unsigned long long win = 0;
+    for (int i = 0; i < RING; i++)
+        if (m->ring_sec[i] >= sec - WINDOW && m->ring_sec[i] < sec) win += m->ring_tok[i];
+    put(&o, "# HELP phi4mm_tokens_per_second Generated tokens per second over the last %d seconds.\n"
+            "# TYPE phi4mm_tokens_per_second gauge\nphi4mm_tokens_per_second %.3f\n",
+        WINDOW, (double)win / WINDOW);
+    put(&o, "# HELP phi4mm_audio_seconds_total Seconds of audio admitted for processing.\n"
+            "# TYPE phi4mm_audio_seconds_total counter\nphi4mm_audio_seconds_total %.3f\n",
+        m->audio_seconds);
+    put(&o, "# HELP phi4mm_time_to_first_token_seconds Time from request arrival to the first generated token.\n"
+            "# TYPE phi4mm_time_to_first_token_seconds histogram\n");
+    for (int i = 0; i < N_BUCKETS; i++)
+        put(&o, "phi4mm_time_to_first_token_seconds_bucket{le=\"%g\"} %llu\n", TTFT_BUCKETS[i], m->ttft_bucket[i]);
+    put(&o, "phi4mm_time_to_first_token_seconds_bucket{le=\"+Inf\"} %llu\n", m->ttft_count);
+    put(&o, "phi4mm_time_to_first_token_seconds_sum %.6f\nphi4mm_time_to_first_token_seconds_count %llu\n", m->ttft_sum,
+        m->ttft_count);
+    pthread_mutex_unlock(&m->mu);
+    if (len) *len = o.p ? o.n : 0;
+    return o.p;
+}

@@ -1,0 +1,40 @@
+/* metrics.h — the server's counters and gauges, rendered as Prometheus text (format 0.0.4):
+ *   phi4mm_requests_total{endpoint,mode,status}       counter: answered requests
+ *   phi4mm_request_finish_total{reason}               counter: stop / length / cancelled / error
+ *   phi4mm_queue_depth                                gauge: accepted requests waiting for a slot
+ *   phi4mm_active_sequences                           gauge: sequences live in the engine
+ *   phi4mm_prompt_tokens_total, phi4mm_generated_tokens_total   counters
+ *   phi4mm_tokens_per_second                          gauge: generated tokens/s over the last 10 s
+ *   phi4mm_audio_seconds_total                        counter: seconds of audio admitted
+ *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
+ *   phi4mm_model_ready                                gauge: 1 once the model is loaded
+ * Thread-safe (one mutex); owned by the server context. */
+#ifndef PM_SRV_METRICS_H
+#define PM_SRV_METRICS_H
+
+#include <stddef.h>
+
+#include "phi4mm.h"
+
+typedef struct srv_metrics srv_metrics;
+
+srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(srv_metrics *m);
+
+/* "language", "vision", "speech", "vision_speech"; "none" for a negative mode. */
+const char *srv_mode_name(int mode);
+
+void srv_metrics_request(srv_metrics *m, const char *endpoint, const char *mode, int status);
+void srv_metrics_finish(srv_metrics *m, pm_finish reason, int prompt_tokens, int completion_tokens);
+void srv_metrics_queue_depth(srv_metrics *m, int depth);
+void srv_metrics_active(srv_metrics *m, int live);
+int srv_metrics_get_active(srv_metrics *m);
+/* Tokens generated in one engine step, at monotonic time now (seconds). */
+void srv_metrics_step(srv_metrics *m, int tokens, double now);
+void srv_metrics_audio(srv_metrics *m, double seconds);
+void srv_metrics_ttft(srv_metrics *m, double seconds);
+
+/* The exposition text (malloc'd). */
+char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len);
+
+#endif

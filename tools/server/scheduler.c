@@ -1,0 +1,267 @@
+/* scheduler.c — see scheduler.h.
+ *
+ * Loop: wait while idle; take queued jobs into free slots (all of them when the engine is idle,
+ * at most ADMIT_PER_STEP while sequences are decoding, so a burst of media-heavy arrivals cannot
+ * stall running streams for long); drop queued jobs whose client left; forward cancellations;
+ * step. A job leaves `live` in its on_done callback, which the engine fires exactly once. */
+#include "scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "json_util.h"
+#include "metrics.h"
+
+enum { ADMIT_PER_STEP = 2 };
+
+struct srv_sched {
+    srv_ctx *ctx;
+    pm_engine *eng;
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_job **q;          /* FIFO ring of waiting jobs */
+    int q_cap, q_head, q_len;
+    int stopping;
+    /* inference thread only */
+    srv_job **live;
+    int n_live, max_live;
+    int step_tokens;
+};
+
+static void q_remove_at(srv_sched *s, int k) { /* k-th waiting job (0 = oldest); mu held */
+    for (int i = k; i < s->q_len - 1; i++) s->q[(s->q_head + i) % s->q_cap] = s->q[(s->q_head + i + 1) % s->q_cap];
+    s->q_len--;
+}
+
+int srv_sched_enqueue(srv_sched *s, srv_job *j) {
+    pthread_mutex_lock(&s->mu);
+    int rc = PM_OK;
+    if (s->stopping) rc = PM_ESTATE;
+    else if (s->q_len >= s->q_cap) rc = PM_EBUSY;
+    else {
+        srv_job_ref(j);
+        s->q[(s->q_head + s->q_len) % s->q_cap] = j;
+        s->q_len++;
+        srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void srv_sched_poke(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int srv_sched_queue_depth(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->q_len;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* ------------------------------------------------------------------ engine callbacks */
+
+static int cb_token(void *user, int32_t token, const char *text, size_t len) {
+    srv_job *j = user;
+    srv_sched *s = j->ctx->sched;
+    s->step_tokens++;
+    return srv_job_on_token(j, token, text, len);
+}
+
+static void cb_done(void *user, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {
+    srv_job *j = user;
+    srv_sched *s = j->ctx->sched;
+    for (int i = 0; i < s->n_live; i++)
+        if (s->live[i] == j) {
+            s->live[i] = s->live[--s->n_live];
+            break;
+        }
+    srv_job_on_done(j, reason, prompt_tokens, completion_tokens, error);
+    srv_job_unref(j);
+}
+
+/* ------------------------------------------------------------------ admission */
+
+static void status_error(int rc, const char *msg, srv_error *e) {
+    switch (rc) {
+    case PM_EINVAL:
+    case PM_EFORMAT:
+    case PM_EUNSUPPORTED:
+        srv_bad(e, NULL, strstr(msg, "placeholder") ? "placeholder_mismatch" : "invalid_request", "%s", msg);
+        break;
+    case PM_ELIMIT: srv_bad(e, NULL, "limit_exceeded", "%s", msg); break;
+    case PM_ENOMEM: srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg); break;
+    case PM_EBUSY: srv_fail(e, 503, "server_error", NULL, "overloaded", "%s", msg); break;
+    default: srv_fail(e, 500, "server_error", NULL, "internal_error", "%s", msg); break;
+    }
+}
+
+static void admit(srv_sched *s, srv_job *j) {
+    if (atomic_load(&j->cancel)) {
+        srv_error e;
+        srv_fail(&e, 499, "invalid_request_error", NULL, "cancelled", "the client closed the connection before admission");
+        srv_job_free_media(j);
+        srv_job_reject(j, &e);
+        srv_job_unref(j);
+        return;
+    }
+    pm_request rq;
+    memset(&rq, 0, sizeof rq);
+    rq.prompt = j->prompt;
+    rq.audios = j->audios;
+    rq.n_audios = j->n_audios;
+    rq.images = j->images;
+    rq.n_images = j->n_images;
+    rq.max_tokens = j->max_tokens;
+    rq.sampling = j->sampling;
+    rq.stop = (const char *const *)j->stop;
+    rq.n_stop = j->n_stop;
+    pm_callbacks cb = {cb_token, cb_done, j};
+    char err[1024] = "";
+    int64_t seq = 0;
+    s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */
+    int rc = pm_engine_submit(s->eng, &rq, &cb, &seq, err, sizeof err);
+    srv_job_free_media(j);
+    if (rc) {
+        s->n_live--;
+        srv_error e;
+        status_error(rc, err[0] ? err : pm_status_name(rc), &e);
+        srv_job_reject(j, &e);
+        srv_job_unref(j);
+        return;
+    }
+    srv_metrics_audio(s->ctx->metrics, j->audio_seconds);
+    srv_job_admitted(j, seq);
+}
+
+/* ------------------------------------------------------------------ the thread */
+
+static void *sched_main(void *arg) {
+    srv_sched *s = arg;
+    srv_job **take = calloc((size_t)s->q_cap + 1, sizeof *take), **drop = calloc((size_t)s->q_cap + 1, sizeof *drop);
+    for (;;) {
+        int n_take = 0, n_drop = 0, stopping;
+        pthread_mutex_lock(&s->mu);
+        while (!s->stopping && s->q_len == 0 && s->n_live == 0) pthread_cond_wait(&s->cv, &s->mu);
+        stopping = s->stopping;
+        for (int k = 0; k < s->q_len;) { /* queued jobs whose client already left */
+            srv_job *j = s->q[(s->q_head + k) % s->q_cap];
+            if (atomic_load(&j->cancel) || stopping) {
+                drop[n_drop++] = j;
+                q_remove_at(s, k);
+            } else k++;
+        }
+        int room = s->max_live - s->n_live;
+        if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
+        while (!stopping && room-- > 0 && s->q_len > 0) {
+            take[n_take++] = s->q[s->q_head];
+            s->q_head = (s->q_head + 1) % s->q_cap;
+            s->q_len--;
+        }
+        srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
+        pthread_mutex_unlock(&s->mu);
+
+        for (int i = 0; i < n_drop; i++) {
+            srv_error e;
+            if (stopping) srv_fail(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+            else srv_fail(&e, 499, "invalid_request_error", NULL, "cancelled", "the client closed the connection");
+            srv_job_free_media(drop[i]);
+            srv_job_reject(drop[i], &e);
+            srv_job_unref(drop[i]);
+        }
+        for (int i = 0; i < n_take; i++) admit(s, take[i]);
+        for (int i = 0; i < s->n_live; i++) {
+            srv_job *j = s->live[i];
+            if (!j->cancel_sent && (stopping || atomic_load(&j->cancel))) {
+                pm_engine_cancel(s->eng, j->seq_id);
+                j->cancel_sent = 1;
+            }
+        }
+        if (pm_engine_live(s->eng) > 0) {
+            s->step_tokens = 0;
+            int r = pm_engine_step(s->eng);
+            if (r < 0) fprintf(stderr, "phi4mm serve: engine step failed (%s); its sequences were ended with an error\n",
+                               pm_status_name(r));
+            srv_metrics_step(s->ctx->metrics, s->step_tokens, srv_now());
+        }
+        srv_metrics_active(s->ctx->metrics, pm_engine_live(s->eng));
+        if (stopping && s->n_live == 0) {
+            pthread_mutex_lock(&s->mu);
+            int empty = s->q_len == 0;
+            pthread_mutex_unlock(&s->mu);
+            if (empty) break;
+        }
+    }
+    free(take);
+    free(drop);
+    return NULL;
+}
+
+int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return PM_ENOMEM;
+    }
+    s->ctx = ctx;
+    s->q_cap = ctx->o.max_queue > 0 ? ctx->o.max_queue : 1;
+    s->max_live = ctx->o.parallel > 0 ? ctx->o.parallel : 1;
+    s->q = calloc((size_t)s->q_cap, sizeof *s->q);
+    s->live = calloc((size_t)s->max_live + 1, sizeof *s->live);
+    if (!s->q || !s->live) {
+        free(s->q);
+        free(s->live);
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return PM_ENOMEM;
+    }
+    pm_engine_opts eo;
+    pm_engine_opts_default(&eo);
+    eo.max_seqs = s->max_live;
+    if (ctx->o.prefill_chunk > 0) eo.prefill_chunk = ctx->o.prefill_chunk;
+    eo.limits = ctx->limits;
+    int rc = pm_engine_new(&s->eng, ctx->model, &eo, err, errlen);
+    if (rc) {
+        free(s->q);
+        free(s->live);
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    ctx->sched = s; /* callbacks find the scheduler through the context */
+    if (pthread_create(&s->th, NULL, sched_main, s)) {
+        ctx->sched = NULL;
+        pm_engine_free(s->eng);
+        free(s->q);
+        free(s->live);
+        free(s);
+        snprintf(err, errlen, "cannot start the inference thread");
+        return PM_ESTATE;
+    }
+    s->started = 1;
+    *out = s;
+    return PM_OK;
+}
+
+void srv_sched_stop(srv_sched *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->started) pthread_join(s->th, NULL);
+    pm_engine_free(s->eng); /* nothing is live any more; frees nothing else */
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->q);
+    free(s->live);
+    free(s);
+}

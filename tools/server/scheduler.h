@@ -1,0 +1,29 @@
+/* scheduler.h — the inference thread. It alone owns the pm_engine: between engine steps it takes
+ * new jobs from a bounded queue (at most --max-queue waiting) into free engine slots (--parallel),
+ * submits them (the engine validates and encodes media on this thread), forwards cancellations of
+ * jobs whose client went away, and steps the batch. Callbacks from the engine land in the jobs. */
+#ifndef PM_SRV_SCHEDULER_H
+#define PM_SRV_SCHEDULER_H
+
+#include "job.h"
+#include "server.h"
+
+/* Creates the engine (ctx->model, ctx->o.parallel, ctx->o.prefill_chunk, ctx->limits) and
+ * starts the thread. Returns PM_OK or a negative status with a message. */
+int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen);
+
+/* Queues a job (the scheduler takes its own reference). Returns PM_OK, PM_EBUSY when the queue
+ * is full, or PM_ESTATE when the scheduler is stopping; the job is untouched on failure. */
+int srv_sched_enqueue(srv_sched *s, srv_job *j);
+
+/* Wakes the thread (a job was cancelled). */
+void srv_sched_poke(srv_sched *s);
+
+/* Waiting jobs. */
+int srv_sched_queue_depth(srv_sched *s);
+
+/* Refuses new jobs, ends queued ones with 503, cancels live ones (each gets its final event),
+ * joins the thread and frees the engine. Safe to call once. */
+void srv_sched_stop(srv_sched *s);
+
+#endif
