@@ -69,7 +69,7 @@ int pm_model_open(pm_model **out, const char *dir, pm_err *e) {
     if (!e->code && pm_llm_config_parse(m->config, gen, &lc, e)) pm_err_ctx(e, "%s/", dir);
     if (!e->code) parse_frontend(m, pre, e);
     json_t *ap = m->config ? json_object_get(m->config, "audio_processor") : NULL;
-    if (!e->code && pm_conformer_config_parse(ap, &m->conf_cfg, e)) pm_err_ctx(e, "%s/config.json: audio_processor: ", dir);
+    if (!e->code && pm_conformer_config_parse(ap, &m->conf_cfg, e)) pm_err_ctx(e, "%s/", dir);
     if (!e->code) pm_weights_open(&m->w, dir, e);
     if (!e->code) pm_llm_load(&m->llm, m->w, &lc, e);
     if (!e->code) pm_conformer_load(&m->conformer, m->w, &m->conf_cfg, e);
