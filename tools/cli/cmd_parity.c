@@ -147,11 +147,33 @@ static void check_top5(ctx *c, const char *cs, const int64_t *ids, int n) {
     pm_npy_free(&rv);
 }
 
+/* Greedy run capture: the tokens, and each step's decode logits at the reference's top-10 ids. */
+typedef struct greedy_rec {
+    pm_engine *eng;
+    int64_t id;
+    int n;
+    int64_t tokens[4096];
+    json_t *steps;          /* manifest greedy_steps (may be NULL) */
+    double max_step_diff;   /* max |our logit - ref logit| over the top-10 ids of every step */
+    int steps_compared;
+} greedy_rec;
+
 static int record_token(void *user, int32_t token, const char *text, size_t len) {
     (void)text;
     (void)len;
-    int64_t *buf = user;
-    if (buf[0] < 4096) buf[1 + buf[0]++] = token;
+    greedy_rec *g = user;
+    json_t *st = json_array_get(g->steps, (size_t)g->n);
+    const float *lg = pm_engine_last_logits(g->eng, g->id, NULL, NULL);
+    json_t *ids = json_object_get(st, "top10_ids"), *vals = json_object_get(st, "top10_logits");
+    if (lg && json_is_array(ids) && json_is_array(vals)) {
+        for (size_t k = 0; k < json_array_size(ids) && k < json_array_size(vals); k++) {
+            json_int_t t = json_integer_value(json_array_get(ids, k));
+            double d = fabs((double)lg[t] - json_number_value(json_array_get(vals, k)));
+            if (d > g->max_step_diff || d != d) g->max_step_diff = d == d ? d : INFINITY;
+        }
+        g->steps_compared++;
+    }
+    if (g->n < 4096) g->tokens[g->n++] = token;
     return 0;
 }
 
@@ -357,8 +379,9 @@ static void run_case(ctx *c, const char *cs) {
     if (pm_parity_has(&c->p, rel) && pm_parity_want(&c->p, cs, "generated_ids")) {
         /* The case runs batched with a companion text request submitted first, so a batch-wide
          * adapter (instead of a per-sequence one) would show up here. */
-        int64_t *buf = calloc(4097, sizeof(int64_t));
-        pm_callbacks cb = {record_token, NULL, buf};
+        greedy_rec *g = calloc(1, sizeof *g);
+        g->steps = json_object_get(cj, "greedy_steps");
+        pm_callbacks cb = {record_token, NULL, g};
         pm_engine *eng = NULL;
         pm_request comp = {0};
         comp.prompt = "<|user|>Say something.<|end|><|assistant|>";
@@ -368,13 +391,20 @@ static void run_case(ctx *c, const char *cs) {
             pm_engine_set_fault(eng, c->fault);
             rc = pm_engine_submit(eng, &comp, NULL, NULL, err, sizeof err);
         }
-        if (!rc) rc = pm_engine_submit(eng, &req, &cb, NULL, err, sizeof err);
+        g->eng = eng;
+        if (!rc) rc = pm_engine_submit(eng, &req, &cb, &g->id, err, sizeof err);
         while (!rc && pm_engine_live(eng) > 0)
             if (pm_engine_step(eng) < 0) rc = snprintf(err, sizeof err, "engine step failed") > 0 ? -1 : -1;
         pm_engine_free(eng);
         if (rc) pm_parity_fail(&c->p, cs, "generated_ids", "%s", err);
-        else pm_parity_check_i64(&c->p, cs, "generated_ids", rel, buf + 1, (size_t)buf[0]);
-        free(buf);
+        else {
+            pm_parity_check_i64(&c->p, cs, "generated_ids", rel, g->tokens, (size_t)g->n);
+            if (json_is_array(g->steps) && json_array_size(g->steps))
+                pm_parity_report(&c->p, cs, "greedy_steps_logits", g->steps_compared == (int)json_array_size(g->steps) && g->max_step_diff <= TOL_LOGITS,
+                                 "max_abs=%.3e tol=%.3e over the top-10 logits of %d/%zu KV-cached decode steps", g->max_step_diff, TOL_LOGITS,
+                                 g->steps_compared, json_array_size(g->steps));
+        }
+        free(g);
     } else pm_parity_mark_seen(&c->p, rel);
     if (!strcmp(cs, "text") || json_is_true(json_object_get(cj, "check_rope"))) {
         pm_npy pos;

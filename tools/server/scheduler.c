@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "json_util.h"
 #include "metrics.h"
@@ -252,13 +251,19 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
 }
 
 void srv_sched_stop(srv_sched *s) {
-    if (!s) return;
+    if (!s || !s->eng) return;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (s->started) pthread_join(s->th, NULL);
-    pm_engine_free(s->eng); /* nothing is live any more; frees nothing else */
+    s->started = 0;
+    pm_engine_free(s->eng); /* nothing is live any more */
+    s->eng = NULL;
+}
+
+void srv_sched_free(srv_sched *s) {
+    if (!s) return;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->q);

@@ -23,7 +23,9 @@ void srv_sched_poke(srv_sched *s);
 int srv_sched_queue_depth(srv_sched *s);
 
 /* Refuses new jobs, ends queued ones with 503, cancels live ones (each gets its final event),
- * joins the thread and frees the engine. Safe to call once. */
+ * joins the thread and frees the engine. Enqueueing afterwards answers PM_ESTATE. */
 void srv_sched_stop(srv_sched *s);
+/* Frees the scheduler itself; only once no HTTP thread can reach it (after MHD_stop_daemon). */
+void srv_sched_free(srv_sched *s);
 
 #endif
