@@ -6,8 +6,9 @@
  *
  * What is accepted: model.type "BPE" without byte_fallback, subword prefixes or word suffixes; no normalizer; a
  * pre-tokenizer that is ByteLevel (GPT-2 regex built in) or a Sequence of a Split(Regex, Isolated) and a
- * ByteLevel(use_regex=false); add_prefix_space=false. Everything else is rejected with a sentence naming the field,
- * because a silently different tokenization would corrupt every prompt.
+ * ByteLevel(use_regex=false); add_prefix_space=false; a post-processor that adds no tokens; a ByteLevel decoder.
+ * Everything else is rejected with a sentence naming the field, because a silently different tokenization would
+ * corrupt every prompt.
  *
  * Vocabulary keys are spelled in the GPT-2 byte alphabet (bytes 21-7E, A1-AC, AE-FF stand for themselves, the other
  * 68 bytes are U+0100.. in byte order); they are turned back into raw bytes here, so the hot paths work on bytes.
@@ -111,6 +112,32 @@ static const char *jstr(json_t *o, const char *key) {
 
 static int jtrue(json_t *o, const char *key) { return json_is_true(json_object_get(o, key)); }
 
+/* A post-processor must not add tokens: phi4mm never adds BOS/EOS (Phi-4 has add_bos_token=false). Accepted: null,
+ * ByteLevel (offsets only), TemplateProcessing whose single-sequence template has no SpecialToken, and a Sequence of
+ * those. */
+static int check_post(json_t *pp, int depth, pm_err *e) {
+    if (!pp || json_is_null(pp)) return PM_OK;
+    const char *ty = jstr(pp, "type");
+    if (ty && !strcmp(ty, "ByteLevel")) return PM_OK;
+    if (ty && !strcmp(ty, "Sequence") && depth < 4) {
+        json_t *arr = json_object_get(pp, "processors");
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+            int rc = check_post(json_array_get(arr, i), depth + 1, e);
+            if (rc) return rc;
+        }
+        return PM_OK;
+    }
+    if (ty && !strcmp(ty, "TemplateProcessing")) {
+        json_t *single = json_object_get(pp, "single");
+        for (size_t i = 0; i < json_array_size(single); i++)
+            if (json_object_get(json_array_get(single, i), "SpecialToken"))
+                return pm_errf(e, PM_EUNSUPPORTED, "post_processor TemplateProcessing adds special tokens around the text; "
+                                                   "phi4mm adds none (Phi-4 has no BOS)");
+        return PM_OK;
+    }
+    return pm_errf(e, PM_EUNSUPPORTED, "post_processor '%s' is not supported", ty ? ty : "?");
+}
+
 /* Checks the normalizer / pre-tokenizer / decoder / model options; sets *pattern (borrowed from root). */
 static int check_pipeline(json_t *root, json_t *model, const char **pattern, pm_err *e) {
     json_t *norm = json_object_get(root, "normalizer");
@@ -169,6 +196,8 @@ static int check_pipeline(json_t *root, json_t *model, const char **pattern, pm_
         }
     }
     if (!have_bl) return pm_errf(e, PM_EUNSUPPORTED, "pre_tokenizer has no ByteLevel step: not a byte-level BPE tokenizer");
+    int prc = check_post(json_object_get(root, "post_processor"), 0, e);
+    if (prc) return prc;
     json_t *dec = json_object_get(root, "decoder");
     if (dec && !json_is_null(dec)) {
         const char *dt = jstr(dec, "type");

@@ -201,6 +201,46 @@ static void test_fast_equals_naive(void **state) {
     free(buf);
 }
 
+/* Random bytes (mostly invalid UTF-8, with special-token text mixed in): decode(encode(x)) is the lossy repair of x,
+ * and the naive BPE agrees. */
+static void test_random_bytes_roundtrip(void **state) {
+    const pm_tokenizer *t = *state;
+    static const char *const frag[] = {"<|end|>", "<|user|>", " ", "\n", "\xf0\x9f", "\xe4\xb8", "abc", "'s", "12345", "\xcc\x81"};
+    uint32_t rng = 99;
+    char buf[512];
+    for (int round = 0; round < 300; round++) {
+        size_t len = 0;
+        while (len < (size_t)(round % 97) * 4) {
+            rng = rng * 1664525u + 1013904223u;
+            if ((rng >> 28) < 6) {
+                buf[len++] = (char)(rng >> 8);
+            } else {
+                const char *f = frag[(rng >> 12) % 10];
+                memcpy(buf + len, f, strlen(f));
+                len += strlen(f);
+            }
+        }
+        pm_err e = {0};
+        int32_t *x = NULL, *y = NULL;
+        size_t nx = 0, ny = 0;
+        assert_int_equal(pm_tok_encode(t, buf, len, 1, &x, &nx, &e), PM_OK);
+        assert_int_equal(pm_tok_encode_naive(t, buf, len, &y, &ny, &e), PM_OK);
+        assert_int_equal(nx, ny);
+        assert_memory_equal(x, y, nx * sizeof *x);
+        pm_buf want = {0};
+        assert_int_equal(pm_utf8_lossy((const uint8_t *)buf, len, 1, &want, NULL, &e), PM_OK);
+        char *back;
+        size_t bl;
+        assert_int_equal(pm_tok_decode(t, x, nx, 0, &back, &bl, &e), PM_OK);
+        assert_int_equal(bl, want.len);
+        assert_memory_equal(back, want.p ? want.p : "", bl);
+        free(back);
+        pm_buf_free(&want);
+        free(x);
+        free(y);
+    }
+}
+
 static void test_chat_render(void **state) {
     (void)state;
     pm_err e = {0};
@@ -310,6 +350,12 @@ static void test_loader_rejects(void **state) {
                      PM_EUNSUPPORTED);
     assert_non_null(strstr(e.msg, "byte 0x00"));
     pm_err_clear(&e);
+    assert_int_equal(load_json_text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                                    " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"post_processor\": {\"type\":"
+                                    " \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}]}}", &e),
+                     PM_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "no BOS"));
+    pm_err_clear(&e);
     assert_int_equal(load_json_text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0,}}}", &e), PM_EFORMAT);
     assert_non_null(strstr(e.msg, "line 1"));
     pm_err_clear(&e);
@@ -375,7 +421,7 @@ int main(void) {
         cmocka_unit_test(test_encode_basic),         cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_decode),               cmocka_unit_test(test_stream_split_utf8),
         cmocka_unit_test(test_unicode16_split),      cmocka_unit_test(test_fast_equals_naive),
-        cmocka_unit_test(test_chat_render),          cmocka_unit_test(test_placeholders_rewrite),
+        cmocka_unit_test(test_random_bytes_roundtrip), cmocka_unit_test(test_chat_render),          cmocka_unit_test(test_placeholders_rewrite),
         cmocka_unit_test(test_placeholders_expand),  cmocka_unit_test(test_loader_rejects),
         cmocka_unit_test(test_tiny_tokenizer_flags),
     };
