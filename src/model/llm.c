@@ -1,14 +1,25 @@
 /* llm.c — Phi-4-mini forward pass. Per layer: RMSNorm -> fused qkv (+LoRA) -> partial RoPE ->
  * causal GQA attention against the sequence's cache -> o_proj (+LoRA) -> residual -> RMSNorm ->
  * fused gate_up (+LoRA) -> up * silu(gate) -> down (+LoRA) -> residual. Shapes in comments use
- * N = total new rows of the batch, H = hidden, D = head_dim, KV = n_kv_heads * D. */
+ * N = total new rows of the batch, H = hidden, D = head_dim, KV = n_kv_heads * D.
+ *
+ * Attention reads the paged cache (llm.h) page by page. Rows of small chunks (decode tokens, short
+ * tails) take the single-query path: per (row, KV head) the scores of the g query heads of the
+ * group, softmax, weighted sum of V, with the SIMD kernels of nn/attn.c; its arithmetic depends
+ * only on the row's own sequence, so batching keeps every sequence's bits. Longer chunks take a
+ * flash-style path: per (head, block of 64 query rows), one sgemm per cache page for the scores,
+ * an online softmax (running max and sum), one sgemm per page into the output; no more than
+ * 64 x PM_KV_PAGE scores exist at a time, whatever the context length. */
 #include "llm.h"
+#include "nn/kernels.h"
 #include "nn/ops.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static const char *adapter_name[3] = {"none", "speech", "vision"};
 
@@ -88,33 +99,36 @@ void pm_llm_free(pm_llm *m) {
 
 int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
     int row = c->n_kv_heads * c->head_dim;
-    if (kv->k && kv->cap >= cap) return PM_OK;
-    int ncap = kv->cap ? kv->cap : 64;
-    while (ncap < cap) ncap *= 2;
-    size_t per = pm_mul_size((size_t)ncap, (size_t)row);
-    size_t total = pm_mul_size(per, (size_t)c->n_layers);
-    float *nk = pm_malloc(total * sizeof(float), e), *nv = nk ? pm_malloc(total * sizeof(float), e) : NULL;
-    if (!nk || !nv) {
-        free(nk);
-        return pm_errf(e, PM_ENOMEM, "out of memory for a KV cache of %d positions", ncap);
+    if (kv->pages && (kv->row != row || kv->n_layers != c->n_layers))
+        return pm_errf(e, PM_ESTATE, "KV cache was reserved for another model (row %d, %d layers)", kv->row, kv->n_layers);
+    if (cap <= kv->cap) return PM_OK;
+    int need = (cap + PM_KV_PAGE - 1) / PM_KV_PAGE;
+    if (need > kv->max_pages) {
+        int nm = kv->max_pages ? kv->max_pages : 8;
+        while (nm < need) nm *= 2;
+        float **np = realloc(kv->pages, sizeof(float *) * (size_t)nm);
+        if (!np) return pm_errf(e, PM_ENOMEM, "out of memory for a KV page table of %d pages", nm);
+        kv->pages = np;
+        kv->max_pages = nm;
     }
-    for (int l = 0; l < c->n_layers && kv->k; l++) {
-        memcpy(nk + (size_t)l * per, kv->k + (size_t)l * kv->cap * row, (size_t)kv->len * row * sizeof(float));
-        memcpy(nv + (size_t)l * per, kv->v + (size_t)l * kv->cap * row, (size_t)kv->len * row * sizeof(float));
+    size_t bytes = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, (size_t)row), sizeof(float));
+    while (kv->n_pages < need) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return pm_errf(e, PM_ENOMEM, "out of memory for a KV cache of %d positions (%zu MB per %d-position page)", cap, bytes >> 20,
+                           PM_KV_PAGE);
+        kv->pages[kv->n_pages++] = p;
+        kv->cap = kv->n_pages * PM_KV_PAGE;
     }
-    free(kv->k);
-    free(kv->v);
-    kv->k = nk;
-    kv->v = nv;
-    kv->cap = ncap;
     kv->n_layers = c->n_layers;
     kv->row = row;
+    kv->page_bytes = bytes;
     return PM_OK;
 }
 
 void pm_kv_free(pm_kv_cache *kv) {
-    free(kv->k);
-    free(kv->v);
+    for (int i = 0; i < kv->n_pages; i++) munmap(kv->pages[i], kv->page_bytes);
+    free(kv->pages);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -187,65 +201,122 @@ static int lora_linear(float *y, const float *x, int N, const pm_lora_linear *L,
     return PM_OK;
 }
 
-/* Causal attention of one chunk (rows [0, n) at positions p0..p0+n-1) against its cache, which
- * already holds this chunk's K/V. q: [n, qkv_dim] rows (q part first), out: [n, H]. */
-static void attend_chunk(const pm_llm *m, const pm_kv_cache *kv, int layer, const float *qkv, int qkv_dim, int n, int p0, float *out) {
+/* One query row (at position pos, heads of KV head kh) against cache positions [0, pos]:
+ * out[g*D] for the g query heads of the group. s: scratch [g * (pos + 1)]. */
+static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int pos, int kh, float *out, float *s) {
+    int D = c->head_dim, g = c->n_heads / c->n_kv_heads, len = pos + 1;
+    float scale = 1.0f / sqrtf((float)D);
+    for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
+        int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
+        pm_kern_attn_scores(s + t0, (size_t)len, q, (size_t)D, g, pm_kv_k(kv, layer, t0) + (size_t)kh * D, (size_t)kv->row, tn, D, scale);
+    }
+    for (int h = 0; h < g; h++) pm_kern_softmax(s + (size_t)h * len, len);
+    memset(out, 0, sizeof(float) * (size_t)g * D);
+    for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
+        int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
+        pm_kern_attn_accum(out, (size_t)D, s + t0, (size_t)len, g, pm_kv_v(kv, layer, t0) + (size_t)kh * D, (size_t)kv->row, tn, D);
+    }
+}
+
+enum { FLASH_BQ = 64 };
+
+/* Flash-style causal attention of query rows [j0, j0 + bq) of one chunk (positions p0 + j) for
+ * head h. q: the chunk's qkv rows (stride qkv_dim), out: [bq, H] rows (stride H). ws: scratch of
+ * FLASH_BQ * (PM_KV_PAGE + D + 2) floats. */
+static void attend_block(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int qkv_dim, int p0, int j0, int bq,
+                         int h, float *out, float *ws) {
+    int D = c->head_dim, kh = h / (c->n_heads / c->n_kv_heads), H = c->hidden;
+    float scale = 1.0f / sqrtf((float)D);
+    float *S = ws, *O = S + (size_t)FLASH_BQ * PM_KV_PAGE, *m = O + (size_t)FLASH_BQ * D, *l = m + FLASH_BQ;
+    for (int j = 0; j < bq; j++) {
+        m[j] = -INFINITY;
+        l[j] = 0.0f;
+    }
+    memset(O, 0, sizeof(float) * (size_t)bq * D);
+    const float *qb = q + (size_t)j0 * qkv_dim + (size_t)h * D;
+    int kend = p0 + j0 + bq; /* keys [0, kend) */
+    for (int t0 = 0; t0 < kend; t0 += PM_KV_PAGE) {
+        int tn = kend - t0 < PM_KV_PAGE ? kend - t0 : PM_KV_PAGE;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, tn, D, scale, qb, qkv_dim, pm_kv_k(kv, layer, t0) + (size_t)kh * D, kv->row,
+                    0.0f, S, PM_KV_PAGE);
+        for (int j = 0; j < bq; j++) {
+            float *sr = S + (size_t)j * PM_KV_PAGE;
+            int valid = p0 + j0 + j + 1 - t0; /* keys of this page the row may see */
+            if (valid > tn) valid = tn;
+            if (valid <= 0) {
+                memset(sr, 0, sizeof(float) * (size_t)tn);
+                continue;
+            }
+            float mx = m[j];
+            for (int t = 0; t < valid; t++) mx = sr[t] > mx ? sr[t] : mx;
+            float corr = m[j] == -INFINITY ? 0.0f : expf(m[j] - mx);
+            for (int t = 0; t < valid; t++) sr[t] -= mx;
+            pm_kern_exp(sr, sr, (size_t)valid);
+            float sum = 0.0f;
+            for (int t = 0; t < valid; t++) sum += sr[t];
+            for (int t = valid; t < tn; t++) sr[t] = 0.0f;
+            l[j] = l[j] * corr + sum;
+            m[j] = mx;
+            if (corr != 1.0f)
+                for (int d = 0; d < D; d++) O[(size_t)j * D + d] *= corr;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, tn, 1.0f, S, PM_KV_PAGE, pm_kv_v(kv, layer, t0) + (size_t)kh * D,
+                    kv->row, 1.0f, O, D);
+    }
+    for (int j = 0; j < bq; j++) {
+        float inv = 1.0f / l[j], *o = out + (size_t)j * H + (size_t)h * D;
+        for (int d = 0; d < D; d++) o[d] = O[(size_t)j * D + d] * inv;
+    }
+}
+
+/* Attention of every chunk of the step for layer `layer`; each chunk's cache already holds its
+ * new K/V at positions [len, len + n). Small chunks go row by row (bitwise batch-independent),
+ * large ones block by block; all work items of the batch share one parallel region. */
+static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int *off, int layer, const float *qkv, int qkv_dim,
+                      float *att, pm_err *e) {
     const pm_llm_config *c = &m->c;
-    int D = c->head_dim, group = c->n_heads / c->n_kv_heads, row = kv->row, H = c->hidden;
-    const float *K = kv->k + (size_t)layer * kv->cap * row, *V = kv->v + (size_t)layer * kv->cap * row;
-    float sq = sqrtf((float)D);
-    int L = p0 + n;
-    if (n <= PM_SMALL_N) {
-#pragma omp parallel for schedule(static)
-        for (int h = 0; h < c->n_heads; h++) {
-            int kh = h / group;
-            float *s = malloc(sizeof(float) * (size_t)L);
-            PM_ASSERT(s);
-            for (int j = 0; j < n; j++) {
-                const float *q = qkv + (size_t)j * qkv_dim + (size_t)h * D;
-                int len = p0 + j + 1;
-                for (int t = 0; t < len; t++) {
-                    const float *k = K + (size_t)t * row + (size_t)kh * D;
-                    float d = 0.0f;
-                    for (int i = 0; i < D; i++) d += q[i] * k[i];
-                    s[t] = d / sq;
-                }
-                pm_softmax_inplace(s, len);
-                float *o = out + (size_t)j * H + (size_t)h * D;
-                for (int i = 0; i < D; i++) o[i] = 0.0f;
-                for (int t = 0; t < len; t++) {
-                    const float *v = V + (size_t)t * row + (size_t)kh * D;
-                    float p = s[t];
-                    for (int i = 0; i < D; i++) o[i] += p * v[i];
-                }
-            }
-            free(s);
-        }
-        return;
+    int D = c->head_dim, g = c->n_heads / c->n_kv_heads, H = c->hidden;
+    /* work items: (chunk, row, kv head) for small chunks, (chunk, q-block, head) for large ones */
+    long n_items = 0;
+    int maxlen = 1;
+    for (int i = 0; i < nc; i++) {
+        int n = ch[i].n, L = ch[i].kv->len + n;
+        if (n <= PM_SMALL_N) {
+            n_items += (long)n * c->n_kv_heads;
+            if (L > maxlen) maxlen = L;
+        } else n_items += (long)((n + FLASH_BQ - 1) / FLASH_BQ) * c->n_heads;
     }
-    /* Prefill: per head, blocks of query rows through sgemm; scores never exceed BLK x L. */
-    enum { BLK = 256 };
-#pragma omp parallel for schedule(dynamic)
-    for (int h = 0; h < c->n_heads; h++) {
-        int kh = h / group;
-        float *s = malloc(sizeof(float) * (size_t)BLK * L);
-        PM_ASSERT(s);
-        for (int j0 = 0; j0 < n; j0 += BLK) {
-            int bn = n - j0 < BLK ? n - j0 : BLK, len = p0 + j0 + bn;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bn, len, D, 1.0f, qkv + (size_t)j0 * qkv_dim + (size_t)h * D, qkv_dim,
-                        K + (size_t)kh * D, row, 0.0f, s, len);
-            for (int j = 0; j < bn; j++) {
-                float *sr = s + (size_t)j * len;
-                int valid = p0 + j0 + j + 1;
-                for (int t = 0; t < valid; t++) sr[t] /= sq;
-                for (int t = valid; t < len; t++) sr[t] = -INFINITY;
-                pm_softmax_inplace(sr, len);
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bn, D, len, 1.0f, s, len, V + (size_t)kh * D, row, 0.0f,
-                        out + (size_t)j0 * H + (size_t)h * D, H);
+    int nt = omp_get_max_threads();
+    size_t per = (size_t)g * maxlen;
+    size_t fl = (size_t)FLASH_BQ * (PM_KV_PAGE + D + 2);
+    if (fl > per) per = fl;
+    float *ws = pm_malloc(sizeof(float) * per * (size_t)nt, e);
+    if (!ws) return e->code;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long it = 0; it < n_items; it++) {
+        float *w = ws + per * (size_t)omp_get_thread_num();
+        long k = it;
+        int i = 0;
+        for (;; i++) { /* find the chunk of item `it` */
+            int n = ch[i].n;
+            long cnt = n <= PM_SMALL_N ? (long)n * c->n_kv_heads : (long)((n + FLASH_BQ - 1) / FLASH_BQ) * c->n_heads;
+            if (k < cnt) break;
+            k -= cnt;
         }
-        free(s);
+        const pm_kv_cache *kv = ch[i].kv;
+        const float *q = qkv + (size_t)off[i] * qkv_dim;
+        float *o = att + (size_t)off[i] * H;
+        if (ch[i].n <= PM_SMALL_N) {
+            int j = (int)(k / c->n_kv_heads), kh = (int)(k % c->n_kv_heads);
+            attend_row(c, kv, layer, q + (size_t)j * qkv_dim + (size_t)kh * g * D, kv->len + j, kh, o + (size_t)j * H + (size_t)kh * g * D, w);
+        } else {
+            int b = (int)(k / c->n_heads), h = (int)(k % c->n_heads), j0 = b * FLASH_BQ;
+            int bq = ch[i].n - j0 < FLASH_BQ ? ch[i].n - j0 : FLASH_BQ;
+            attend_block(c, kv, layer, q, qkv_dim, kv->len, j0, bq, h, o + (size_t)j0 * H, w);
+        }
     }
+    free(ws);
+    return PM_OK;
 }
 
 int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
@@ -285,27 +356,23 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
         if (lora_linear(qkv, xn, N, &L->qkv, ch, nc, off, e)) goto done;
         for (int i = 0; i < nc; i++) {
             pm_kv_cache *kv = ch[i].kv;
-            float *K = kv->k + (size_t)l * kv->cap * KV, *V = kv->v + (size_t)l * kv->cap * KV;
             for (int j = 0; j < ch[i].n; j++) {
                 int r = off[i] + j;
                 float *q = qkv + (size_t)r * QKV, *k = q + H, *v = k + KV;
                 const float *cr = cs + (size_t)r * rot, *sr = sn + (size_t)r * rot;
                 for (int h = 0; h < c->n_heads; h++) rope_apply(q + (size_t)h * D, cr, sr, rot);
                 for (int h = 0; h < c->n_kv_heads; h++) rope_apply(k + (size_t)h * D, cr, sr, rot);
-                memcpy(K + (size_t)(kv->len + j) * KV, k, sizeof(float) * (size_t)KV);
-                memcpy(V + (size_t)(kv->len + j) * KV, v, sizeof(float) * (size_t)KV);
+                memcpy(pm_kv_k(kv, l, kv->len + j), k, sizeof(float) * (size_t)KV);
+                memcpy(pm_kv_v(kv, l, kv->len + j), v, sizeof(float) * (size_t)KV);
             }
-            attend_chunk(m, kv, l, qkv + (size_t)off[i] * QKV, QKV, ch[i].n, kv->len, att + (size_t)off[i] * H);
         }
+        if (attend_all(m, ch, nc, off, l, qkv, QKV, att, e)) goto done;
         if (lora_linear(tmp, att, N, &L->o, ch, nc, off, e)) goto done;
         pm_add_inplace(x, tmp, NH);
         pm_rmsnorm(xn, x, L->ln_mlp, N, H, c->rms_eps);
         if (lora_linear(gu, xn, N, &L->gate_up, ch, nc, off, e)) goto done;
-        for (int r = 0; r < N; r++) {
-            const float *g = gu + (size_t)r * 2 * FF, *u = g + FF;
-            float *o = hb + (size_t)r * FF;
-            for (int t = 0; t < FF; t++) o[t] = u[t] * pm_silu(g[t]);
-        }
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < N; r++) pm_kern_silu_mul(hb + (size_t)r * FF, gu + (size_t)r * 2 * FF, gu + (size_t)r * 2 * FF + FF, (size_t)FF);
         if (lora_linear(tmp, hb, N, &L->down, ch, nc, off, e)) goto done;
         pm_add_inplace(x, tmp, NH);
         for (int i = 0; i < nc; i++)

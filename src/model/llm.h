@@ -37,14 +37,34 @@ typedef struct pm_llm {
 int pm_llm_load(pm_llm *m, pm_weights *w, const pm_llm_config *c, pm_err *e);
 void pm_llm_free(pm_llm *m);
 
-/* Key/value cache of one sequence: k/v [n_layers][cap][n_kv_heads * head_dim] fp32. */
+/* Key/value cache of one sequence, paged: page p holds positions [p*PM_KV_PAGE, (p+1)*PM_KV_PAGE)
+ * of every layer, laid out [n_layers][K, V][PM_KV_PAGE][row] fp32 (row = n_kv_heads * head_dim).
+ * Pages are separate anonymous mappings: a growing sequence never copies its cache, a finished one
+ * returns every byte to the system, and concurrent sequences of any lengths never fragment a
+ * shared heap. Untouched parts of a page cost no memory. fp32 (not bf16) because the fixture
+ * parity budget (1e-4 x max|ref| per layer) has no room for rounding K/V to 8 mantissa bits.
+ * Users read and write `len` only (0 = start over; the pages are reused). */
+#define PM_KV_PAGE 128
+
 typedef struct pm_kv_cache {
-    float *k, *v;
-    int len, cap, n_layers, row;  /* row = n_kv_heads * head_dim */
+    float **pages;
+    int n_pages, max_pages;
+    int len, cap, n_layers, row;  /* cap = n_pages * PM_KV_PAGE */
+    size_t page_bytes;
 } pm_kv_cache;
 
+/* Makes room for cap positions (allocates pages; never moves existing ones). */
 int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e);
 void pm_kv_free(pm_kv_cache *kv);
+
+/* K / V row of (layer, pos); pos < cap. Consecutive positions inside one page are `row` floats
+ * apart; the next page starts elsewhere. */
+static inline float *pm_kv_k(const pm_kv_cache *kv, int layer, int pos) {
+    return kv->pages[pos / PM_KV_PAGE] + ((size_t)layer * 2 * PM_KV_PAGE + (size_t)(pos % PM_KV_PAGE)) * (size_t)kv->row;
+}
+static inline float *pm_kv_v(const pm_kv_cache *kv, int layer, int pos) {
+    return pm_kv_k(kv, layer, pos) + (size_t)PM_KV_PAGE * (size_t)kv->row;
+}
 
 /* Optional per-chunk captures (parity): layer_out[l] is [n, hidden] after decoder layer l;
  * final_norm is [n, hidden]. Caller-allocated; NULL entries are skipped. */

@@ -8,9 +8,14 @@
  * by register tiles of RT rows x NT inputs (12 accumulators at 4 x 3); the other input groups of
  * the same block re-read the rows from L1/L2.
  *
+ * bf16 -> fp32 without shuffles: a 32-byte load holds 16 bf16 as 8 dwords; `<< 16` yields the 8
+ * even elements as fp32 and `& 0xffff0000` the 8 odd ones. The inputs are permuted once per call
+ * to match (each 16-block as evens, then odds), so one load + two ALU ops feed 2 x NT FMAs.
+ *
  * Determinism (ops.h): output (i, j) is always hsum(acc) of one 8-lane FMA accumulator walked
- * over k in order, then the scalar tail in order, whatever tile shape or n produced it. So a
- * sequence decoded alone and inside a batch gets the same bits. */
+ * over the 16-blocks in order (evens, then odds), then the scalar tail in order, whatever tile
+ * shape, n or thread count produced it. So a sequence decoded alone and inside a batch gets the
+ * same bits; the portable twin computes the very same operations. */
 #include "kernels.h"
 #include "ops.h"
 
@@ -23,16 +28,19 @@
 #define PM_X86 1
 #endif
 
-/* ---- portable reference ---- */
+/* ---- portable twin ---- */
 
-/* One output at a time with the SIMD path's exact arithmetic: 8 lanes of fmaf over k, folded in
- * hsum256's order, then the tail in order. Both paths give identical bits (tested). */
+/* One output at a time with the SIMD path's exact arithmetic: per 16-block, lane l takes the
+ * even element 2l then the odd one 2l+1 (fmaf), lanes folded in hsum256's order, then the tail in
+ * order. */
 static float dot_row_c(const pm_tensor *W, size_t j, const float *x, int in, float *tmp) {
     pm_tensor_read_f32(W, j * (size_t)in, (size_t)in, tmp);
     float acc[8] = {0};
     int c = 0;
-    for (; c + 8 <= in; c += 8)
-        for (int l = 0; l < 8; l++) acc[l] = fmaf(tmp[c + l], x[c + l], acc[l]);
+    for (; c + 16 <= in; c += 16) {
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(tmp[c + 2 * l], x[c + 2 * l], acc[l]);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(tmp[c + 2 * l + 1], x[c + 2 * l + 1], acc[l]);
+    }
     float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     for (; c < in; c++) s += tmp[c] * x[c];
     return s;
@@ -55,6 +63,8 @@ void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float s
     }
 }
 
+/* ---- AVX2 ---- */
+
 #ifdef PM_X86
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
@@ -67,39 +77,43 @@ AVX2_INLINE float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-AVX2_INLINE __m256 load_bf16x8(const uint16_t *p) {
-    __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* Stores s (the dot of row r with input i) into y. */
+/* Stores s (the dot of row j with input i) into y. */
 AVX2_INLINE void put(float *y, int out, int i, int j, float s, float scale, int accumulate) {
     float *yy = &y[(size_t)i * out + j];
     *yy = accumulate ? *yy + scale * s : s;
 }
 
-/* The register tile: rows wr[0..RT) against inputs x + i*in for i in [0, NT). RT and NT are
- * compile-time constants at every call site (the loops unroll into plain registers). PF > 0 adds
- * software prefetches PF bytes ahead on the weight rows (the n = 1 streaming case). */
-AVX2_INLINE void tile(float *y, int out, int j0, int i0, const uint16_t *const *wr, const float *x, int in, int RT, int NT,
-                      int PF, float scale, int accumulate) {
+/* The register tile: rows wr[0..RT) against the permuted inputs xp + i*in, i in [i0, i0+NT). RT
+ * and NT are compile-time constants at every call site (the loops unroll into plain registers).
+ * PF > 0 adds software prefetches PF bytes ahead on the weight rows (the n = 1 stream). */
+AVX2_INLINE void tile(float *y, int out, int j0, int i0, const uint16_t *const *wr, const float *xp, const float *x, int in, int RT,
+                      int NT, int PF, float scale, int accumulate) {
     __m256 acc[8][3];
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
 #pragma GCC unroll 8
     for (int r = 0; r < RT; r++)
 #pragma GCC unroll 3
         for (int i = 0; i < NT; i++) acc[r][i] = _mm256_setzero_ps();
     const float *xi[3];
 #pragma GCC unroll 3
-    for (int i = 0; i < NT; i++) xi[i] = x + (size_t)(i0 + i) * in;
+    for (int i = 0; i < NT; i++) xi[i] = xp + (size_t)(i0 + i) * in;
     int c = 0;
-    for (; c + 8 <= in; c += 8) {
+    for (; c + 16 <= in; c += 16) {
         __m256 xv[3];
 #pragma GCC unroll 3
         for (int i = 0; i < NT; i++) xv[i] = _mm256_loadu_ps(xi[i] + c);
 #pragma GCC unroll 8
         for (int r = 0; r < RT; r++) {
             if (PF && (c & 31) == 0) _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
-            __m256 w = load_bf16x8(wr[r] + c);
+            __m256 w = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(wr[r] + c)), 16));
+#pragma GCC unroll 3
+            for (int i = 0; i < NT; i++) acc[r][i] = _mm256_fmadd_ps(w, xv[i], acc[r][i]);
+        }
+#pragma GCC unroll 3
+        for (int i = 0; i < NT; i++) xv[i] = _mm256_loadu_ps(xi[i] + c + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; r++) {
+            __m256 w = _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(wr[r] + c)), hi));
 #pragma GCC unroll 3
             for (int i = 0; i < NT; i++) acc[r][i] = _mm256_fmadd_ps(w, xv[i], acc[r][i]);
         }
@@ -109,62 +123,92 @@ AVX2_INLINE void tile(float *y, int out, int j0, int i0, const uint16_t *const *
 #pragma GCC unroll 3
         for (int i = 0; i < NT; i++) {
             float s = hsum256(acc[r][i]);
-            for (int k = c; k < in; k++) s += pm_bf16_to_f32(wr[r][k]) * xi[i][k];
+            const float *xr = x + (size_t)(i0 + i) * in;
+            for (int k = c; k < in; k++) s += pm_bf16_to_f32(wr[r][k]) * xr[k];
             put(y, out, i0 + i, j0 + r, s, scale, accumulate);
         }
 }
 
-#define GEMV_PF 512 /* bytes ahead per row for the n = 1 stream (tuned by bench on Zen 2/3) */
+#ifndef GEMV_PF
+#define GEMV_PF 512 /* bytes ahead per row for the n = 1 stream */
+#endif
 
-/* Rows [j0, j0 + RT) against all n inputs: groups of 3, then 2 or 1. */
-AVX2 static void rows_4(float *y, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale, int accumulate) {
+/* Rows [j0, j0 + 4) against all n inputs: groups of 3, then 2 or 1. */
+AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale,
+                        int accumulate) {
     const uint16_t *wr[4];
     for (int r = 0; r < 4; r++) wr[r] = w + (size_t)(j0 + r) * in;
     int i = 0;
-    for (; i + 3 <= n; i += 3) tile(y, out, j0, i, wr, x, in, 4, 3, 0, scale, accumulate);
-    if (n - i == 2) tile(y, out, j0, i, wr, x, in, 4, 2, 0, scale, accumulate);
-    else if (n - i == 1) tile(y, out, j0, i, wr, x, in, 4, 1, 0, scale, accumulate);
+    for (; i + 3 <= n; i += 3) tile(y, out, j0, i, wr, xp, x, in, 4, 3, 0, scale, accumulate);
+    if (n - i == 2) tile(y, out, j0, i, wr, xp, x, in, 4, 2, 0, scale, accumulate);
+    else if (n - i == 1) tile(y, out, j0, i, wr, xp, x, in, 4, 1, 0, scale, accumulate);
 }
 
-AVX2 static void rows_1(float *y, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale, int accumulate) {
+AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale,
+                        int accumulate) {
     const uint16_t *wr[1] = {w + (size_t)j0 * in};
     int i = 0;
-    for (; i + 3 <= n; i += 3) tile(y, out, j0, i, wr, x, in, 1, 3, 0, scale, accumulate);
-    for (; i < n; i++) tile(y, out, j0, i, wr, x, in, 1, 1, 0, scale, accumulate);
+    for (; i + 3 <= n; i += 3) tile(y, out, j0, i, wr, xp, x, in, 1, 3, 0, scale, accumulate);
+    for (; i < n; i++) tile(y, out, j0, i, wr, xp, x, in, 1, 1, 0, scale, accumulate);
 }
 
-AVX2 static void rows_8_n1(float *y, const float *x, const uint16_t *w, int out, int in, int j0, float scale, int accumulate) {
+AVX2 static void rows_8_n1(float *y, const float *xp, const float *x, const uint16_t *w, int out, int in, int j0, float scale,
+                           int accumulate) {
     const uint16_t *wr[8];
     for (int r = 0; r < 8; r++) wr[r] = w + (size_t)(j0 + r) * in;
-    tile(y, out, j0, 0, wr, x, in, 8, 1, GEMV_PF, scale, accumulate);
+    tile(y, out, j0, 0, wr, xp, x, in, 8, 1, GEMV_PF, scale, accumulate);
 }
 
-/* Each thread takes a contiguous share of whole 8-row blocks (good for the hardware prefetcher);
- * the last thread also takes the leftover rows. */
-AVX2 static void gemv_bf16_avx2(float *y, const float *x, int n, const uint16_t *w, int out, int in, float scale, int accumulate) {
-    int nb = out / 8;
+/* Threads take chunks of ~512 KB of consecutive 8-row blocks dynamically: each chunk is one long
+ * sequential stream for the hardware prefetcher, and a thread that gets descheduled (a shared or
+ * noisy machine) does not leave the others spinning at the barrier with half the matrix undone. */
+AVX2 static void gemv_bf16_avx2(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, float scale,
+                                int accumulate) {
+    int nb = out / 8, nt = omp_get_max_threads();
+    int chunk = (512 << 10) / (16 * (in > 0 ? in : 1));
+    if (chunk > nb / (4 * nt)) chunk = nb / (4 * nt);
+    if (chunk < 1) chunk = 1;
 #pragma omp parallel
     {
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        int b0 = (int)((long)nb * id / nt), b1 = (int)((long)nb * (id + 1) / nt);
-        for (int b = b0; b < b1; b++) {
+#pragma omp for schedule(dynamic, chunk) nowait
+        for (int b = 0; b < nb; b++) {
             int j0 = b * 8;
-            if (n == 1) rows_8_n1(y, x, w, out, in, j0, scale, accumulate);
+            if (n == 1) rows_8_n1(y, xp, x, w, out, in, j0, scale, accumulate);
             else {
-                rows_4(y, x, n, w, out, in, j0, scale, accumulate);
-                rows_4(y, x, n, w, out, in, j0 + 4, scale, accumulate);
+                rows_4(y, xp, x, n, w, out, in, j0, scale, accumulate);
+                rows_4(y, xp, x, n, w, out, in, j0 + 4, scale, accumulate);
             }
         }
-        if (id == nt - 1)
-            for (int j = nb * 8; j < out; j++) rows_1(y, x, n, w, out, in, j, scale, accumulate);
+#pragma omp single nowait
+        for (int j = nb * 8; j < out; j++) rows_1(y, xp, x, n, w, out, in, j, scale, accumulate);
     }
 }
 #endif
 
+/* x with every full 16-block reordered as (x0 x2 .. x14, x1 x3 .. x15); the tail as is. */
+static void permute_x(float *xp, const float *x, int n, int in) {
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * in;
+        float *o = xp + (size_t)i * in;
+        int c = 0;
+        for (; c + 16 <= in; c += 16)
+            for (int l = 0; l < 8; l++) {
+                o[c + l] = xr[c + 2 * l];
+                o[c + 8 + l] = xr[c + 2 * l + 1];
+            }
+        for (; c < in; c++) o[c] = xr[c];
+    }
+}
+
 void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
 #ifdef PM_X86
     if (pm_kern_have_avx2() && W->dtype == PM_DT_BF16) {
-        gemv_bf16_avx2(y, x, n, (const uint16_t *)W->data, (int)W->shape[0], (int)W->shape[1], scale, accumulate);
+        int in = (int)W->shape[1];
+        float stack[4096], *xp = (size_t)n * in <= 4096 ? stack : malloc(sizeof(float) * (size_t)n * in);
+        PM_ASSERT(xp);
+        permute_x(xp, x, n, in);
+        gemv_bf16_avx2(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
+        if (xp != stack) free(xp);
         return;
     }
 #endif

@@ -196,7 +196,7 @@ static int b64_media(const char *s, size_t n, const char *param, size_t max, uin
 }
 
 static int image_part(const json_t *part, const char *where, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
-    char param[96];
+    char param[160];
     const json_t *iu = json_object_get(part, "image_url");
     const json_t *url = json_is_string(iu) ? iu : json_is_object(iu) ? json_object_get(iu, "url") : NULL;
     snprintf(param, sizeof param, "%s.image_url%s", where, json_is_object(iu) ? ".url" : "");
@@ -213,7 +213,7 @@ static int image_part(const json_t *part, const char *where, const srv_parse_lim
         if (strncmp(d.media_type, "image/", 6))
             return srv_bad(e, param, "invalid_image_url", "%s: expected an image media type (data:image/png;base64,...), got '%s'", param,
                            d.media_type[0] ? d.media_type : "none");
-        snprintf(fmt, sizeof fmt, "%s", d.media_type + 6);
+        snprintf(fmt, sizeof fmt, "%.15s", d.media_type + 6);
         if (b64_media(d.payload, d.payload_len, param, lim->max_media_bytes, &data, &len, e)) return -1;
     } else if (!strncasecmp(u, "http://", 7) || !strncasecmp(u, "https://", 8)) {
         return srv_bad(e, param, "unsupported_url",
@@ -231,7 +231,7 @@ static int image_part(const json_t *part, const char *where, const srv_parse_lim
 }
 
 static int audio_part(const json_t *part, const char *where, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
-    char param[96];
+    char param[160];
     const json_t *ia = json_object_get(part, "input_audio");
     snprintf(param, sizeof param, "%s.input_audio", where);
     if (!json_is_object(ia)) return srv_bad(e, param, "invalid_type", "%s must be an object {\"data\": base64, \"format\": ...}", param);

@@ -134,6 +134,21 @@ static int parse_headers(const char *p, const char *end, srv_part *part, int idx
     return 0;
 }
 
+/* The next real delimiter in [p, end): CRLF--boundary followed by "--" or optional blanks and
+ * CRLF. A boundary-like run inside the data that is followed by anything else is data. */
+static const char *find_delim(const char *p, const char *end, const char *delim, size_t dl) {
+    while (p < end) {
+        const char *f = memmem(p, (size_t)(end - p), delim, dl);
+        if (!f) return NULL;
+        const char *q = f + dl;
+        if (end - q >= 2 && q[0] == '-' && q[1] == '-') return f;
+        q = skip_ws(q, end);
+        if (end - q >= 2 && q[0] == '\r' && q[1] == '\n') return f;
+        p = f + 1;
+    }
+    return NULL;
+}
+
 int srv_multipart_parse(const uint8_t *body, size_t n, const char *boundary, srv_part *parts, int max_parts, int *n_parts,
                         char *err, size_t errlen) {
     *n_parts = 0;
@@ -184,7 +199,7 @@ int srv_multipart_parse(const uint8_t *body, size_t n, const char *boundary, srv
         memset(part, 0, sizeof *part);
         if (parse_headers(p, hend, part, *n_parts, err, errlen)) return -1;
         const char *data = hend == p ? p + 2 : hend + 4;
-        const char *next = memmem(data, (size_t)(end - data), delim, dl);
+        const char *next = find_delim(data, end, delim, dl);
         if (!next) {
             snprintf(err, errlen, "multipart part %d ('%s') is not closed by a boundary (body truncated?)", *n_parts + 1, part->name);
             return -1;

@@ -6,6 +6,7 @@
  * step. A job leaves `live` in its on_done callback, which the engine fires exactly once. */
 #include "scheduler.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,38 @@ static void cb_done(void *user, pm_finish reason, int prompt_tokens, int complet
         }
     srv_job_on_done(j, reason, prompt_tokens, completion_tokens, error);
     srv_job_unref(j);
+}
+
+/* ------------------------------------------------------------------ disconnects */
+
+/* A parked connection is not watched by libmicrohttpd, so a client that hangs up while its
+ * request waits (non-streamed, or a stream with nothing to send) would go unnoticed until the
+ * answer is written. Before each step the inference thread polls the sockets of parked jobs
+ * (one poll() with a zero timeout) and marks the ones whose peer closed as cancelled. The socket
+ * stays open while its connection is parked, and `conn` is read under the job's mutex. */
+static void watch_disconnects(srv_job **jobs, int n) {
+    enum { MAXW = 256 };
+    struct pollfd pf[MAXW];
+    srv_job *who[MAXW];
+    int k = 0;
+    for (int i = 0; i < n && k < MAXW; i++) {
+        srv_job *j = jobs[i];
+        if (atomic_load(&j->cancel)) continue;
+        pthread_mutex_lock(&j->mu);
+        if (j->parked && j->conn) {
+            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            if (ci) {
+                pf[k].fd = ci->connect_fd;
+                pf[k].events = POLLRDHUP;
+                pf[k].revents = 0;
+                who[k++] = j;
+            }
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (k == 0 || poll(pf, (nfds_t)k, 0) <= 0) return;
+    for (int i = 0; i < k; i++)
+        if (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) atomic_store(&who[i]->cancel, 1);
 }
 
 /* ------------------------------------------------------------------ admission */
@@ -175,7 +208,9 @@ static void *sched_main(void *arg) {
             srv_job_reject(drop[i], &e);
             srv_job_unref(drop[i]);
         }
+        watch_disconnects(take, n_take);
         for (int i = 0; i < n_take; i++) admit(s, take[i]);
+        watch_disconnects(s->live, s->n_live);
         for (int i = 0; i < s->n_live; i++) {
             srv_job *j = s->live[i];
             if (!j->cancel_sent && (stopping || atomic_load(&j->cancel))) {

@@ -31,7 +31,7 @@
 typedef struct srv_error {
     int http;           /* 400, 401, 404, 405, 413, 503, 500, ... */
     char type[40];      /* invalid_request_error, authentication_error, server_error, ... */
-    char param[96];     /* the offending request field, "" for null */
+    char param[160];    /* the offending request field, "" for null */
     char code[48];      /* machine-readable code, "" for null */
     char msg[640];
 } srv_error;
@@ -74,6 +74,7 @@ typedef struct srv_ctx {
     char model_id[128];
     pm_model *model;
     pm_limits limits;
+    int max_context;            /* the model's max_position_embeddings: no request may ask for more */
     srv_sched *sched;
     srv_metrics *metrics;
     atomic_int ready;

@@ -1,0 +1,78 @@
+/* fuzz_util.h — helpers shared by the libFuzzer harnesses (header-only, static functions).
+ *
+ * Harnesses whose target reads files (the checkpoint loader, the tokenizer loader) write each input
+ * into a private scratch directory made once per process under /dev/shm (tmpfs, so a write costs
+ * microseconds) or $TMPDIR. The directory is removed at exit. A harness must never abort on a
+ * *rejected* input: only ASan/UBSan reports and FUZZ_CHECK (a broken contract, e.g. a parser that
+ * accepted something and handed back a pointer outside the input) count as findings. */
+#ifndef PM_FUZZ_UTIL_H
+#define PM_FUZZ_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Aborts with a message: the harness found a contract violation (libFuzzer records the input). */
+#define FUZZ_CHECK(cond)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            fprintf(stderr, "FUZZ_CHECK failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__);                \
+            abort();                                                                                       \
+        }                                                                                                  \
+    } while (0)
+
+static char fuzz_scratch_dir[256];
+
+static void fuzz_scratch_cleanup(void) {
+    if (!fuzz_scratch_dir[0]) return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", fuzz_scratch_dir);
+    if (system(cmd)) { /* best effort */
+    }
+}
+
+/* Creates (once) and returns the scratch directory. */
+static const char *fuzz_scratch(void) {
+    if (fuzz_scratch_dir[0]) return fuzz_scratch_dir;
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(fuzz_scratch_dir, sizeof fuzz_scratch_dir, "%s/pm-fuzz-XXXXXX", base);
+    if (!mkdtemp(fuzz_scratch_dir)) {
+        perror("mkdtemp");
+        abort();
+    }
+    atexit(fuzz_scratch_cleanup);
+    return fuzz_scratch_dir;
+}
+
+/* mkdir that tolerates an existing directory; aborts on other failures. */
+static void fuzz_mkdir(const char *path) {
+    if (mkdir(path, 0700) != 0 && access(path, W_OK) != 0) {
+        perror(path);
+        abort();
+    }
+}
+
+/* Writes data[0..n) to dir/name (replacing it); aborts on an I/O failure (not a finding of the target). */
+static void fuzz_write_file(const char *dir, const char *name, const void *data, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(data, 1, n, f) != n) || fclose(f)) {
+        perror(path);
+        abort();
+    }
+}
+
+/* The fixture directory (phi4mm-tiny): $PHI4MM_FIXTURES/phi4mm-tiny, default ../shared/fixtures
+ * relative to the working directory (make fuzz runs from the repository root). */
+static const char *fuzz_fixture_dir(void) {
+    static char dir[1024];
+    const char *fx = getenv("PHI4MM_FIXTURES");
+    snprintf(dir, sizeof dir, "%s/phi4mm-tiny", fx && *fx ? fx : "../shared/fixtures");
+    return dir;
+}
+
+#endif

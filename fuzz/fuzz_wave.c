@@ -1,0 +1,50 @@
+/* fuzz_wave.c — libFuzzer harness for audio payloads through the real decoder path:
+ * pm_wave_read_memory (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...), then, when it
+ * decodes, the official feature extractor pm_audio_logmel and the batcher pm_audio_batch.
+ *
+ * Properties of an accepted clip: n > 0 samples, all finite, rate >= 8000 Hz; the extractor either
+ * refuses it (too short) or gives exactly pm_audio_num_frames() frames of finite log-mel values,
+ * and pm_audio_embed_size agrees with the batcher. Clips longer than 4 s at their rate skip the
+ * extractor (it is linear in the length; the point is the decoder), but are still decoded whole. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/features.h"
+#include "audio/wave.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    pm_wave w;
+    pm_err e = {0};
+    if (pm_wave_read_memory(&w, data, size, "fuzz.wav", &e) != PM_OK) {
+        FUZZ_CHECK(w.samples == NULL && w.n == 0 && e.code < 0 && e.msg[0]);
+        return 0;
+    }
+    FUZZ_CHECK(w.samples != NULL && w.n > 0 && w.sample_rate >= PM_WAVE_MIN_RATE);
+    for (size_t i = 0; i < w.n; i++) FUZZ_CHECK(isfinite(w.samples[i]));
+    if (w.n <= (size_t)w.sample_rate * 4) {
+        pm_logmel m;
+        memset(&e, 0, sizeof e);
+        int want = pm_audio_num_frames(w.n, w.sample_rate);
+        if (pm_audio_logmel(w.samples, w.n, w.sample_rate, &m, &e) == PM_OK) {
+            FUZZ_CHECK(m.frames == want && m.frames >= PM_AUDIO_MIN_FRAMES);
+            FUZZ_CHECK(m.sample_rate_used == 16000 || m.sample_rate_used == 8000);
+            for (size_t i = 0; i < (size_t)m.frames * PM_AUDIO_N_MELS; i++) FUZZ_CHECK(isfinite(m.data[i]) && m.data[i] >= 0.0f);
+            float *feats = NULL;
+            uint8_t *mask = NULL;
+            int t_max = 0;
+            int64_t es = 0;
+            FUZZ_CHECK(pm_audio_batch(&m, 1, &feats, &mask, &t_max, &es, &e) == PM_OK);
+            FUZZ_CHECK(t_max == m.frames && es == pm_audio_embed_size(m.frames));
+            free(feats);
+            free(mask);
+            pm_logmel_free(&m);
+        } else {
+            FUZZ_CHECK(want < PM_AUDIO_MIN_FRAMES && e.code == PM_EINVAL);
+        }
+    }
+    pm_wave_free(&w);
+    return 0;
+}

@@ -1,0 +1,489 @@
+#!/usr/bin/python3
+"""server_api.py — end-to-end checks of `phi4mm serve` over raw HTTP (stdlib only).
+
+Run by tests/e2e/server_api.sh, which starts two servers on free loopback ports:
+  A: --api-key, --parallel 16, --allow-media-dir <fixture inputs>   (most checks)
+  B: --parallel 1 --max-queue 1 --max-body 1M                        (overload, body cap)
+Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
+every loop is bounded. Writes the CLI's reference outputs to --expected for the openai-client test.
+"""
+import argparse
+import base64
+import http.client
+import json
+import random
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+TIMEOUT = 120
+results = []
+
+
+def report(name, ok, why=""):
+    results.append(ok)
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok or not why else " (" + why + ")"), flush=True)
+
+
+class Server:
+    def __init__(self, hostport, key=None):
+        self.host, port = hostport.rsplit(":", 1)
+        self.port = int(port)
+        self.key = key
+
+    def conn(self, timeout=TIMEOUT):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def headers(self, extra=None, key=True):
+        h = {}
+        if key and self.key:
+            h["Authorization"] = "Bearer " + self.key
+        h.update(extra or {})
+        return h
+
+    def request(self, method, path, body=None, headers=None, key=True):
+        c = self.conn()
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+                headers = dict(headers or {}, **{"Content-Type": "application/json"})
+            c.request(method, path, body=body, headers=self.headers(headers, key))
+            r = c.getresponse()
+            data = r.read()
+            return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+        finally:
+            c.close()
+
+    def json(self, method, path, body=None, headers=None, key=True):
+        st, h, data = self.request(method, path, body, headers, key)
+        try:
+            return st, h, json.loads(data)
+        except ValueError:
+            return st, h, data
+
+    def stream(self, path, body, headers=None):
+        """POST and read an SSE response: (status, [parsed data payloads], raw text)."""
+        c = self.conn()
+        try:
+            raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+            h = self.headers(headers or {"Content-Type": "application/json"})
+            c.request("POST", path, body=raw, headers=h)
+            r = c.getresponse()
+            text = r.read().decode("utf-8")
+            if r.status != 200:
+                return r.status, [], text
+            events = []
+            for block in text.split("\n\n"):
+                if not block.strip():
+                    continue
+                assert block.startswith("data: "), block[:80]
+                payload = block[6:]
+                events.append("[DONE]" if payload == "[DONE]" else json.loads(payload))
+            return r.status, events, text
+        finally:
+            c.close()
+
+    def metrics(self):
+        st, _, data = self.request("GET", "/metrics")
+        return data.decode() if st == 200 else ""
+
+    def metric(self, name):
+        m = re.search(r"^" + re.escape(name) + r" ([0-9.e+-]+)$", self.metrics(), re.M)
+        return float(m.group(1)) if m else None
+
+    def health_ok(self):
+        st, _, d = self.json("GET", "/health", key=False)
+        return st == 200 and isinstance(d, dict) and d.get("status") == "ok"
+
+
+def b64(path):
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def multipart(fields, files):
+    boundary = "----phi4mmtest%08x" % random.Random(len(fields)).getrandbits(32)
+    out = []
+    for k, v in fields.items():
+        out.append(("--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" % (boundary, k, v)).encode())
+    for k, (fname, data) in files.items():
+        out.append(("--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+                    "Content-Type: application/octet-stream\r\n\r\n" % (boundary, k, fname)).encode() + data + b"\r\n")
+    out.append(("--%s--\r\n" % boundary).encode())
+    return b"".join(out), "multipart/form-data; boundary=" + boundary
+
+
+def err_code(d):
+    return d.get("error", {}).get("code") if isinstance(d, dict) else None
+
+
+def chat_content(d):
+    return d["choices"][0]["message"]["content"]
+
+
+def stream_content(events):
+    text, finish, usage, done = "", None, None, False
+    for e in events:
+        if e == "[DONE]":
+            done = True
+            continue
+        if "error" in e:
+            return None, "error:" + e["error"].get("message", ""), None, done
+        if e.get("usage"):
+            usage = e["usage"]
+        for ch in e.get("choices", []):
+            text += ch["delta"].get("content") or ""
+            finish = ch.get("finish_reason") or finish
+    return text, finish, usage, done
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True)
+    ap.add_argument("--b", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--inputs", required=True)
+    ap.add_argument("--expected", required=True)
+    args = ap.parse_args()
+    A, B = Server(args.a, args.key), Server(args.b)
+    I = args.inputs
+    img = "data:image/png;base64," + b64(I + "/image.png")
+    wav = {c: b64("%s/%s.wav" % (I, c)) for c in ("clip_a_16k", "clip_b_8k", "clip_c_48k", "clip_d_22k")}
+
+    def cli(*a):
+        r = subprocess.run([args.bin] + list(a), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        out = r.stdout.decode("utf-8")
+        return out[:-1] if out.endswith("\n") else out, r.returncode
+
+    def image_part():
+        return {"type": "image_url", "image_url": {"url": img}}
+
+    def audio_part(clip="clip_a_16k"):
+        return {"type": "input_audio", "input_audio": {"data": wav[clip], "format": "wav"}}
+
+    # ------------------------------------------------------------ basics
+    report("health", A.health_ok())
+    st, _, d = A.json("GET", "/v1/models")
+    report("models", st == 200 and d["data"][0]["object"] == "model", str(d)[:200])
+
+    # ------------------------------------------------------------ greedy parity with the CLI
+    M = args.model
+    cases = {
+        "text": ([{"role": "system", "content": "You are a helpful assistant."},
+                  {"role": "user", "content": "What is the capital of France?"}],
+                 ["--system", "You are a helpful assistant.", "-p", "What is the capital of France?"]),
+        "image": ([{"role": "user", "content": [image_part(), {"type": "text", "text": "Describe the image in detail."}]}],
+                  ["--image", I + "/image.png", "-p", "<|image_1|>Describe the image in detail."]),
+        "audio": ([{"role": "user", "content": [audio_part(), {"type": "text", "text": "Transcribe the audio clip into text."}]}],
+                  ["--audio", I + "/clip_a_16k.wav", "-p", "<|audio_1|>Transcribe the audio clip into text."]),
+        "image+audio": ([{"role": "user", "content": [image_part(), audio_part(),
+                                                      {"type": "text", "text": "Answer the spoken question about the image."}]}],
+                        ["--image", I + "/image.png", "--audio", I + "/clip_a_16k.wav", "-p",
+                         "<|image_1|><|audio_1|>Answer the spoken question about the image."]),
+    }
+    expected = {}
+    for name, (msgs, cli_args) in cases.items():
+        ref, rc = cli("generate", "-m", M, "-n", "12", *cli_args)
+        expected[name] = ref
+        st, _, d = A.json("POST", "/v1/chat/completions", {"model": "phi4mm", "messages": msgs, "max_tokens": 12})
+        ok = st == 200 and rc == 0 and chat_content(d) == ref and d["usage"]["completion_tokens"] == 12 \
+            and d["choices"][0]["finish_reason"] == "length"
+        report("chat %s equals CLI (greedy, 12 tokens)" % name, ok, "status %s, cli rc %s: %r vs %r" % (st, rc, d, ref))
+        st, ev, raw = A.stream("/v1/chat/completions", {"messages": msgs, "max_tokens": 12, "stream": True,
+                                                        "stream_options": {"include_usage": True}})
+        text, finish, usage, done = stream_content(ev) if st == 200 else (None, None, None, False)
+        first = ev[0] if ev else {}
+        ok = (st == 200 and text == ref and finish == "length" and done and usage and usage["completion_tokens"] == 12
+              and first.get("choices", [{}])[0].get("delta", {}).get("role") == "assistant")
+        report("chat %s streamed equals CLI (+usage, [DONE])" % name, ok, "status %s: %r vs %r; %s" % (st, text, ref, raw[-300:]))
+
+    # stop strings end the text before the first occurrence, finish_reason "stop"
+    ref = expected["text"]
+    stop = ref[6:10]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 12, "stop": [stop]})
+    ok = st == 200 and chat_content(d) == ref[:ref.index(stop)] and d["choices"][0]["finish_reason"] == "stop"
+    report("stop sequence", ok, "%r / stop %r: %s" % (ref, stop, d))
+
+    # local media path inside --allow-media-dir gives the same answer as the data: URL
+    msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + I + "/image.png"}},
+                                         {"type": "text", "text": "Describe the image in detail."}]}]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
+    report("image from --allow-media-dir path", st == 200 and chat_content(d) == expected["image"], "%s %s" % (st, d))
+
+    # ------------------------------------------------------------ transcriptions / translations
+    ref, rc = cli("transcribe", "-m", M, "-n", "12", I + "/clip_a_16k.wav")
+    expected["transcribe"] = ref
+    wav_bytes = open(I + "/clip_a_16k.wav", "rb").read()
+    for fmt in ("json", "verbose_json", "text"):
+        body, ct = multipart({"model": "phi4mm", "response_format": fmt, "max_tokens": "12"}, {"file": ("a.wav", wav_bytes)})
+        st, h, data = A.request("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+        text = data.decode() if fmt == "text" else json.loads(data).get("text")
+        ok = st == 200 and text == ref
+        if fmt == "verbose_json":
+            v = json.loads(data)
+            ok = ok and v["task"] == "transcribe" and abs(v["duration"] - 2.0) < 1e-6 and len(v["segments"][0]["tokens"]) == 12
+        report("transcription %s equals CLI transcribe" % fmt, ok, "%s %r vs %r" % (st, data[:300], ref))
+    body, ct = multipart({"model": "phi4mm", "stream": "true", "max_tokens": "12"}, {"file": ("a.wav", wav_bytes)})
+    st, ev, raw = A.stream("/v1/audio/transcriptions", body, {"Content-Type": ct})
+    deltas = "".join(e["delta"] for e in ev if e != "[DONE]" and e.get("type") == "transcript.text.delta")
+    done = [e for e in ev if e != "[DONE]" and e.get("type") == "transcript.text.done"]
+    ok = st == 200 and deltas == ref and len(done) == 1 and done[0]["text"] == ref
+    report("transcription stream (transcript.text.delta/done)", ok, raw[-300:])
+    tref, rc = cli("generate", "-m", M, "-n", "12", "--audio", I + "/clip_a_16k.wav", "-p", "<|audio_1|>Translate the audio to French.")
+    body, ct = multipart({"model": "phi4mm", "language": "fr", "max_tokens": "12"}, {"file": ("a.wav", wav_bytes)})
+    st, _, d = A.json("POST", "/v1/audio/translations", body, {"Content-Type": ct})
+    report("translation (AST prompt, language=fr) equals CLI", st == 200 and d.get("text") == tref, "%s %s vs %r" % (st, d, tref))
+    with open(args.expected, "w") as f:
+        json.dump(expected, f)
+
+    # ------------------------------------------------------------ isolation
+    clips = ["clip_a_16k", "clip_b_8k", "clip_c_48k", "clip_d_22k"]
+    prompts = ["Describe it.", "What do you notice?", "Summarise in one line.", "Give three words."]
+    reqs = []
+    for v in range(4):
+        variant = {"max_tokens": 6 + 2 * v}
+        if v == 2:
+            variant.update({"temperature": 0.8, "top_p": 0.9, "seed": 17 + v})
+        if v in (1, 3):
+            variant.update({"stream": True, "stream_options": {"include_usage": v == 3}})
+        for mode in ("text", "image", "audio", "image+audio"):
+            parts = []
+            if "image" in mode:
+                parts.append(image_part())
+            if "audio" in mode:
+                parts.append(audio_part(clips[v]))
+            parts.append({"type": "text", "text": prompts[v]})
+            msgs = [{"role": "user", "content": parts}]
+            if v == 3:
+                msgs.insert(0, {"role": "system", "content": "Answer briefly."})
+            reqs.append((mode, dict(variant, messages=msgs)))
+
+    def run(body):
+        if body.get("stream"):
+            st, ev, raw = A.stream("/v1/chat/completions", body)
+            text, finish, usage, done = stream_content(ev) if st == 200 else (raw, None, None, False)
+            return st, text, finish, done
+        st, _, d = A.json("POST", "/v1/chat/completions", body)
+        return (st, chat_content(d), d["choices"][0]["finish_reason"], d["usage"]) if st == 200 else (st, d, None, None)
+
+    t0 = time.time()
+    alone = [run(b) for _, b in reqs]
+    t_alone = time.time() - t0
+    order = list(range(len(reqs)))
+    random.Random(1234).shuffle(order)
+    together = [None] * len(reqs)
+    peak = [0]
+    stop_poll = threading.Event()
+
+    def poll():
+        for _ in range(2000):
+            if stop_poll.is_set():
+                return
+            v = A.metric("phi4mm_active_sequences")
+            peak[0] = max(peak[0], int(v or 0))
+            time.sleep(0.05)
+
+    def worker(i, delay):
+        time.sleep(delay)
+        try:
+            together[i] = run(reqs[i][1])
+        except Exception as ex:  # reported as a mismatch below
+            together[i] = ("exception", repr(ex))
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    t0 = time.time()
+    threads = [threading.Thread(target=worker, args=(i, 0.03 * k)) for k, i in enumerate(order)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT * 2)
+    t_together = time.time() - t0
+    stop_poll.set()
+    poller.join()
+    same = [alone[i] == together[i] and alone[i][0] == 200 for i in range(len(reqs))]
+    per_mode = {}
+    for (mode, _), s in zip(reqs, same):
+        per_mode.setdefault(mode, [0, 0])
+        per_mode[mode][0] += s
+        per_mode[mode][1] += 1
+    summary = ("isolation: %d concurrent requests (%s; %d streamed, %d sampled with a seed), interleaved arrival 30 ms apart, "
+               "peak %d live sequences: %d/%d identical to the same request alone [alone %.1f s sequential, together %.1f s]"
+               % (len(reqs), ", ".join("%s %d/%d" % (m, a, b) for m, (a, b) in per_mode.items()),
+                  sum(1 for _, b in reqs if b.get("stream")), sum(1 for _, b in reqs if b.get("temperature")),
+                  peak[0], sum(same), len(same), t_alone, t_together))
+    print(summary, flush=True)
+    bad = [i for i, s in enumerate(same) if not s]
+    report("isolation 16 concurrent mixed-mode requests", not bad and peak[0] >= 2,
+           "; ".join("#%d %s: %r vs %r" % (i, reqs[i][0], alone[i], together[i]) for i in bad[:3]) or "peak %d" % peak[0])
+
+    # ------------------------------------------------------------ cancellation
+    def cancelled_count():
+        m = re.search(r'^phi4mm_request_finish_total\{reason="cancelled"\} (\d+)$', A.metrics(), re.M)
+        return int(m.group(1)) if m else -1
+
+    def wait_active_zero(limit=10.0):
+        t = time.time()
+        while time.time() - t < limit:
+            if A.metric("phi4mm_active_sequences") == 0:
+                return time.time() - t
+            time.sleep(0.02)
+        return None
+
+    before = cancelled_count()
+    c = A.conn()
+    c.request("POST", "/v1/chat/completions", body=json.dumps({"messages": [{"role": "user", "content": "Go on forever."}],
+                                                                 "max_tokens": 100000, "stream": True}),
+              headers=A.headers({"Content-Type": "application/json"}))
+    r = c.getresponse()
+    got = 0
+    for _ in range(200):
+        line = r.fp.readline()
+        if line.startswith(b"data: ") and b'"content"' in line:
+            got += 1
+            if got >= 4:
+                break
+    c.sock.shutdown(socket.SHUT_RDWR)
+    c.close()
+    dt = wait_active_zero()
+    ok = got >= 4 and dt is not None and cancelled_count() == before + 1 and A.health_ok()
+    report("cancel mid-stream frees the sequence", ok, "chunks %d, active->0 after %s s, cancelled %d->%d" % (got, dt, before, cancelled_count()))
+
+    before = cancelled_count()
+    s = socket.create_connection((A.host, A.port), timeout=TIMEOUT)
+    body = json.dumps({"messages": [{"role": "user", "content": "Go on forever."}], "max_tokens": 100000}).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + args.key.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    t = time.time()
+    while time.time() - t < 10 and A.metric("phi4mm_active_sequences") != 1:
+        time.sleep(0.02)
+    s.close()
+    dt = wait_active_zero()
+    ok = dt is not None and cancelled_count() == before + 1 and A.health_ok()
+    report("cancel of a waiting non-streamed request frees the sequence", ok, "active->0 after %s s" % dt)
+
+    # ------------------------------------------------------------ errors
+    def expect(name, st_want, code_want, method, path, body=None, headers=None, key=True, server=A):
+        st, h, d = server.json(method, path, body, headers, key)
+        ok = st == st_want and err_code(d) == code_want and d["error"]["message"] and "type" in d["error"] and "param" in d["error"]
+        report("%s -> %d %s" % (name, st_want, code_want), ok, "got %s %s" % (st, str(d)[:300]))
+        return d
+
+    chat = "/v1/chat/completions"
+    jh = {"Content-Type": "application/json"}
+    expect("bad JSON", 400, "invalid_json", "POST", chat, b'{"messages": [', jh)
+    expect("JSON nested 100 deep", 400, "invalid_json", "POST", chat, b"[" * 100 + b"]" * 100, jh)
+    expect("missing messages", 400, "missing_required_parameter", "POST", chat, {"model": "x"})
+    d = expect("bad base64 audio", 400, "invalid_base64", "POST", chat,
+               {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "UklGR!!!", "format": "wav"}}]}]})
+    report("bad base64 names the field", isinstance(d, dict) and d.get("error", {}).get("param") == "messages[0].content[0].input_audio.data", str(d))
+    expect("bad base64 image", 400, "invalid_base64", "POST", chat,
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO=w=="}}]}]})
+    expect("undecodable image bytes", 400, "invalid_image", "POST", chat,
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8gd29ybGQ="}}]}]})
+    expect("unknown content part", 400, "unknown_content_part", "POST", chat,
+           {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "x"}}]}]})
+    expect("remote image URL", 400, "unsupported_url", "POST", chat,
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]})
+    expect("local path outside media dir", 400, "invalid_image_url", "POST", chat,
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}]})
+    expect("placeholder without media", 400, "placeholder_mismatch", "POST", chat,
+           {"messages": [{"role": "user", "content": "<|image_1|>What is this?"}]})
+    expect("two placeholders, one image", 400, "placeholder_mismatch", "POST", chat,
+           {"messages": [{"role": "user", "content": [image_part(), {"type": "text", "text": "<|image_1|><|image_2|>Compare."}]}]})
+    expect("audio placeholder numbered wrong", 400, "placeholder_mismatch", "POST", chat,
+           {"messages": [{"role": "user", "content": [audio_part(), {"type": "text", "text": "<|audio_2|>Transcribe."}]}]})
+    expect("n=2", 400, "unsupported_value", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "n": 2})
+    expect("max_tokens as a string", 400, "invalid_type", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"})
+    expect("wrong API key", 401, "invalid_api_key", "POST", chat, {"messages": [{"role": "user", "content": "hi"}]},
+           {"Authorization": "Bearer nope"}, key=False)
+    expect("missing API key", 401, "invalid_api_key", "GET", "/v1/models", key=False)
+    expect("unknown endpoint", 404, "not_found", "GET", "/v1/nothing")
+    expect("wrong method", 405, "method_not_allowed", "GET", chat)
+    body, ct = multipart({"model": "x"}, {})
+    expect("transcription without file", 400, "missing_required_parameter", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    body, ct = multipart({"model": "x"}, {"file": ("a.wav", b"not audio at all")})
+    expect("transcription of a non-audio file", 400, "invalid_audio", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    report("health without API key", A.health_ok())
+
+    # oversized bodies: declared (answered before the body is read) and chunked (counted while read)
+    def raw_status(server, head, chunks=()):
+        s = socket.create_connection((server.host, server.port), timeout=TIMEOUT)
+        try:
+            s.sendall(head)
+            try:
+                for ch in chunks:
+                    s.sendall(ch)
+            except OSError:
+                pass  # the server may close once the cap is passed
+            data = b""
+            while b"\r\n\r\n" not in data:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+            m = re.match(rb"HTTP/1\.[01] (\d+)", data)
+            return int(m.group(1)) if m else None
+        finally:
+            s.close()
+
+    st = raw_status(A, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + args.key.encode() +
+                    b"\r\nContent-Type: application/json\r\nContent-Length: 70000000\r\n\r\n")
+    report("declared 70 MB body -> 413 (default 64 MiB cap)", st == 413, "got %s" % st)
+    piece = b"x" * 65536
+    chunks = [b"%x\r\n" % len(piece) + piece + b"\r\n"] * 24 + [b"0\r\n\r\n"]
+    st = raw_status(B, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Transfer-Encoding: chunked\r\n\r\n", chunks)
+    report("chunked 1.5 MB body over a 1M cap -> 413", st == 413, "got %s" % st)
+
+    # ------------------------------------------------------------ overload (server B: 1 slot, queue 1)
+    c1 = B.conn()
+    c1.request("POST", chat, body=json.dumps({"messages": [{"role": "user", "content": "Long."}], "max_tokens": 100000, "stream": True}),
+               headers={"Content-Type": "application/json"})
+    r1 = c1.getresponse()
+    r1.fp.readline()  # admitted: the first chunk arrived
+    holder = {}
+
+    def second():
+        holder["r"] = B.json("POST", chat, {"messages": [{"role": "user", "content": "Short."}], "max_tokens": 3})
+
+    t2 = threading.Thread(target=second)
+    t2.start()
+    t = time.time()
+    while time.time() - t < 10:
+        st, _, h = B.json("GET", "/health")
+        if h.get("queue_depth") == 1:
+            break
+        time.sleep(0.02)
+    st, hd, d = B.json("POST", chat, {"messages": [{"role": "user", "content": "Third."}], "max_tokens": 3})
+    ok = st == 503 and err_code(d) == "overloaded" and hd.get("retry-after") == "1"
+    report("overload -> 503 with Retry-After", ok, "got %s %s %s" % (st, hd.get("retry-after"), d))
+    c1.sock.shutdown(socket.SHUT_RDWR)
+    c1.close()
+    t2.join(TIMEOUT)
+    st2 = holder.get("r", (None,))[0]
+    report("queued request served after the slot frees", st2 == 200, "got %s" % (holder.get("r"),))
+    report("overloaded server healthy afterwards", B.health_ok())
+
+    # ------------------------------------------------------------ after all that
+    st, _, d = A.json("POST", chat, {"messages": cases["text"][0], "max_tokens": 12})
+    report("server still answers correctly after the error checks", st == 200 and chat_content(d) == expected["text"] and A.health_ok(),
+           str(d)[:200])
+    m = A.metrics()
+    need = ['phi4mm_requests_total{endpoint="chat",mode="vision_speech",status="200"}', 'status="400"', "phi4mm_queue_depth 0",
+            "phi4mm_active_sequences 0", "phi4mm_tokens_per_second", "phi4mm_time_to_first_token_seconds_bucket{le=\"+Inf\"}",
+            'phi4mm_requests_total{endpoint="transcriptions",mode="speech",status="200"}']
+    missing = [n for n in need if n not in m]
+    audio_s = A.metric("phi4mm_audio_seconds_total") or 0
+    report("metrics exposition", not missing and audio_s > 0, "missing %s, audio %s" % (missing, audio_s))
+    print("%d checks, %d failed" % (len(results), results.count(False)), flush=True)
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# server_api.sh — end-to-end test of `phi4mm serve` (issue 6) on the tiny fixture model.
+# Starts two servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
+#   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>
+#   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks)
+# then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
+# (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
+# timeout), and a graceful-shutdown check. Prints PASS/FAIL lines.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+BIN=${PHI4MM_BIN:-$PWD/$BUILD/phi4mm}
+FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}/phi4mm-tiny
+PY=/usr/bin/python3
+# Spinning OpenMP workers steal the few cores from the HTTP threads and test clients; passive
+# waiting changes no result (same thread count, same arithmetic).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+fail() { echo "FAIL server_api ($*)"; exit 1; }
+[ -x "$BIN" ] || fail "$BIN is missing: run make first"
+[ -f "$FIX/tiny_model/config.json" ] || fail "fixtures not found at $FIX (set PHI4MM_FIXTURES)"
+[ -x "$PY" ] || fail "$PY is missing"
+command -v curl >/dev/null || fail "curl is missing: make test-deps"
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+KEY="test-key-$$"
+start() { # name, extra args...
+  local name=$1; shift
+  "$BIN" serve -m "$FIX/tiny_model" --host 127.0.0.1 --port 0 --port-file "$tmp/$name.port" --quiet "$@" >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+  eval "pid_$name=$!"
+}
+wait_ready() { # name -> prints the port
+  local name=$1 i port
+  for i in $(seq 1 300); do
+    if [ -s "$tmp/$name.port" ]; then
+      port=$(cat "$tmp/$name.port")
+      if curl -sf -m 2 "http://127.0.0.1:$port/health" >/dev/null 2>&1; then echo "$port"; return 0; fi
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
+start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64
+PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
+PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
+echo "servers: A on 127.0.0.1:$PA, B on 127.0.0.1:$PB"
+
+timeout 600 "$PY" tests/e2e/server_api.py --a "127.0.0.1:$PA" --b "127.0.0.1:$PB" --key "$KEY" --bin "$BIN" \
+  --model "$FIX/tiny_model" --inputs "$FIX/inputs" --expected "$tmp/expected.json"
+rc=$?
+[ $rc -eq 124 ] && echo "FAIL server_api.py (timed out)"
+
+# The official openai client (tests/node pins the version; node_modules is git-ignored).
+NODE_DIR=tests/node
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "FAIL openai-node (node/npm missing: make test-deps)"
+elif [ ! -f "$tmp/expected.json" ]; then
+  echo "FAIL openai-node (no reference outputs: server_api.py did not finish)"
+else
+  if [ ! -d "$NODE_DIR/node_modules/openai" ]; then
+    echo "installing the openai npm client into $NODE_DIR/node_modules"
+    if ! timeout 300 npm ci --prefix "$NODE_DIR" --no-audit --no-fund >"$tmp/npm.log" 2>&1; then
+      echo "FAIL openai-node (npm ci failed or timed out; offline? last lines: $(tail -3 "$tmp/npm.log" | tr '\n' ' '))"
+    fi
+  fi
+  if [ -d "$NODE_DIR/node_modules/openai" ]; then
+    timeout 300 node "$NODE_DIR/openai_client.mjs" "http://127.0.0.1:$PA" "$KEY" "$tmp/expected.json" \
+      "$FIX/inputs/clip_a_16k.wav" "$tmp/openai_session.txt"
+    nrc=$?
+    [ $nrc -eq 124 ] && echo "FAIL openai-node (timed out)"
+    if [ -n "${SERVER_TRANSCRIPT:-}" ] && [ -f "$tmp/openai_session.txt" ]; then cp "$tmp/openai_session.txt" "$SERVER_TRANSCRIPT"; fi
+  fi
+fi
+
+# Graceful shutdown: SIGTERM with a stream in flight -> the stream gets a final event, exit 0.
+curl -sN -m 30 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PA/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"Long."}],"max_tokens":100000,"stream":true}' >"$tmp/last_stream.txt" 2>/dev/null &
+curl_pid=$!
+for i in $(seq 1 100); do grep -q '"content"' "$tmp/last_stream.txt" 2>/dev/null && break; sleep 0.05; done
+kill -TERM "$pid_a"
+ok=0
+for i in $(seq 1 100); do
+  if ! kill -0 "$pid_a" 2>/dev/null; then wait "$pid_a"; src=$?; ok=1; break; fi
+  sleep 0.1
+done
+wait "$curl_pid" 2>/dev/null
+if [ $ok = 1 ] && [ "$src" = 0 ] && grep -q '"code":"cancelled"' "$tmp/last_stream.txt" && tail -c 20 "$tmp/last_stream.txt" | grep -q '\[DONE\]'; then
+  echo "PASS graceful shutdown (SIGTERM: the open stream ended with an error event and [DONE]; exit 0)"
+else
+  echo "FAIL graceful shutdown (exited: $ok, status ${src:-?}; stream tail: $(tail -c 200 "$tmp/last_stream.txt"))"
+  tail -5 "$tmp/a.log"
+fi
+kill -TERM "$pid_b" 2>/dev/null
+for i in $(seq 1 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.1; done
+wait "$pid_b" 2>/dev/null
+if grep -qi "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log"; then
+  echo "FAIL server logs report a panic, an assertion or a sanitizer error"
+  grep -i -A5 "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" | head -40
+else
+  echo "PASS server logs clean (no panic, assertion or sanitizer report)"
+fi
+exit 0

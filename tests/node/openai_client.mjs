@@ -1,0 +1,140 @@
+// openai_client.mjs — the official `openai` npm client, unmodified, against `phi4mm serve`.
+// usage: node openai_client.mjs BASE_URL API_KEY EXPECTED_JSON AUDIO_FILE [TRANSCRIPT_OUT]
+// EXPECTED_JSON holds the CLI's greedy outputs written by tests/e2e/server_api.py. Prints
+// "PASS name" / "FAIL name (why)" lines; TRANSCRIPT_OUT receives a readable session transcript.
+import fs from 'node:fs';
+import OpenAI from 'openai';
+
+const [baseURL, apiKey, expectedPath, audioPath, transcriptPath] = process.argv.slice(2);
+const expected = JSON.parse(fs.readFileSync(expectedPath, 'utf8'));
+const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+const log = [];
+let failed = 0;
+
+function report(name, ok, why = '') {
+  if (!ok) failed++;
+  console.log(`${ok ? 'PASS' : 'FAIL'} openai-node ${name}${ok || !why ? '' : ` (${why})`}`);
+}
+
+async function check(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    report(name, false, `${e.constructor.name}: ${e.message}`);
+  }
+}
+
+await check('models.list', async () => {
+  const models = await client.models.list();
+  const ids = [];
+  for await (const m of models) ids.push(m.id);
+  log.push(`> client.models.list()\n< ${JSON.stringify(ids)}`);
+  report('models.list', ids.length === 1);
+});
+
+await check('streamed chat equals CLI', async () => {
+  const req = {
+    model: 'phi-4-multimodal-instruct',
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'What is the capital of France?' },
+    ],
+    max_tokens: 12,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+  log.push(`> client.chat.completions.create(${JSON.stringify(req)})`);
+  const stream = await client.chat.completions.create(req);
+  let text = '';
+  let finish = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    log.push(`< ${JSON.stringify(chunk)}`);
+    for (const c of chunk.choices) {
+      text += c.delta?.content ?? '';
+      finish = c.finish_reason ?? finish;
+    }
+    if (chunk.usage) usage = chunk.usage;
+  }
+  log.push(`= content ${JSON.stringify(text)}, finish_reason ${finish}`);
+  report('streamed chat equals CLI', text === expected.text && finish === 'length' && usage?.completion_tokens === 12,
+    `${JSON.stringify(text)} vs ${JSON.stringify(expected.text)}, finish ${finish}, usage ${JSON.stringify(usage)}`);
+});
+
+await check('image+audio chat equals CLI', async () => {
+  const image = fs.readFileSync(audioPath.replace(/clip_a_16k\.wav$/, 'image.png')).toString('base64');
+  const audio = fs.readFileSync(audioPath).toString('base64');
+  const r = await client.chat.completions.create({
+    model: 'phi-4-multimodal-instruct',
+    messages: [{
+      role: 'user',
+      content: [
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${image}` } },
+        { type: 'input_audio', input_audio: { data: audio, format: 'wav' } },
+        { type: 'text', text: 'Answer the spoken question about the image.' },
+      ],
+    }],
+    max_tokens: 12,
+  });
+  log.push(`> client.chat.completions.create({image_url + input_audio + text, max_tokens: 12})\n< ${JSON.stringify(r)}`);
+  report('image+audio chat equals CLI', r.choices[0].message.content === expected['image+audio'],
+    `${JSON.stringify(r.choices[0].message.content)} vs ${JSON.stringify(expected['image+audio'])}`);
+});
+
+await check('transcription equals CLI', async () => {
+  const r = await client.audio.transcriptions.create({
+    file: fs.createReadStream(audioPath),
+    model: 'phi-4-multimodal-instruct',
+    max_tokens: 12,
+  });
+  log.push(`> client.audio.transcriptions.create({file: clip_a_16k.wav, max_tokens: 12})\n< ${JSON.stringify(r)}`);
+  report('transcription equals CLI', r.text === expected.transcribe, `${JSON.stringify(r.text)} vs ${JSON.stringify(expected.transcribe)}`);
+});
+
+await check('streamed transcription', async () => {
+  const stream = await client.audio.transcriptions.create({
+    file: fs.createReadStream(audioPath),
+    model: 'phi-4-multimodal-instruct',
+    stream: true,
+    max_tokens: 12,
+  });
+  log.push('> client.audio.transcriptions.create({file: clip_a_16k.wav, stream: true, max_tokens: 12})');
+  let deltas = '';
+  let done = null;
+  for await (const ev of stream) {
+    log.push(`< ${JSON.stringify(ev)}`);
+    if (ev.type === 'transcript.text.delta') deltas += ev.delta;
+    if (ev.type === 'transcript.text.done') done = ev.text;
+  }
+  report('streamed transcription', deltas === expected.transcribe && done === expected.transcribe,
+    `${JSON.stringify(deltas)} / ${JSON.stringify(done)} vs ${JSON.stringify(expected.transcribe)}`);
+});
+
+await check('wrong key raises AuthenticationError', async () => {
+  const bad = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'wrong', maxRetries: 0, timeout: 30_000 });
+  try {
+    await bad.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+    report('wrong key raises AuthenticationError', false, 'no error');
+  } catch (e) {
+    log.push(`> (wrong key) client.chat.completions.create(...)\n< ${e.constructor.name} ${e.status}: ${e.message}`);
+    report('wrong key raises AuthenticationError', e instanceof OpenAI.AuthenticationError && e.status === 401, `${e.constructor.name} ${e.status}`);
+  }
+});
+
+await check('bad request raises BadRequestError', async () => {
+  try {
+    await client.chat.completions.create({
+      model: 'x',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }],
+    });
+    report('bad request raises BadRequestError', false, 'no error');
+  } catch (e) {
+    log.push(`> client.chat.completions.create({image_url: https://...})\n< ${e.constructor.name} ${e.status}: ${e.message}`);
+    report('bad request raises BadRequestError', e instanceof OpenAI.BadRequestError && e.status === 400 && e.code === 'unsupported_url',
+      `${e.constructor.name} ${e.status} ${e.code}`);
+  }
+});
+
+if (transcriptPath) fs.writeFileSync(transcriptPath, log.join('\n') + '\n');
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,520 @@
+/* test_server_parsers.c — the server's request parsers, which see untrusted bytes: strict base64,
+ * data: URLs, multipart/form-data, the JSON guards, chat request validation (placeholders, media,
+ * parameters, local-path policy) and the transcription form. The parsers live in tools/server/
+ * (part of the binary, not the library), so this file compiles them in directly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../tools/server/audio_form.c"
+#include "../../tools/server/base64.c"
+#include "../../tools/server/chat_parse.c"
+#include "../../tools/server/dataurl.c"
+#include "../../tools/server/json_util.c"
+#include "../../tools/server/local_media.c"
+#include "../../tools/server/multipart.c"
+
+/* ------------------------------------------------------------------ base64 */
+
+static void test_b64_vectors(void **state) {
+    (void)state;
+    const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        uint8_t *out;
+        size_t n;
+        char err[128];
+        assert_int_equal(srv_b64_decode(enc[i], strlen(enc[i]), &out, &n, err, sizeof err), 0);
+        assert_int_equal(n, strlen(plain[i]));
+        assert_memory_equal(out, plain[i], n);
+        free(out);
+        size_t el;
+        char *e = srv_b64_encode((const uint8_t *)plain[i], strlen(plain[i]), &el);
+        assert_string_equal(e, enc[i]);
+        free(e);
+    }
+}
+
+static void test_b64_roundtrip(void **state) {
+    (void)state;
+    uint8_t buf[300];
+    for (int i = 0; i < 300; i++) buf[i] = (uint8_t)(i * 37 + 11);
+    for (size_t n = 0; n < sizeof buf; n += 7) {
+        size_t el, dl;
+        char *e = srv_b64_encode(buf, n, &el);
+        uint8_t *d;
+        char err[128];
+        assert_int_equal(srv_b64_decode(e, el, &d, &dl, err, sizeof err), 0);
+        assert_int_equal(dl, n);
+        if (n) assert_memory_equal(d, buf, n);
+        free(d);
+        free(e);
+    }
+}
+
+static void test_b64_rejects(void **state) {
+    (void)state;
+    const char *bad[] = {"Zg=", "Zm9", "Zm 9v", "Zm9v\n", "Z===", "Zg==Zg==", "Zh==", "Zm9=", "====", "Zm-v", "Zm_v", "=Zm9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t *out = (uint8_t *)1;
+        size_t n;
+        char err[160] = "";
+        assert_int_equal(srv_b64_decode(bad[i], strlen(bad[i]), &out, &n, err, sizeof err), -1);
+        assert_null(out);
+        assert_true(strstr(err, "invalid base64") != NULL);
+    }
+    uint8_t *out;
+    size_t n;
+    char err[160];
+    srv_b64_decode("Zm9v$m9v", 8, &out, &n, err, sizeof err);
+    assert_non_null(strstr(err, "'$' at offset 4"));
+}
+
+/* ------------------------------------------------------------------ data URLs */
+
+static void test_data_url(void **state) {
+    (void)state;
+    srv_data_url d;
+    char err[160];
+    const char *u = "data:image/PNG;base64,Zm9v";
+    assert_int_equal(srv_data_url_parse(u, strlen(u), &d, err, sizeof err), 0);
+    assert_string_equal(d.media_type, "image/png");
+    assert_int_equal(d.payload_len, 4);
+    assert_memory_equal(d.payload, "Zm9v", 4);
+    u = "DATA:image/jpeg;name=a.jpg;base64,";
+    assert_int_equal(srv_data_url_parse(u, strlen(u), &d, err, sizeof err), 0);
+    assert_string_equal(d.media_type, "image/jpeg");
+    assert_int_equal(d.payload_len, 0);
+    const char *bad[] = {"data:image/png,Zm9v", "data:image/png;base64Zm9v", "data:image;base64,Zm9v", "data:im age/png;base64,x",
+                         "http://x/data:", "data:/png;base64,x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(srv_data_url_parse(bad[i], strlen(bad[i]), &d, err, sizeof err), -1);
+}
+
+/* ------------------------------------------------------------------ multipart */
+
+static void test_multipart_boundary(void **state) {
+    (void)state;
+    char b[80], err[160];
+    assert_int_equal(srv_multipart_boundary("multipart/form-data; boundary=abc123", b, sizeof b, err, sizeof err), 0);
+    assert_string_equal(b, "abc123");
+    assert_int_equal(srv_multipart_boundary("multipart/form-data; charset=utf-8; boundary=\"a b;c\"", b, sizeof b, err, sizeof err), 0);
+    assert_string_equal(b, "a b;c");
+    assert_int_equal(srv_multipart_boundary("application/json", b, sizeof b, err, sizeof err), -1);
+    assert_int_equal(srv_multipart_boundary("multipart/form-data", b, sizeof b, err, sizeof err), -1);
+    char longb[200] = "multipart/form-data; boundary=";
+    memset(longb + strlen(longb), 'x', 80);
+    assert_int_equal(srv_multipart_boundary(longb, b, sizeof b, err, sizeof err), -1);
+}
+
+static void test_multipart_parse(void **state) {
+    (void)state;
+    const char body[] = "preamble\r\n"
+                        "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"model\"\r\n\r\n"
+                        "whisper-1\r\n"
+                        "--XyZ\r\n"
+                        "content-disposition: form-data; name=\"file\"; filename=\"a \\\"b\\\".wav\"\r\n"
+                        "Content-Type: audio/wav\r\n\r\n"
+                        "RIFF\r\n--XyZnot-a-boundary\0bin\r\n"
+                        "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"empty\"\r\n\r\n"
+                        "\r\n"
+                        "--XyZ--\r\nepilogue";
+    srv_part parts[8];
+    int n;
+    char err[160];
+    int prc = srv_multipart_parse((const uint8_t *)body, sizeof body - 1, "XyZ", parts, 8, &n, err, sizeof err);
+    if (prc) fail_msg("%s", err);
+    assert_int_equal(n, 3);
+    assert_string_equal(parts[0].name, "model");
+    assert_int_equal(parts[0].len, 9);
+    assert_memory_equal(parts[0].data, "whisper-1", 9);
+    const srv_part *f = srv_multipart_find(parts, n, "file");
+    assert_non_null(f);
+    assert_true(f->has_filename);
+    assert_string_equal(f->filename, "a \"b\".wav");
+    assert_string_equal(f->content_type, "audio/wav");
+    assert_int_equal(f->len, 29);
+    assert_memory_equal(f->data, "RIFF\r\n--XyZnot-a-boundary\0bin", f->len);
+    assert_int_equal(srv_multipart_find(parts, n, "empty")->len, 0);
+    assert_null(srv_multipart_find(parts, n, "nope"));
+    /* the opening delimiter may start the body */
+    const char b2[] = "--B\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n--B--";
+    assert_int_equal(srv_multipart_parse((const uint8_t *)b2, sizeof b2 - 1, "B", parts, 8, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+}
+
+static void test_multipart_rejects(void **state) {
+    (void)state;
+    srv_part parts[2];
+    int n;
+    char err[200];
+    const char *bad[] = {
+        "--B\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n",                    /* not closed */
+        "--B\r\nContent-Type: text/plain\r\n\r\n1\r\n--B--",                                 /* no name */
+        "--B\r\nContent-Disposition: attachment; name=\"x\"\r\n\r\n1\r\n--B--",              /* not form-data */
+        "--B\nContent-Disposition: form-data; name=\"x\"\n\n1\n--B--",                       /* LF only */
+        "no boundary here",                                                                  /* missing */
+        "--B\r\nContent-Disposition: form-data; name=\"x\"\r\nbroken header\r\n\r\n1\r\n--B--", /* header without colon */
+        "--B\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--B\r\nContent-Disposition: form-data; name=\"b\"\r\n\r\n2\r\n"
+        "--B\r\nContent-Disposition: form-data; name=\"c\"\r\n\r\n3\r\n--B--", /* 3 parts > max 2 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(srv_multipart_parse((const uint8_t *)bad[i], strlen(bad[i]), "B", parts, 2, &n, err, sizeof err), -1);
+    /* a header block longer than the bound */
+    size_t big = SRV_MP_MAX_HEADERS + 200;
+    char *b = malloc(big + 100);
+    int k = sprintf(b, "--B\r\nX-Pad: ");
+    memset(b + k, 'a', big);
+    strcpy(b + k + big, "\r\n\r\nx\r\n--B--");
+    assert_int_equal(srv_multipart_parse((const uint8_t *)b, strlen(b), "B", parts, 2, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "longer than"));
+    free(b);
+}
+
+/* ------------------------------------------------------------------ JSON guards */
+
+static void test_json_guards(void **state) {
+    (void)state;
+    srv_error e;
+    assert_true(srv_json_depth_ok("[[[]]]", 6, 3));
+    assert_false(srv_json_depth_ok("[[[[]]]]", 8, 3));
+    assert_true(srv_json_depth_ok("[\"[[[[[[\"]", 10, 1)); /* brackets inside strings do not count */
+    assert_true(srv_json_depth_ok("[\"\\\"[[[\"]", 9, 1));
+    json_t *v = srv_json_parse("{\"a\":1}", 7, 64, &e);
+    assert_non_null(v);
+    json_decref(v);
+    assert_null(srv_json_parse("{\"a\":1,\"a\":2}", 13, 64, &e));
+    assert_string_equal(e.code, "invalid_json");
+    assert_null(srv_json_parse("[1]", 3, 64, &e));
+    assert_null(srv_json_parse("{\"a\":", 5, 64, &e));
+    assert_non_null(strstr(e.msg, "column"));
+    assert_null(srv_json_parse("", 0, 64, &e));
+    assert_null(srv_json_parse("{\"a\":\"\xff\"}", 8, 64, &e)); /* invalid UTF-8 */
+    /* model text with broken UTF-8 becomes U+FFFD, valid text is kept */
+    json_t *s = srv_json_text("a\xff" "b\xe2\x82", 5);
+    assert_string_equal(json_string_value(s), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+    json_decref(s);
+    assert_int_equal(srv_utf8_valid_prefix("h\xc3\xa9\xe2\x82", 5), 3);
+    json_t *o = json_loads("{\"i\":3,\"f\":2.0,\"x\":2.5,\"s\":\"3\",\"b\":true,\"n\":null}", 0, NULL);
+    long long i;
+    double d;
+    int b;
+    assert_int_equal(srv_get_int(o, "i", 0, 10, &i, &e), 1);
+    assert_int_equal(i, 3);
+    assert_int_equal(srv_get_int(o, "f", 0, 10, &i, &e), 1);
+    assert_int_equal(srv_get_int(o, "x", 0, 10, &i, &e), -1);
+    assert_int_equal(srv_get_int(o, "s", 0, 10, &i, &e), -1);
+    assert_string_equal(e.param, "s");
+    assert_int_equal(srv_get_int(o, "i", 5, 10, &i, &e), -1);
+    assert_int_equal(srv_get_int(o, "n", 0, 10, &i, &e), 0);
+    assert_int_equal(srv_get_int(o, "missing", 0, 10, &i, &e), 0);
+    assert_int_equal(srv_get_num(o, "x", 0, 2, &d, &e), -1);
+    assert_int_equal(srv_get_bool(o, "b", &b, &e), 1);
+    assert_int_equal(srv_get_bool(o, "i", &b, &e), -1);
+    json_decref(o);
+    srv_fail(&e, 413, NULL, "p", "c", "too big: %d", 5);
+    size_t len;
+    char *body = srv_error_body(&e, &len);
+    assert_string_equal(body, "{\"error\":{\"message\":\"too big: 5\",\"type\":\"invalid_request_error\",\"param\":\"p\",\"code\":\"c\"}}");
+    free(body);
+}
+
+/* ------------------------------------------------------------------ chat requests */
+
+static srv_parse_limits LIM = {4, 4, 1 << 20, NULL};
+
+static int parse(const char *js, srv_chat_req *r, srv_error *e) {
+    json_error_t je;
+    json_t *root = json_loads(js, 0, &je);
+    if (!root) {
+        fprintf(stderr, "test JSON does not parse: %s: %s\n", je.text, js);
+        return -99;
+    }
+    int rc = srv_chat_parse(root, &LIM, r, e);
+    json_decref(root);
+    return rc;
+}
+
+#define PNG_URL "data:image/png;base64,iVBORw0KGgo="
+#define WAV_PART "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklGRg==\",\"format\":\"wav\"}}"
+#define IMG_PART "{\"type\":\"image_url\",\"image_url\":{\"url\":\"" PNG_URL "\"}}"
+
+static void test_chat_prompt_and_placeholders(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"Hi\"}]}", &r, &e), 0);
+    assert_string_equal(r.prompt, "<|system|>S<|end|><|user|>Hi<|end|><|assistant|>");
+    assert_int_equal(r.max_tokens, 0);
+    assert_true(r.sampling.temperature == 0.0f && r.sampling.top_p == 1.0f);
+    srv_chat_req_free(&r);
+    /* parts keep their positions; numbering runs per kind across the conversation */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"A\"}," IMG_PART ",{\"type\":\"text\","
+                           "\"text\":\"B\"}," WAV_PART "]},{\"role\":\"assistant\",\"content\":\"ok\"},{\"role\":\"developer\",\"content\":"
+                           "\"D\"},{\"role\":\"user\",\"content\":[" WAV_PART "," IMG_PART ",{\"type\":\"text\",\"text\":\"C\"}]}]}",
+                           &r, &e),
+                     0);
+    assert_string_equal(r.prompt, "<|user|>A<|image_1|>B<|audio_1|><|end|><|assistant|>ok<|end|><|system|>D<|end|>"
+                                  "<|user|><|audio_2|><|image_2|>C<|end|><|assistant|>");
+    assert_int_equal(r.n_images, 2);
+    assert_int_equal(r.n_audios, 2);
+    assert_int_equal(r.images[0].len, 8);
+    assert_memory_equal(r.audios[0].data, "RIFF", 4);
+    assert_string_equal(r.audios[1].format, "wav");
+    assert_string_equal(r.images[1].what, "messages[3].content[1]");
+    srv_chat_req_free(&r);
+    /* explicit placeholders: parts add none */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":[" IMG_PART ",{\"type\":\"text\",\"text\":\"Look <|image_1|> now\"}]}]}",
+                           &r, &e),
+                     0);
+    assert_true(r.explicit_placeholders);
+    assert_string_equal(r.prompt, "<|user|>Look <|image_1|> now<|end|><|assistant|>");
+    srv_chat_req_free(&r);
+    /* mismatches */
+    const char *bad[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"<|image_1|>x\"}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[" IMG_PART ",{\"type\":\"text\",\"text\":\"<|image_1|><|image_2|>\"}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[" WAV_PART ",{\"type\":\"text\",\"text\":\"<|audio_2|>\"}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[" WAV_PART "," WAV_PART ",{\"type\":\"text\",\"text\":\"<|audio_1|>\"}]}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(parse(bad[i], &r, &e), -1);
+        assert_int_equal(e.http, 400);
+        assert_string_equal(e.code, "placeholder_mismatch");
+        srv_chat_req_free(&r);
+    }
+    assert_int_equal(srv_has_placeholder("a <|image_12|> b"), 1);
+    assert_int_equal(srv_has_placeholder("a <|image_|> <|audio_x|> <|image_1| <|endoftext10|>"), 0);
+}
+
+static void expect_bad(const char *js, const char *code, const char *param) {
+    srv_chat_req r;
+    srv_error e;
+    memset(&e, 0, sizeof e);
+    int rc = parse(js, &r, &e);
+    if (rc != -1 || strcmp(e.code, code) || (param && strcmp(e.param, param)))
+        fail_msg("%s\n  -> rc %d http %d code '%s' param '%s' msg '%s' (wanted %s / %s)", js, rc, e.http, e.code, e.param, e.msg, code,
+                 param ? param : "-");
+    srv_chat_req_free(&r);
+}
+
+static void test_chat_rejects(void **state) {
+    (void)state;
+    expect_bad("{}", "missing_required_parameter", "messages");
+    expect_bad("{\"messages\":[]}", "invalid_value", "messages");
+    expect_bad("{\"messages\":{}}", "invalid_type", "messages");
+    expect_bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "invalid_value", "messages[0].role");
+    expect_bad("{\"messages\":[{\"content\":\"x\"}]}", "invalid_type", "messages[0].role");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "invalid_type", "messages[0].content");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video_url\"}]}]}", "unknown_content_part",
+               "messages[0].content[0].type");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}", "invalid_type", "messages[0].content[0].type");
+    expect_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":[" IMG_PART "]}]}", "invalid_value", "messages[0].content[0].type");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://a/b.png\"}}]}]}",
+               "unsupported_url", "messages[0].content[0].image_url.url");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"/etc/passwd\"}}]}]}",
+               "invalid_image_url", NULL);
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:text/plain;base64,Zm9v\"}}]}]}",
+               "invalid_image_url", NULL);
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,Zm9\"}}]}]}",
+               "invalid_base64", "messages[0].content[0].image_url.url");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklGRg==\",\"format\":"
+               "\"aac\"}}]}]}",
+               "invalid_value", "messages[0].content[0].input_audio.format");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"\",\"format\":\"wav\"}}]}]}",
+               "invalid_value", "messages[0].content[0].input_audio.data");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[" IMG_PART "," IMG_PART "," IMG_PART "," IMG_PART "," IMG_PART "]}]}",
+               "too_many_media", NULL);
+    const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char js[512];
+    struct {
+        const char *extra, *code, *param;
+    } cases[] = {
+        {"\"n\":2", "unsupported_value", "n"},
+        {"\"max_tokens\":0", "invalid_value", "max_tokens"},
+        {"\"max_tokens\":\"9\"", "invalid_type", "max_tokens"},
+        {"\"max_completion_tokens\":-1", "invalid_value", "max_completion_tokens"},
+        {"\"temperature\":2.5", "invalid_value", "temperature"},
+        {"\"top_p\":1.5", "invalid_value", "top_p"},
+        {"\"stream\":\"yes\"", "invalid_type", "stream"},
+        {"\"stream_options\":{\"include_usage\":1}", "invalid_type", "stream_options.include_usage"},
+        {"\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "invalid_value", "stop"},
+        {"\"stop\":[\"\"]", "invalid_value", "stop"},
+        {"\"stop\":5", "invalid_type", "stop"},
+        {"\"logprobs\":true", "unsupported_parameter", "logprobs"},
+        {"\"tools\":[{\"type\":\"function\"}]", "unsupported_parameter", "tools"},
+        {"\"presence_penalty\":0.5", "unsupported_parameter", "presence_penalty"},
+        {"\"response_format\":{\"type\":\"json_object\"}", "unsupported_parameter", "response_format"},
+        {"\"model\":5", "invalid_type", "model"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(js, sizeof js, "{%s,%s}", m, cases[i].extra);
+        expect_bad(js, cases[i].code, cases[i].param);
+    }
+}
+
+static void test_chat_params(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5,\"max_completion_tokens\":7,"
+                           "\"temperature\":0.7,\"top_p\":0.9,\"top_k\":40,\"seed\":42,\"stop\":\"END\",\"stream\":true,"
+                           "\"stream_options\":{\"include_usage\":true},\"n\":1,\"tools\":[],\"response_format\":{\"type\":\"text\"},"
+                           "\"presence_penalty\":0,\"user\":\"u\",\"frequency_penalty\":null}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.max_tokens, 7);
+    assert_true(r.sampling.temperature > 0.69f && r.sampling.temperature < 0.71f);
+    assert_true(r.sampling.top_p > 0.89f && r.sampling.top_p < 0.91f);
+    assert_int_equal(r.sampling.top_k, 40);
+    assert_int_equal(r.sampling.seed, 42);
+    assert_true(r.seed_given);
+    assert_int_equal(r.n_stop, 1);
+    assert_string_equal(r.stop[0], "END");
+    assert_true(r.stream && r.include_usage);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"bb\"],\"max_tokens\":3}", &r, &e), 0);
+    assert_int_equal(r.n_stop, 2);
+    assert_string_equal(r.stop[1], "bb");
+    assert_int_equal(r.max_tokens, 3);
+    assert_false(r.seed_given);
+    srv_chat_req_free(&r);
+}
+
+static void test_local_media_policy(void **state) {
+    (void)state;
+    char dir[] = "/tmp/phi4mm_media_XXXXXX", out[] = "/tmp/phi4mm_out_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(out));
+    char p[512], secret[512], link[512], url[600];
+    snprintf(p, sizeof p, "%s/img.png", dir);
+    snprintf(secret, sizeof secret, "%s/secret.png", out);
+    snprintf(link, sizeof link, "%s/escape.png", dir);
+    FILE *f = fopen(p, "wb");
+    fwrite("PNGDATA", 1, 7, f);
+    fclose(f);
+    f = fopen(secret, "wb");
+    fwrite("SECRET", 1, 6, f);
+    fclose(f);
+    assert_int_equal(symlink(secret, link), 0);
+    uint8_t *buf;
+    size_t len;
+    char err[256];
+    assert_int_equal(srv_read_local_media(dir, p, 100, &buf, &len, err, sizeof err), 0);
+    assert_int_equal(len, 7);
+    free(buf);
+    snprintf(url, sizeof url, "file://%s", p);
+    assert_int_equal(srv_read_local_media(dir, url, 100, &buf, &len, err, sizeof err), 0);
+    free(buf);
+    assert_int_equal(srv_read_local_media(dir, p, 3, &buf, &len, err, sizeof err), -1);       /* too large */
+    assert_int_equal(srv_read_local_media(dir, link, 100, &buf, &len, err, sizeof err), -1);  /* symlink out */
+    assert_int_equal(srv_read_local_media(dir, secret, 100, &buf, &len, err, sizeof err), -1); /* outside */
+    snprintf(url, sizeof url, "%s/../%s", dir, strrchr(out, '/') + 1);
+    assert_int_equal(srv_read_local_media(dir, url, 100, &buf, &len, err, sizeof err), -1);   /* .. out */
+    assert_int_equal(srv_read_local_media(dir, dir, 100, &buf, &len, err, sizeof err), -1);   /* a directory */
+    assert_int_equal(srv_read_local_media(NULL, p, 100, &buf, &len, err, sizeof err), -1);    /* not enabled */
+    assert_int_equal(srv_read_local_media(dir, "img.png", 100, &buf, &len, err, sizeof err), -1); /* relative */
+    /* through the chat parser */
+    srv_parse_limits lim = LIM;
+    lim.media_dir = dir;
+    char js[1024];
+    snprintf(js, sizeof js, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]}]}", p);
+    json_t *root = json_loads(js, 0, NULL);
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(srv_chat_parse(root, &lim, &r, &e), 0);
+    assert_int_equal(r.n_images, 1);
+    assert_memory_equal(r.images[0].data, "PNGDATA", 7);
+    srv_chat_req_free(&r);
+    json_decref(root);
+    unlink(link);
+    unlink(p);
+    unlink(secret);
+    rmdir(dir);
+    rmdir(out);
+}
+
+/* ------------------------------------------------------------------ transcription form */
+
+static int form(const char *fields[][2], int n, srv_part *parts) {
+    for (int i = 0; i < n; i++) {
+        memset(&parts[i], 0, sizeof parts[i]);
+        snprintf(parts[i].name, sizeof parts[i].name, "%s", fields[i][0]);
+        parts[i].data = (const uint8_t *)fields[i][1];
+        parts[i].len = strlen(fields[i][1]);
+    }
+    return n;
+}
+
+static void test_audio_form(void **state) {
+    (void)state;
+    srv_part parts[8];
+    srv_audio_req r;
+    srv_error e;
+    const char *f1[][2] = {{"file", "RIFFxxxx"}, {"model", "whisper-1"}};
+    assert_int_equal(srv_audio_parse(parts, form(f1, 2, parts), 0, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>");
+    assert_int_equal(r.format, SRV_RF_JSON);
+    assert_int_equal(r.file_len, 8);
+    assert_false(r.stream);
+    srv_audio_req_free(&r);
+    assert_int_equal(srv_audio_parse(parts, form(f1, 2, parts), 1, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|><|audio_1|>Translate the audio to English.<|end|><|assistant|>");
+    srv_audio_req_free(&r);
+    const char *f2[][2] = {{"file", "x"}, {"language", "fr"}, {"response_format", "verbose_json"}, {"stream", "true"},
+                           {"temperature", "0.5"}, {"max_tokens", "17"}};
+    assert_int_equal(srv_audio_parse(parts, form(f2, 6, parts), 1, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|><|audio_1|>Translate the audio to French.<|end|><|assistant|>");
+    assert_string_equal(r.language, "French");
+    assert_int_equal(r.format, SRV_RF_VERBOSE_JSON);
+    assert_true(r.stream);
+    assert_int_equal(r.max_tokens, 17);
+    assert_true(r.temperature == 0.5f);
+    srv_audio_req_free(&r);
+    const char *f3[][2] = {{"file", "x"}, {"prompt", "Summarize the talk."}};
+    assert_int_equal(srv_audio_parse(parts, form(f3, 2, parts), 0, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|><|audio_1|>Summarize the talk.<|end|><|assistant|>");
+    srv_audio_req_free(&r);
+    struct {
+        const char *k, *v, *param;
+    } bad[] = {{"response_format", "srt", "response_format"}, {"stream", "maybe", "stream"}, {"temperature", "hot", "temperature"},
+               {"max_tokens", "0", "max_tokens"},           {"language", "fr_FR!", "language"}, {"prompt", "<|audio_2|>x", "prompt"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *f[][2] = {{"file", "x"}, {bad[i].k, bad[i].v}};
+        assert_int_equal(srv_audio_parse(parts, form(f, 2, parts), 0, &r, &e), -1);
+        assert_int_equal(e.http, 400);
+        assert_string_equal(e.param, bad[i].param);
+        srv_audio_req_free(&r);
+    }
+    const char *f4[][2] = {{"model", "x"}};
+    assert_int_equal(srv_audio_parse(parts, form(f4, 1, parts), 0, &r, &e), -1);
+    assert_string_equal(e.code, "missing_required_parameter");
+    srv_audio_req_free(&r);
+    char name[48];
+    assert_int_equal(srv_language_name("DE", name, sizeof name), 0);
+    assert_string_equal(name, "German");
+    assert_int_equal(srv_language_name("klingon", name, sizeof name), 0);
+    assert_string_equal(name, "Klingon");
+    assert_int_equal(srv_language_name("", name, sizeof name), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
+        cmocka_unit_test(test_b64_rejects),         cmocka_unit_test(test_data_url),
+        cmocka_unit_test(test_multipart_boundary),  cmocka_unit_test(test_multipart_parse),
+        cmocka_unit_test(test_multipart_rejects),   cmocka_unit_test(test_json_guards),
+        cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
+        cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_local_media_policy),
+        cmocka_unit_test(test_audio_form),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,50 @@
+/* bench.h — internals of `phi4mm bench` (cmd_bench.c): result rows, machine limits (bench_machine.c),
+ * decoder runs (bench_llm.c) and media encoders + tokenizer (bench_media.c). Every measurement
+ * lands in one table row and one JSON object, so runs can be compared field by field. */
+#ifndef PM_BENCH_H
+#define PM_BENCH_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "engine/model.h"
+
+typedef struct bench_opts {
+    const char *model_dir, *json_path, *tokenizer_path;
+    int threads;
+    int decode_steps, decode_ctx;
+    int batches[8], n_batches;
+    int prefill[8], n_prefill;
+    int prefill_chunk;
+    int audio_secs[4], n_audio;
+    int skip_audio, skip_image, skip_tok, skip_ttft;
+} bench_opts;
+
+typedef struct bench_ctx {
+    bench_opts o;
+    json_t *root;            /* {"machine": {...}, "rows": [...]} */
+    double bw_gbs;           /* measured read bandwidth, GB/s */
+    double peak_gflops;      /* measured sgemm peak, GFLOP/s */
+    pm_model *m;
+} bench_ctx;
+
+/* Appends one result row: section ("machine", "load", "decode", ...), a name, a value with its
+ * unit, and optionally the bound it is measured against and the ratio (value / bound for rates;
+ * ratio < 0 = none). `extra` (may be NULL) is a JSON object merged into the row (stolen). */
+void bench_row(bench_ctx *b, const char *section, const char *name, double value, const char *unit, double bound, double ratio,
+               json_t *extra, const char *note_fmt, ...) __attribute__((format(printf, 9, 10)));
+double bench_now(void);
+/* VmRSS, RssAnon, RssFile, VmHWM of this process in bytes (0 when /proc is unavailable). */
+void bench_rss(size_t *rss, size_t *anon, size_t *file, size_t *hwm);
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Machine limits at the current OpenMP thread count. */
+double bench_read_bandwidth(size_t bytes, int reps);   /* GB/s, best of reps */
+double bench_sgemm_peak(int n, int reps);              /* GFLOP/s of an n^3 NT sgemm, best of reps */
+
+int bench_llm(bench_ctx *b);    /* decode and prefill */
+int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */
+int bench_image(bench_ctx *b);  /* HD + SigLIP + projection */
+int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
+
+#endif

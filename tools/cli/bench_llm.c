@@ -1,0 +1,190 @@
+/* bench_llm.c — the decoder against the machine's limits.
+ *
+ * Decode: B sequences (B in --batches), each with a cache pre-filled to --ctx positions with
+ * random K/V (the attention then reads a realistic context without spending minutes on prefill),
+ * one warm-up step, then --decode-steps timed steps of one token per sequence in one batched
+ * forward (logits for every sequence). Bound = (bf16 weight bytes + K/V bytes read) / measured
+ * bandwidth; the compute bound (2 x params x B / sgemm peak) is reported next to it, as batches
+ * of 8+ on few cores cross over from memory- to compute-bound.
+ * Prefill: a fresh sequence of P random tokens fed in engine-sized chunks (--prefill-chunk,
+ * default 512 like pm_engine), logits at the end. Bound = FLOPs (linear layers + causal attention
+ * + one lm_head row) / measured sgemm peak. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "model/llm.h"
+
+static uint32_t lcg(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s;
+}
+
+/* Bytes a decode step streams for the base model: every projection + the embedding as lm_head. */
+static double weight_bytes(const pm_llm *m, int adapter) {
+    double b = (double)m->embed->nbytes;
+    for (int l = 0; l < m->c.n_layers; l++) {
+        const pm_lora_linear *L[4] = {&m->layers[l].qkv, &m->layers[l].o, &m->layers[l].gate_up, &m->layers[l].down};
+        for (int k = 0; k < 4; k++) {
+            b += (double)L[k]->W->nbytes;
+            if (adapter) b += (double)L[k]->A[adapter]->nbytes + (double)L[k]->B[adapter]->nbytes;
+        }
+    }
+    return b;
+}
+
+/* Multiply-accumulates per token of the linear layers (no embedding / lm_head). */
+static double linear_params(const pm_llm *m, int adapter) {
+    double p = 0;
+    for (int l = 0; l < m->c.n_layers; l++) {
+        const pm_lora_linear *L[4] = {&m->layers[l].qkv, &m->layers[l].o, &m->layers[l].gate_up, &m->layers[l].down};
+        for (int k = 0; k < 4; k++) {
+            p += (double)L[k]->W->numel;
+            if (adapter) p += (double)L[k]->A[adapter]->numel + (double)L[k]->B[adapter]->numel;
+        }
+    }
+    return p;
+}
+
+static int embed_random(const pm_llm *m, int n, uint32_t seed, float *out, pm_err *e) {
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    if (!ids) return pm_errf(e, PM_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(lcg(&seed) % 199000u);
+    int rc = pm_llm_embed(m, ids, n, out, e);
+    free(ids);
+    return rc;
+}
+
+static void fill_cache(pm_kv_cache *kv, int n_layers, int ctx, uint32_t seed) {
+    for (int l = 0; l < n_layers; l++)
+        for (int p = 0; p < ctx; p++) {
+            float *k = pm_kv_k(kv, l, p), *v = pm_kv_v(kv, l, p);
+            for (int i = 0; i < kv->row; i++) {
+                k[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+                v[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+            }
+        }
+    kv->len = ctx;
+}
+
+static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const char *label, pm_err *e) {
+    const pm_llm *m = &b->m->llm;
+    const pm_llm_config *c = &m->c;
+    int H = c->hidden, steps = b->o.decode_steps, ctx = b->o.decode_ctx;
+    float *emb = malloc(sizeof(float) * (size_t)B * H), *logits = malloc(sizeof(float) * (size_t)B * c->vocab);
+    pm_llm_chunk *ch = calloc((size_t)B, sizeof *ch);
+    if (!emb || !logits || !ch) {
+        free(emb); free(logits); free(ch);
+        return pm_errf(e, PM_ENOMEM, "out of memory");
+    }
+    for (int s = 0; s < B; s++) kv[s].len = ctx;
+    double t0 = 0;
+    for (int st = -1; st < steps && !e->code; st++) {
+        if (st == 0) t0 = bench_now(); /* step -1 warms up */
+        if (embed_random(m, B, 1000u + (uint32_t)st, emb, e)) break;
+        for (int s = 0; s < B; s++) {
+            pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, (pm_adapter)adapter, 0, logits + (size_t)s * c->vocab, NULL};
+            ch[s] = cc;
+        }
+        pm_llm_forward(m, ch, B, e);
+    }
+    double t = bench_now() - t0;
+    free(emb); free(logits); free(ch);
+    if (e->code) return e->code;
+    double per_step = t / steps, toks = B * steps / t;
+    double avg_len = ctx + 1 + (steps + 1) / 2.0;
+    double kv_bytes = (double)B * avg_len * c->n_layers * 2.0 * kv[0].row * sizeof(float);
+    double bytes = weight_bytes(m, adapter) + kv_bytes;
+    double t_bw = bytes / (b->bw_gbs * 1e9);
+    double flops = 2.0 * B * (linear_params(m, adapter) + (double)m->embed->numel) + 4.0 * B * avg_len * c->head_dim * c->n_heads * c->n_layers;
+    double t_fl = flops / (b->peak_gflops * 1e9);
+    double bound_tps = B / t_bw;
+    json_t *x = json_pack("{s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:f}", "batch", B, "ctx", ctx, "steps", steps, "adapter",
+                          adapter == 1 ? "speech" : adapter == 2 ? "vision" : "none", "step_s", per_step, "bytes_per_step", bytes,
+                          "bw_bound_step_s", t_bw, "compute_bound_step_s", t_fl, "roofline_ratio", (t_bw > t_fl ? t_bw : t_fl) / per_step);
+    bench_row(b, "decode", label, toks, "tok/s", bound_tps, toks / bound_tps, x,
+              "%.3f s/step; %.2f GB/step; bw bound %.3f s, compute bound %.3f s -> roofline %.2f", per_step, bytes / 1e9, t_bw, t_fl,
+              (t_bw > t_fl ? t_bw : t_fl) / per_step);
+    return PM_OK;
+}
+
+static int prefill_one(bench_ctx *b, int P, pm_err *e) {
+    const pm_llm *m = &b->m->llm;
+    const pm_llm_config *c = &m->c;
+    int H = c->hidden, chunk = b->o.prefill_chunk;
+    float *emb = malloc(sizeof(float) * (size_t)P * H), *logits = malloc(sizeof(float) * (size_t)c->vocab);
+    pm_kv_cache kv = {0};
+    if (!emb || !logits) {
+        free(emb); free(logits);
+        return pm_errf(e, PM_ENOMEM, "out of memory");
+    }
+    if (!embed_random(m, P, 77u + (uint32_t)P, emb, e) && !pm_kv_reserve(&kv, c, P, e)) {
+        double t0 = bench_now();
+        for (int p = 0; p < P && !e->code; p += chunk) {
+            int n = P - p < chunk ? P - p : chunk;
+            pm_llm_chunk ch = {&kv, emb + (size_t)p * H, n, PM_ADAPTER_NONE, 0, p + n == P ? logits : NULL, NULL};
+            pm_llm_forward(m, &ch, 1, e);
+        }
+        double t = bench_now() - t0;
+        if (!e->code) {
+            double flops = 2.0 * P * linear_params(m, 0) + 2.0 * (double)P * P * c->head_dim * c->n_heads * c->n_layers +
+                           2.0 * (double)m->embed->numel;
+            double gf = flops / t / 1e9, bound_tps = P / (flops / (b->peak_gflops * 1e9));
+            char label[64];
+            snprintf(label, sizeof label, "prefill %d tokens", P);
+            json_t *x = json_pack("{s:i, s:i, s:f, s:f, s:f}", "tokens", P, "chunk", chunk, "seconds", t, "tflop", flops / 1e12,
+                                  "gflops", gf);
+            bench_row(b, "prefill", label, P / t, "tok/s", bound_tps, gf / b->peak_gflops, x, "%.1f s, %.2f TFLOP, %.1f GFLOP/s", t,
+                      flops / 1e12, gf);
+        }
+    }
+    pm_kv_free(&kv);
+    free(emb); free(logits);
+    return e->code;
+}
+
+int bench_llm(bench_ctx *b) {
+    pm_err e = {0};
+    const pm_llm *m = &b->m->llm;
+    const pm_llm_config *c = &m->c;
+    int maxB = 1;
+    for (int i = 0; i < b->o.n_batches; i++) maxB = b->o.batches[i] > maxB ? b->o.batches[i] : maxB;
+    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
+    if (!kv) return PM_ENOMEM;
+    bench_progress("decode: filling %d caches of %d positions", maxB, b->o.decode_ctx);
+    for (int s = 0; s < maxB && !e.code; s++)
+        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, &e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    for (int i = 0; i < b->o.n_batches && !e.code; i++) {
+        int B = b->o.batches[i];
+        char label[64];
+        snprintf(label, sizeof label, "decode batch %d", B);
+        bench_progress("%s", label);
+        decode_one(b, kv, B, 0, label, &e);
+        if (B == 1 && !e.code && m->layers[0].qkv.A[1]) {
+            bench_progress("decode batch 1, speech LoRA");
+            decode_one(b, kv, 1, 1, "decode batch 1 +speech LoRA", &e);
+        }
+    }
+    size_t rss, anon, file, hwm;
+    bench_rss(&rss, &anon, &file, &hwm);
+    double kvb = 0;
+    for (int s = 0; s < maxB; s++) kvb += (double)(kv[s].len) * c->n_layers * 2.0 * kv[s].row * sizeof(float);
+    double wb = weight_bytes(m, 1);
+    if (!e.code)
+        bench_row(b, "memory", "RSS after decode", rss / 1e9, "GB", (wb + kvb) / 1e9, rss / (wb + kvb),
+                  json_pack("{s:f, s:f, s:f, s:f}", "rss_anon_gb", anon / 1e9, "rss_file_gb", file / 1e9, "llm_weights_gb", wb / 1e9,
+                            "kv_gb", kvb / 1e9),
+                  "anon %.2f GB (KV %.2f GB) + file %.2f GB (LLM+speech-LoRA weights %.2f GB); bound = weights + KV", anon / 1e9,
+                  kvb / 1e9, file / 1e9, wb / 1e9);
+    for (int s = 0; s < maxB; s++) pm_kv_free(&kv[s]);
+    free(kv);
+    for (int i = 0; i < b->o.n_prefill && !e.code; i++) {
+        bench_progress("prefill %d tokens", b->o.prefill[i]);
+        prefill_one(b, b->o.prefill[i], &e);
+    }
+    if (e.code) fprintf(stderr, "phi4mm bench: decoder: %s\n", e.msg);
+    return e.code;
+}

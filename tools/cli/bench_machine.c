@@ -1,0 +1,92 @@
+/* bench_machine.c — the two limits the engine is measured against, at the thread count in use:
+ * STREAM-style read bandwidth (every thread sums its share of a large buffer through 4 interleaved
+ * streams, AVX2 loads when available) and the peak of the linked BLAS sgemm (square NT product,
+ * the shape pm_linear uses). Both report the best of several repetitions. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "bench.h"
+#include "nn/kernels.h"
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) {
+    /* 4 streams: the quarters of [p, p+n) walked together */
+    size_t q = n / 4 / 32 * 32;
+    const float *s0 = p, *s1 = p + q, *s2 = p + 2 * q, *s3 = p + 3 * q;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < q; i += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_add_ps(_mm256_loadu_ps(s0 + i), _mm256_loadu_ps(s0 + i + 8)));
+        a1 = _mm256_add_ps(a1, _mm256_add_ps(_mm256_loadu_ps(s1 + i), _mm256_loadu_ps(s1 + i + 8)));
+        a2 = _mm256_add_ps(a2, _mm256_add_ps(_mm256_loadu_ps(s2 + i), _mm256_loadu_ps(s2 + i + 8)));
+        a3 = _mm256_add_ps(a3, _mm256_add_ps(_mm256_loadu_ps(s3 + i), _mm256_loadu_ps(s3 + i + 8)));
+    }
+    float f[8];
+    _mm256_storeu_ps(f, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
+}
+#endif
+
+static float sum_c(const float *p, size_t n) {
+    size_t q = n / 4;
+    float a[4] = {0};
+    for (size_t i = 0; i < q; i++)
+        for (int s = 0; s < 4; s++) a[s] += p[s * q + i];
+    return a[0] + a[1] + a[2] + a[3];
+}
+
+double bench_read_bandwidth(size_t bytes, int reps) {
+    size_t n = bytes / sizeof(float);
+    float *buf = aligned_alloc(64, n * sizeof(float));
+    if (!buf) return 0.0;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) buf[i] = 1.0f; /* first touch by the thread that reads it */
+    double best = 1e30;
+    volatile float sink = 0.0f;
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
+        float tot = 0.0f;
+#pragma omp parallel reduction(+ : tot)
+        {
+            int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            size_t lo = n * (size_t)id / (size_t)nt, hi = n * (size_t)(id + 1) / (size_t)nt;
+#if defined(__x86_64__)
+            tot += pm_kern_have_avx2() ? sum_avx2(buf + lo, hi - lo) : sum_c(buf + lo, hi - lo);
+#else
+            tot += sum_c(buf + lo, hi - lo);
+#endif
+        }
+        double t = bench_now() - t0;
+        sink += tot;
+        if (t < best) best = t;
+    }
+    (void)sink;
+    free(buf);
+    return (double)n * sizeof(float) / best / 1e9;
+}
+
+double bench_sgemm_peak(int n, int reps) {
+    size_t nn = (size_t)n * n;
+    float *A = malloc(nn * sizeof(float)), *B = malloc(nn * sizeof(float)), *C = malloc(nn * sizeof(float));
+    if (!A || !B || !C) {
+        free(A); free(B); free(C);
+        return 0.0;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        A[i] = (float)(i % 17) * 0.01f;
+        B[i] = (float)(i % 13) * 0.01f;
+    }
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+        double t = bench_now() - t0;
+        if (t < best) best = t;
+    }
+    free(A); free(B); free(C);
+    return 2.0 * n * (double)nn / best / 1e9;
+}

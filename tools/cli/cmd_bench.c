@@ -1,0 +1,241 @@
+/* cmd_bench.c — `phi4mm bench -m DIR [--json FILE]`: the engine against this machine's own limits,
+ * measured in the same run. Order: machine limits (read bandwidth, sgemm peak) -> page-cache warm-up
+ * of the shards -> model load (time, RSS) -> decode at each batch size -> prefill at each prompt
+ * length -> audio encoders and a transcription's time to first token -> image encoders ->
+ * tokenizer. Each result is one table row (stdout) and one JSON object (--json). No thresholds:
+ * the ratios are for people and for comparing runs. */
+#include <cblas.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "nn/kernels.h"
+
+double bench_now(void) { return cli_now(); }
+
+void bench_progress(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[bench] ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void bench_rss(size_t *rss, size_t *anon, size_t *file, size_t *hwm) {
+    *rss = *anon = *file = *hwm = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        size_t v;
+        if (sscanf(line, "VmRSS: %zu", &v) == 1) *rss = v << 10;
+        else if (sscanf(line, "RssAnon: %zu", &v) == 1) *anon = v << 10;
+        else if (sscanf(line, "RssFile: %zu", &v) == 1) *file = v << 10;
+        else if (sscanf(line, "VmHWM: %zu", &v) == 1) *hwm = v << 10;
+    }
+    fclose(f);
+}
+
+void bench_row(bench_ctx *b, const char *section, const char *name, double value, const char *unit, double bound, double ratio,
+               json_t *extra, const char *note_fmt, ...) {
+    char note[512] = "";
+    if (note_fmt) {
+        va_list ap;
+        va_start(ap, note_fmt);
+        vsnprintf(note, sizeof note, note_fmt, ap);
+        va_end(ap);
+    }
+    json_t *row = json_pack("{s:s, s:s, s:f, s:s, s:s}", "section", section, "name", name, "value", value, "unit", unit, "note", note);
+    if (bound >= 0) json_object_set_new(row, "bound", json_real(bound));
+    if (ratio >= 0) json_object_set_new(row, "ratio", json_real(ratio));
+    if (extra) {
+        json_object_update(row, extra);
+        json_decref(extra);
+    }
+    json_array_append_new(json_object_get(b->root, "rows"), row);
+    char bs[32] = "", rs[32] = "";
+    if (bound >= 0) snprintf(bs, sizeof bs, "%.3g", bound);
+    if (ratio >= 0) snprintf(rs, sizeof rs, "%.2f", ratio);
+    printf("%-10s %-30s %10.3f %-7s %10s %6s  %s\n", section, name, value, unit, bs, rs, note);
+    fflush(stdout);
+}
+
+/* Reads every shard once so that the load and the first decode steps see a warm page cache. */
+static double warm_page_cache(const pm_model *m, double *gb) {
+    static char buf[1 << 20];
+    double t0 = bench_now(), bytes = 0;
+    for (int s = 0; s < pm_weights_num_shards(m->w); s++) {
+        int fd = open(pm_weights_shard_path(m->w, s), O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t k;
+        while ((k = read(fd, buf, sizeof buf)) > 0) bytes += (double)k;
+        close(fd);
+    }
+    *gb = bytes / 1e9;
+    return bench_now() - t0;
+}
+
+static int parse_list(const char *s, int *out, int max, long lo, long hi) {
+    int n = 0;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", s);
+    for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
+        long v;
+        if (n >= max || cli_int(tok, lo, hi, &v)) return -1;
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: phi4mm bench -m MODEL_DIR [options]\n"
+            "  --json FILE          also write every result as JSON\n"
+            "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --batches LIST       decode batch sizes (default 1,4,8,16)\n"
+            "  --decode-steps N     timed decode steps per batch size (default 6)\n"
+            "  --ctx N              cached positions per sequence during decode (default 512)\n"
+            "  --prefill LIST       prompt lengths (default 128,512,2048)\n"
+            "  --prefill-chunk N    rows per forward during prefill (default 512, as pm_engine)\n"
+            "  --audio LIST         clip lengths in seconds (default 10,30)\n"
+            "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
+            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm\n"
+            "  --quick              prefill 128,512; batches 1,8; 3 decode steps; audio 10 s; no TTFT\n");
+}
+
+int pm_cmd_bench(int argc, char **argv) {
+    bench_ctx b;
+    memset(&b, 0, sizeof b);
+    bench_opts *o = &b.o;
+    o->decode_steps = 6;
+    o->decode_ctx = 512;
+    o->prefill_chunk = 512;
+    o->n_batches = parse_list("1,4,8,16", o->batches, 8, 1, 64);
+    o->n_prefill = parse_list("128,512,2048", o->prefill, 8, 1, 131072);
+    o->n_audio = parse_list("10,30", o->audio_secs, 4, 1, 1800);
+    int skip_llm = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long v;
+        int more = i + 1 < argc;
+        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && more) o->model_dir = argv[++i];
+        else if (!strcmp(a, "--json") && more) o->json_path = argv[++i];
+        else if (!strcmp(a, "--tokenizer") && more) o->tokenizer_path = argv[++i];
+        else if (!strcmp(a, "--threads") && more) {
+            if (cli_int(argv[++i], 1, 1024, &v)) return cli_fail("bench", "--threads wants a positive integer");
+            o->threads = (int)v;
+        } else if (!strcmp(a, "--decode-steps") && more) {
+            if (cli_int(argv[++i], 1, 100000, &v)) return cli_fail("bench", "--decode-steps wants a positive integer");
+            o->decode_steps = (int)v;
+        } else if (!strcmp(a, "--ctx") && more) {
+            if (cli_int(argv[++i], 0, 131072, &v)) return cli_fail("bench", "--ctx wants an integer in [0, 131072]");
+            o->decode_ctx = (int)v;
+        } else if (!strcmp(a, "--prefill-chunk") && more) {
+            if (cli_int(argv[++i], 1, 131072, &v)) return cli_fail("bench", "--prefill-chunk wants a positive integer");
+            o->prefill_chunk = (int)v;
+        } else if (!strcmp(a, "--batches") && more) {
+            if ((o->n_batches = parse_list(argv[++i], o->batches, 8, 1, 64)) < 0) return cli_fail("bench", "bad --batches list");
+        } else if (!strcmp(a, "--prefill") && more) {
+            if ((o->n_prefill = parse_list(argv[++i], o->prefill, 8, 1, 131072)) < 0) return cli_fail("bench", "bad --prefill list");
+        } else if (!strcmp(a, "--audio") && more) {
+            if ((o->n_audio = parse_list(argv[++i], o->audio_secs, 4, 1, 1800)) < 0) return cli_fail("bench", "bad --audio list");
+        } else if (!strcmp(a, "--skip-audio")) o->skip_audio = 1;
+        else if (!strcmp(a, "--skip-image")) o->skip_image = 1;
+        else if (!strcmp(a, "--skip-tok")) o->skip_tok = 1;
+        else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
+        else if (!strcmp(a, "--skip-llm")) skip_llm = 1;
+        else if (!strcmp(a, "--quick")) {
+            o->n_prefill = parse_list("128,512", o->prefill, 8, 1, 131072);
+            o->n_batches = parse_list("1,8", o->batches, 8, 1, 64);
+            o->n_audio = parse_list("10", o->audio_secs, 4, 1, 1800);
+            o->decode_steps = 3;
+            o->skip_ttft = 1;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        } else return cli_fail("bench", "unknown option '%s' (see --help)", a);
+    }
+    if (!o->model_dir) {
+        usage();
+        return cli_fail("bench", "missing -m MODEL_DIR");
+    }
+    if (o->threads) {
+        omp_set_num_threads(o->threads);
+        openblas_set_num_threads(o->threads);
+    }
+    int nt = omp_get_max_threads();
+    b.root = json_pack("{s:o, s:[]}", "machine", json_object(), "rows");
+    json_t *mach = json_object_get(b.root, "machine");
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    json_object_set_new(mach, "host", json_string(host));
+    json_object_set_new(mach, "date", json_string(when));
+    json_object_set_new(mach, "threads", json_integer(nt));
+    json_object_set_new(mach, "avx2", json_boolean(pm_kern_have_avx2()));
+    json_object_set_new(mach, "blas", json_string(openblas_get_config()));
+    json_object_set_new(mach, "model_dir", json_string(o->model_dir));
+
+    printf("phi4mm bench — %s, %d threads, AVX2 %s, %s\n", host, nt, pm_kern_have_avx2() ? "yes" : "no", openblas_get_config());
+    printf("%-10s %-30s %10s %-7s %10s %6s  %s\n", "section", "measurement", "value", "unit", "bound", "ratio", "notes");
+    bench_progress("machine limits");
+    b.bw_gbs = bench_read_bandwidth((size_t)512 << 20, 7);
+    bench_row(&b, "machine", "read bandwidth", b.bw_gbs, "GB/s", -1, -1, NULL, "STREAM-style sum of 512 MB, %d threads x 4 streams, best of 7",
+              nt);
+    b.peak_gflops = bench_sgemm_peak(2048, 5);
+    bench_row(&b, "machine", "sgemm peak", b.peak_gflops, "GFLOP/s", -1, -1, NULL, "2048^3 NT cblas_sgemm, %d threads, best of 5", nt);
+    json_object_set_new(mach, "read_bw_gbs", json_real(b.bw_gbs));
+    json_object_set_new(mach, "sgemm_gflops", json_real(b.peak_gflops));
+
+    /* Load twice: the first load maps the shards (whose pages we then read through), the second is timed on a warm cache. */
+    char err[1024];
+    bench_progress("loading %s", o->model_dir);
+    pm_model *m0;
+    if (pm_model_load(&m0, o->model_dir, err, sizeof err)) return cli_fail("bench", "%s", err);
+    b.m = m0;
+    double gb, tw = warm_page_cache(m0, &gb);
+    bench_row(&b, "load", "page-cache warm-up", gb / tw, "GB/s", -1, -1, NULL, "read %.2f GB of shards in %.2f s", gb, tw);
+    pm_model_free(m0);
+    size_t r0, a0, f0, h0;
+    bench_rss(&r0, &a0, &f0, &h0);
+    double t0 = bench_now();
+    if (pm_model_load(&b.m, o->model_dir, err, sizeof err)) return cli_fail("bench", "%s", err);
+    double tl = bench_now() - t0;
+    pm_model_info info;
+    pm_model_get_info(b.m, &info);
+    size_t rss, anon, file, hwm;
+    bench_rss(&rss, &anon, &file, &hwm);
+    bench_row(&b, "load", "load time (warm cache)", tl, "s", 2.0, tl / 2.0,
+              json_pack("{s:f, s:i, s:i}", "weight_gb", info.weight_bytes / 1e9, "tensors", info.n_tensors, "shards", info.n_shards),
+              "%d tensors in %d shards, %.2f GB; ratio vs the 2 s target", info.n_tensors, info.n_shards, info.weight_bytes / 1e9);
+    bench_row(&b, "load", "RSS after load", rss / 1e9, "GB", -1, -1,
+              json_pack("{s:f, s:f}", "rss_anon_gb", anon / 1e9, "rss_file_gb", file / 1e9),
+              "anon %.3f GB (fp32 copies of norms/biases/tables, tokenizer) + file-backed %.3f GB", anon / 1e9, file / 1e9);
+
+    int rc = 0;
+    if (!skip_llm) rc = bench_llm(&b);
+    if (!rc && !o->skip_audio) rc = bench_audio(&b);
+    if (!rc && !o->skip_image) rc = bench_image(&b);
+    if (!rc && !o->skip_tok) rc = bench_tok(&b);
+    bench_rss(&rss, &anon, &file, &hwm);
+    bench_row(&b, "memory", "peak RSS", hwm / 1e9, "GB", -1, -1, NULL, "VmHWM over the whole run");
+    if (o->json_path) {
+        if (json_dump_file(b.root, o->json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)))
+            fprintf(stderr, "phi4mm bench: cannot write %s\n", o->json_path);
+        else bench_progress("wrote %s", o->json_path);
+    }
+    json_decref(b.root);
+    pm_model_free(b.m);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,231 @@
+/* cmd_serve.c — `phi4mm serve -m DIR`: options, start-up order and orderly shutdown.
+ *
+ * Start-up: the HTTP listener comes first (so /health can answer "loading" while the weights are
+ * mapped), then the model, then the inference thread; only then do model endpoints serve.
+ * Shutdown (SIGINT/SIGTERM, taken with sigwait in the main thread — no signal handlers, no
+ * global flag): stop accepting connections, stop the scheduler (queued requests get 503, live
+ * sequences are cancelled and their streams get a final event), let the last responses go out,
+ * stop the HTTP daemon, free the model. */
+#include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "../cli/cli_util.h"
+#include "../cli/commands.h"
+#include "http.h"
+#include "metrics.h"
+#include "scheduler.h"
+#include "server.h"
+
+void srv_opts_default(srv_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->parallel = 16;
+    o->max_queue = 64;
+    o->http_threads = 4;
+    o->default_max_tokens = 1024;
+    o->prefill_chunk = 512;
+    o->max_body = (size_t)64 << 20;
+    o->retry_after = 1;
+}
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+void srv_new_id(srv_ctx *c, const char *prefix, char *out, size_t cap) {
+    uint64_t n = atomic_fetch_add(&c->next_id, 1);
+    uint64_t a = mix64(c->id_salt ^ n), b = mix64(a ^ n);
+    snprintf(out, cap, "%s-%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b & 0xffffffffULL));
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: phi4mm serve -m MODEL_DIR [options]\n"
+            "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/audio/transcriptions,\n"
+            "/v1/audio/translations; GET /v1/models, /health, /metrics.\n"
+            "  --host ADDR             listen address (default 127.0.0.1)\n"
+            "  --port N                TCP port (default 8080; 0 = any free port, see --port-file)\n"
+            "  --port-file FILE        write the bound port to FILE once listening\n"
+            "  --api-key KEY           require 'Authorization: Bearer KEY' (or set PHI4MM_API_KEY)\n"
+            "  --cors ORIGIN           send CORS headers for ORIGIN (default: none)\n"
+            "  --allow-media-dir DIR   accept image_url file paths inside DIR (default: refused)\n"
+            "  --parallel N            sequences decoded together (default 16)\n"
+            "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
+            "  --max-body BYTES        request body limit, K/M/G suffixes (default 64M)\n"
+            "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
+            "  --prefill-chunk N       prompt rows per sequence per step (default 512)\n"
+            "  --http-threads N        HTTP worker threads (default 4)\n"
+            "  --retry-after S         Retry-After seconds sent with 503 (default 1)\n"
+            "  --model-name NAME       model id reported by /v1/models (default: the directory name)\n"
+            "  --quiet                 no per-request log lines\n");
+}
+
+static int parse_size(const char *s, size_t *out) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s) return -1;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1ULL << 10, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1ULL << 20, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1ULL << 30, end++;
+    if (*end || v == 0 || v > (1ULL << 40) / mul) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
+    const char *cmd = "serve";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            *help = 1;
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_fail(cmd, "option %s needs a value (see --help)", a);
+        const char *v = argv[++i];
+        long n;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model_dir = v;
+        else if (!strcmp(a, "--host")) o->host = v;
+        else if (!strcmp(a, "--port")) {
+            if (cli_int(v, 0, 65535, &n)) return cli_fail(cmd, "--port must be 0..65535, got '%s'", v);
+            o->port = (int)n;
+        } else if (!strcmp(a, "--port-file")) o->port_file = v;
+        else if (!strcmp(a, "--api-key")) o->api_key = v;
+        else if (!strcmp(a, "--cors")) o->cors_origin = v;
+        else if (!strcmp(a, "--allow-media-dir")) o->media_dir = v;
+        else if (!strcmp(a, "--model-name")) o->model_name = v;
+        else if (!strcmp(a, "--parallel")) {
+            if (cli_int(v, 1, 4096, &n)) return cli_fail(cmd, "--parallel must be 1..4096, got '%s'", v);
+            o->parallel = (int)n;
+        } else if (!strcmp(a, "--max-queue")) {
+            if (cli_int(v, 1, 1 << 20, &n)) return cli_fail(cmd, "--max-queue must be a positive integer, got '%s'", v);
+            o->max_queue = (int)n;
+        } else if (!strcmp(a, "--http-threads")) {
+            if (cli_int(v, 1, 256, &n)) return cli_fail(cmd, "--http-threads must be 1..256, got '%s'", v);
+            o->http_threads = (int)n;
+        } else if (!strcmp(a, "--default-max-tokens")) {
+            if (cli_int(v, 1, 1 << 24, &n)) return cli_fail(cmd, "--default-max-tokens must be a positive integer, got '%s'", v);
+            o->default_max_tokens = (int)n;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            if (cli_int(v, 1, 1 << 20, &n)) return cli_fail(cmd, "--prefill-chunk must be a positive integer, got '%s'", v);
+            o->prefill_chunk = (int)n;
+        } else if (!strcmp(a, "--retry-after")) {
+            if (cli_int(v, 0, 86400, &n)) return cli_fail(cmd, "--retry-after must be 0..86400, got '%s'", v);
+            o->retry_after = (int)n;
+        } else if (!strcmp(a, "--max-body")) {
+            if (parse_size(v, &o->max_body)) return cli_fail(cmd, "--max-body must be a size like 65536, 512K or 64M, got '%s'", v);
+        } else return cli_fail(cmd, "unknown option '%s' (see --help)", a);
+    }
+    if (!o->model_dir) return cli_fail(cmd, "missing -m MODEL_DIR (see --help)");
+    if (!o->api_key) {
+        const char *k = getenv("PHI4MM_API_KEY");
+        if (k && *k) o->api_key = k;
+    }
+    return 0;
+}
+
+static int write_port_file(const char *path, int port) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    fprintf(f, "%d\n", port);
+    if (fclose(f)) return -1;
+    return rename(tmp, path);
+}
+
+int pm_cmd_serve(int argc, char **argv) {
+    srv_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return cli_fail("serve", "out of memory");
+    srv_opts_default(&ctx->o);
+    int help = 0;
+    if (parse_opts(argc, argv, &ctx->o, &help) || help) {
+        if (help) usage();
+        free(ctx);
+        return help ? 0 : 2;
+    }
+    char dirbuf[4096];
+    snprintf(dirbuf, sizeof dirbuf, "%s", ctx->o.model_dir);
+    snprintf(ctx->model_id, sizeof ctx->model_id, "%s", ctx->o.model_name ? ctx->o.model_name : basename(dirbuf));
+    if (getrandom(&ctx->id_salt, sizeof ctx->id_salt, 0) != (ssize_t)sizeof ctx->id_salt) ctx->id_salt = (uint64_t)time(NULL);
+    ctx->started = (int64_t)time(NULL);
+    atomic_init(&ctx->ready, 0);
+    atomic_init(&ctx->suspended, 0);
+    atomic_init(&ctx->next_id, 1);
+    pm_limits_default(&ctx->limits);
+    ctx->metrics = srv_metrics_new();
+    if (!ctx->metrics) {
+        free(ctx);
+        return cli_fail("serve", "out of memory");
+    }
+
+    /* Every thread created from here on inherits this mask; the main thread takes the signals. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    char err[1024];
+    srv_http *http = NULL;
+    if (srv_http_start(&http, ctx, err, sizeof err)) {
+        srv_metrics_free(ctx->metrics);
+        free(ctx);
+        return cli_fail("serve", "%s", err);
+    }
+    int port = srv_http_port(http);
+    fprintf(stderr, "phi4mm serve: listening on http://%s:%d (model loading)\n", ctx->o.host, port);
+    if (ctx->o.port_file && write_port_file(ctx->o.port_file, port))
+        fprintf(stderr, "phi4mm serve: warning: cannot write --port-file %s\n", ctx->o.port_file);
+
+    int rc = 0;
+    double t0 = srv_now();
+    if (pm_model_load(&ctx->model, ctx->o.model_dir, err, sizeof err)) rc = cli_fail("serve", "%s", err);
+    else {
+        pm_model_info info;
+        pm_model_get_info(ctx->model, &info);
+        ctx->max_context = info.max_position;
+        if (srv_sched_start(&ctx->sched, ctx, err, sizeof err)) rc = cli_fail("serve", "%s", err);
+    }
+    if (!rc) {
+        atomic_store(&ctx->ready, 1);
+        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d%s\n", ctx->model_id, srv_now() - t0,
+                ctx->o.parallel, ctx->o.max_queue, ctx->o.api_key ? ", API key required" : "");
+        int sig = 0;
+        sigset_t wait;
+        sigemptyset(&wait);
+        sigaddset(&wait, SIGINT);
+        sigaddset(&wait, SIGTERM);
+        sigwait(&wait, &sig);
+        fprintf(stderr, "phi4mm serve: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    }
+    srv_http_quiesce(http);
+    srv_sched_stop(ctx->sched);
+    srv_http_stop(http);
+    srv_sched_free(ctx->sched);
+    pm_model_free(ctx->model);
+    srv_metrics_free(ctx->metrics);
+    free(ctx);
+    return rc;
+}

@@ -1,0 +1,430 @@
+/* http.c — libmicrohttpd glue: daemon setup, routing, bounded request bodies, API-key check,
+ * CORS, error and JSON responses, and the generic "serve an accepted job" state machine.
+ *
+ * Access-handler calls for one request: (1) headers only — route, method, auth and the declared
+ * Content-Length are checked here, before any body byte is read (so a refused upload is never
+ * received and `Expect: 100-continue` clients get the error instead of 100); (2) body pieces,
+ * appended up to --max-body (beyond that the rest is discarded and 413 answered; a client that
+ * keeps sending more than twice the cap is disconnected); (3) the final call with no data, which
+ * dispatches the route. A route that must wait parks the connection and is called again. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json_util.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+struct srv_http {
+    srv_ctx *ctx;
+    struct MHD_Daemon *d;
+    int port;
+};
+
+static const struct {
+    const char *path;
+    srv_route route;
+    const char *method;
+    const char *endpoint;
+} ROUTES[] = {
+    {"/v1/chat/completions", SRV_R_CHAT, "POST", "chat"},
+    {"/v1/audio/transcriptions", SRV_R_TRANSCRIBE, "POST", "transcriptions"},
+    {"/v1/audio/translations", SRV_R_TRANSLATE, "POST", "translations"},
+    {"/v1/models", SRV_R_MODELS, "GET", "models"},
+    {"/health", SRV_R_HEALTH, "GET", "health"},
+    {"/metrics", SRV_R_METRICS, "GET", "metrics"},
+};
+
+static void add_common_headers(srv_ctx *ctx, struct MHD_Response *r) {
+    if (ctx->o.cors_origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", ctx->o.cors_origin);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+}
+
+enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, const char *content_type, char *body,
+                            size_t len) {
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        body = strdup(oom);
+        len = body ? strlen(body) : 0;
+        status = 500;
+        content_type = "application/json";
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", content_type);
+    add_common_headers(ctx, r);
+    if (status == 503) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", ctx->o.retry_after > 0 ? ctx->o.retry_after : 1);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status == 405) {
+        for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+            if (ROUTES[i].route == sc->route || (sc->route == SRV_R_MODEL && ROUTES[i].route == SRV_R_MODELS))
+                MHD_add_response_header(r, "Allow", ROUTES[i].method);
+    }
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    sc->responded = 1;
+    sc->status = status;
+    srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), status);
+    return ok;
+}
+
+enum MHD_Result srv_respond_error(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const srv_error *e) {
+    size_t len = 0;
+    char *body = srv_error_body(e, &len);
+    return srv_respond(ctx, c, sc, e->http, "application/json", body, len);
+}
+
+static enum MHD_Result respond_fail(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int http, const char *type, const char *code,
+                                    const char *msg) {
+    srv_error e;
+    srv_fail(&e, http, type, NULL, code, "%s", msg);
+    return srv_respond_error(ctx, c, sc, &e);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+enum MHD_Result srv_submit_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job *j) {
+    sc->mode = (int)j->mode;
+    int rc = srv_sched_enqueue(ctx->sched, j);
+    if (rc == PM_EBUSY) {
+        srv_job_unref(j);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the server is at capacity (%d requests waiting); retry later", ctx->o.max_queue);
+        return respond_fail(ctx, c, sc, 503, "server_error", "overloaded", msg);
+    }
+    if (rc) {
+        srv_job_unref(j);
+        return respond_fail(ctx, c, sc, 503, "server_error", "shutting_down", "the server is shutting down");
+    }
+    sc->job = j;
+    return srv_serve_job(ctx, c, sc);
+}
+
+enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    srv_job *j = sc->job;
+    pthread_mutex_lock(&j->mu);
+    if (j->failed) {
+        srv_error e = j->err;
+        pthread_mutex_unlock(&j->mu);
+        if (e.http == 499) { /* the client hung up before admission */
+            sc->responded = 1;
+            sc->status = 499;
+            srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 499);
+            return MHD_NO;
+        }
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    if (j->stream) {
+        if (srv_job_park_locked(j, c, SRV_WAIT_ADMIT)) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_YES;
+        }
+        pthread_mutex_unlock(&j->mu);
+        struct MHD_Response *r = srv_sse_response(j, c);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        add_common_headers(ctx, r);
+        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        sc->responded = 1;
+        sc->status = 200;
+        srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 200);
+        return ok;
+    }
+    if (srv_job_park_locked(j, c, SRV_WAIT_DONE)) {
+        pthread_mutex_unlock(&j->mu);
+        return MHD_YES;
+    }
+    pm_finish fin = j->finish;
+    char ferr[512];
+    snprintf(ferr, sizeof ferr, "%s", j->finish_error);
+    pthread_mutex_unlock(&j->mu);
+    if (fin == PM_FINISH_ERROR) {
+        char msg[640];
+        snprintf(msg, sizeof msg, "generation failed: %s", ferr[0] ? ferr : "internal error");
+        return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", msg);
+    }
+    if (fin == PM_FINISH_CANCELLED && atomic_load(&j->cancel)) { /* the client hung up: nobody to answer */
+        sc->responded = 1;
+        sc->status = 499;
+        srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 499);
+        return MHD_NO;
+    }
+    if (fin == PM_FINISH_CANCELLED)
+        return respond_fail(ctx, c, sc, 503, "server_error", "cancelled", "the request was cancelled (the server is shutting down)");
+    size_t len = 0;
+    const char *ct = "application/json";
+    char *body = j->kind == SRV_JOB_CHAT ? srv_chat_result(j, ctx->model_id, &len) : srv_audio_result(j, &len, &ct);
+    return srv_respond(ctx, c, sc, 200, ct, body, len);
+}
+
+/* ------------------------------------------------------------------ access handler */
+
+static int auth_ok(srv_ctx *ctx, struct MHD_Connection *c) {
+    if (!ctx->o.api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    size_t a = strlen(h), b = strlen(ctx->o.api_key);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < a; i++) diff |= (unsigned char)h[i] ^ (unsigned char)ctx->o.api_key[i % (b ? b : 1)];
+    return diff == 0;
+}
+
+static void route_lookup(srv_conn *sc, const char *url) {
+    sc->route = SRV_R_NONE;
+    sc->endpoint = "other";
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+        if (!strcmp(url, ROUTES[i].path)) {
+            sc->route = ROUTES[i].route;
+            sc->endpoint = ROUTES[i].endpoint;
+            return;
+        }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        sc->route = SRV_R_MODEL;
+        sc->endpoint = "models";
+    }
+}
+
+static const char *route_method(srv_route r) {
+    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+        if (ROUTES[i].route == r) return ROUTES[i].method;
+    return r == SRV_R_MODEL ? "GET" : NULL;
+}
+
+static enum MHD_Result preflight(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    add_common_headers(ctx, r);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    enum MHD_Result ok = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    sc->responded = 1;
+    sc->status = 204;
+    return ok;
+}
+
+/* First call: everything decidable from the request line and headers. Returns 1 when answered. */
+static int first_call(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const char *method, enum MHD_Result *res) {
+    char msg[256];
+    if (!strcmp(method, "OPTIONS") && ctx->o.cors_origin && sc->route != SRV_R_NONE) {
+        *res = preflight(ctx, c, sc);
+        return 1;
+    }
+    if (sc->route == SRV_R_NONE) {
+        snprintf(msg, sizeof msg, "unknown endpoint: %s %s", method, sc->path);
+        *res = respond_fail(ctx, c, sc, 404, "invalid_request_error", "not_found", msg);
+        return 1;
+    }
+    const char *want = route_method(sc->route);
+    if (strcmp(method, want) && !(!strcmp(want, "GET") && !strcmp(method, "HEAD"))) {
+        snprintf(msg, sizeof msg, "method %s is not allowed on %s (use %s)", method, sc->path, want);
+        *res = respond_fail(ctx, c, sc, 405, "invalid_request_error", "method_not_allowed", msg);
+        return 1;
+    }
+    if (sc->route != SRV_R_HEALTH && !auth_ok(ctx, c)) {
+        *res = respond_fail(ctx, c, sc, 401, "authentication_error", "invalid_api_key",
+                            "missing or incorrect API key: send 'Authorization: Bearer <key>'");
+        return 1;
+    }
+    if (!strcmp(method, "POST")) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (*end == 0 && n > ctx->o.max_body) {
+                snprintf(msg, sizeof msg, "the request body (%llu bytes) is larger than the limit of %zu bytes", n, ctx->o.max_body);
+                *res = respond_fail(ctx, c, sc, 413, "invalid_request_error", "request_too_large", msg);
+                return 1;
+            }
+        }
+        const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+        snprintf(sc->content_type, sizeof sc->content_type, "%s", ct ? ct : "");
+    }
+    return 0;
+}
+
+static int append_body(srv_ctx *ctx, srv_conn *sc, const char *data, size_t n) {
+    if (sc->too_big || sc->len + n > ctx->o.max_body) {
+        sc->too_big = 1;
+        sc->discarded += n;
+        return sc->discarded <= ctx->o.max_body ? 0 : -1;
+    }
+    if (sc->len + n + 1 > sc->cap) {
+        size_t cap = sc->cap ? sc->cap : 16384;
+        while (cap < sc->len + n + 1) cap *= 2;
+        if (cap > ctx->o.max_body + 1) cap = ctx->o.max_body + 1;
+        char *b = realloc(sc->body, cap);
+        if (!b) return -1;
+        sc->body = b;
+        sc->cap = cap;
+    }
+    memcpy(sc->body + sc->len, data, n);
+    sc->len += n;
+    sc->body[sc->len] = 0;
+    return 0;
+}
+
+static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    switch (sc->route) {
+    case SRV_R_HEALTH: return srv_route_health(ctx, c, sc);
+    case SRV_R_METRICS: return srv_route_metrics(ctx, c, sc);
+    case SRV_R_MODELS: return srv_route_models(ctx, c, sc, NULL);
+    case SRV_R_MODEL: return srv_route_models(ctx, c, sc, sc->path + 11);
+    default: break;
+    }
+    if (!atomic_load(&ctx->ready))
+        return respond_fail(ctx, c, sc, 503, "server_error", "loading", "the model is still loading; retry shortly");
+    switch (sc->route) {
+    case SRV_R_CHAT: return srv_route_chat(ctx, c, sc);
+    case SRV_R_TRANSCRIBE: return srv_route_audio(ctx, c, sc, 0);
+    case SRV_R_TRANSLATE: return srv_route_audio(ctx, c, sc, 1);
+    default: return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", "unrouted request");
+    }
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                                 const char *upload, size_t *upload_size, void **con_cls) {
+    srv_http *h = cls;
+    srv_ctx *ctx = h->ctx;
+    srv_conn *sc = *con_cls;
+    (void)version;
+    if (!sc) {
+        sc = calloc(1, sizeof *sc);
+        if (!sc) return MHD_NO;
+        *con_cls = sc;
+        sc->t0 = srv_now();
+        sc->mode = -1;
+        snprintf(sc->method, sizeof sc->method, "%s", method);
+        snprintf(sc->path, sizeof sc->path, "%s", url);
+        route_lookup(sc, url);
+        enum MHD_Result res = MHD_YES;
+        if (first_call(ctx, c, sc, method, &res)) return res;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (sc->responded) return MHD_YES; /* answered early: drop the body */
+        return append_body(ctx, sc, upload, n) ? MHD_NO : MHD_YES;
+    }
+    if (sc->responded) return MHD_YES;
+    if (sc->too_big) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is larger than the limit of %zu bytes", ctx->o.max_body);
+        return respond_fail(ctx, c, sc, 413, "invalid_request_error", "request_too_large", msg);
+    }
+    if (sc->job) return srv_serve_job(ctx, c, sc);
+    return dispatch(ctx, c, sc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    srv_http *h = cls;
+    srv_conn *sc = *con_cls;
+    (void)c;
+    if (!sc) return;
+    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    if (sc->job) {
+        srv_job_detach(sc->job, ok);
+        if (!ok) srv_sched_poke(h->ctx->sched);
+        srv_job_unref(sc->job);
+    }
+    if (!h->ctx->o.quiet)
+        fprintf(stderr, "phi4mm serve: %s %s -> %d%s (%.3f s)\n", sc->method, sc->path, sc->status,
+                ok ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " [client disconnected]" : " [terminated]", srv_now() - sc->t0);
+    free(sc->body);
+    free(sc);
+    *con_cls = NULL;
+}
+
+/* ------------------------------------------------------------------ daemon */
+
+int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char port[16];
+    snprintf(port, sizeof port, "%d", ctx->o.port);
+    int gai = getaddrinfo(ctx->o.host, port, &hints, &ai);
+    if (gai || !ai) {
+        snprintf(err, errlen, "cannot resolve --host '%s': %s", ctx->o.host, gai_strerror(gai));
+        return -1;
+    }
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    h->ctx = ctx;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    unsigned threads = ctx->o.http_threads > 0 ? (unsigned)ctx->o.http_threads : 1;
+    h->d = MHD_start_daemon(flags, (uint16_t)ctx->o.port, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not a local address?)", ctx->o.host, ctx->o.port);
+        free(h);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : ctx->o.port;
+    *out = h;
+    return 0;
+}
+
+int srv_http_port(const srv_http *h) { return h->port; }
+
+void srv_http_quiesce(srv_http *h) {
+    MHD_socket s = MHD_quiesce_daemon(h->d);
+    if (s != MHD_INVALID_SOCKET) close(s);
+}
+
+void srv_http_stop(srv_http *h) {
+    if (!h) return;
+    /* Resumed connections finish writing their last bytes; parked ones must all be resumed before
+     * MHD_stop_daemon (it refuses to stop with suspended connections). */
+    for (int i = 0; i < 300 && atomic_load(&h->ctx->suspended) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < 100; i++) {
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        if (!di || di->num_connections == 0) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&h->ctx->suspended) > 0)
+        fprintf(stderr, "phi4mm serve: warning: %d connection(s) still parked at shutdown\n", atomic_load(&h->ctx->suspended));
+    MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,128 @@
+/* routes_chat.c — POST /v1/chat/completions. The body is parsed and validated (chat_parse.c),
+ * the media decoded here on the HTTP worker (so the inference thread only encodes), and the job
+ * handed to the scheduler. Defaults follow the checkpoint's generation_config: greedy decoding
+ * (temperature 0) unless the request asks otherwise; max_tokens defaults to --default-max-tokens.
+ * Errors: 400 for any request mistake (placeholder/media count mismatch included, code
+ * "placeholder_mismatch"), 413 for oversized bodies or media, 503 when the queue is full. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "chat_parse.h"
+#include "http.h"
+#include "json_util.h"
+
+static uint64_t random_seed(void) {
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+    }
+    return s;
+}
+
+/* Decodes the request's media into the job. Returns 0 or -1 with e set. */
+static int decode_media(srv_ctx *ctx, const srv_chat_req *r, srv_job *j, srv_error *e) {
+    char err[512];
+    if (r->n_images) {
+        j->images = calloc((size_t)r->n_images, sizeof *j->images);
+        if (!j->images) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        for (int i = 0; i < r->n_images; i++) {
+            int rc = pm_image_decode(r->images[i].data, r->images[i].len, r->images[i].what, ctx->limits.max_image_pixels, &j->images[i],
+                                     err, sizeof err);
+            if (rc == PM_ENOMEM) return srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", err);
+            if (rc) return srv_bad(e, r->images[i].what, rc == PM_ELIMIT ? "image_too_large" : "invalid_image", "%s", err);
+            j->n_images++;
+        }
+    }
+    if (r->n_audios) {
+        j->audios = calloc((size_t)r->n_audios, sizeof *j->audios);
+        if (!j->audios) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        for (int i = 0; i < r->n_audios; i++) {
+            int rc = pm_audio_decode(r->audios[i].data, r->audios[i].len, r->audios[i].what, &j->audios[i], err, sizeof err);
+            if (rc == PM_ENOMEM) return srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", err);
+            if (rc) return srv_bad(e, r->audios[i].what, "invalid_audio", "%s", err);
+            j->n_audios++;
+            if (j->audios[i].sample_rate > 0) j->audio_seconds += (double)j->audios[i].n_samples / j->audios[i].sample_rate;
+        }
+    }
+    return 0;
+}
+
+enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    srv_error e;
+    json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
+    if (!root) return srv_respond_error(ctx, c, sc, &e);
+    srv_parse_limits lim = {ctx->limits.max_images, ctx->limits.max_audio_clips, ctx->o.max_body, ctx->o.media_dir};
+    srv_chat_req r;
+    int rc = srv_chat_parse(root, &lim, &r, &e);
+    json_decref(root);
+    free(sc->body); /* everything needed now lives in r */
+    sc->body = NULL;
+    sc->len = sc->cap = 0;
+    srv_job *j = rc ? NULL : srv_job_new(ctx, SRV_JOB_CHAT);
+    if (!rc && !j) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)
+        rc = srv_bad(&e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
+                     r.max_tokens, ctx->max_context);
+    if (!rc) rc = decode_media(ctx, &r, j, &e);
+    if (rc) {
+        srv_chat_req_free(&r);
+        if (j) srv_job_unref(j);
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    j->stream = r.stream;
+    j->include_usage = r.stream && r.include_usage;
+    j->prompt = r.prompt;
+    r.prompt = NULL;
+    for (int i = 0; i < r.n_stop; i++) {
+        j->stop[i] = r.stop[i];
+        r.stop[i] = NULL;
+    }
+    j->n_stop = r.n_stop;
+    r.n_stop = 0;
+    j->max_tokens = r.max_tokens > 0 ? r.max_tokens : ctx->o.default_max_tokens;
+    j->sampling = r.sampling;
+    if (!r.seed_given && j->sampling.temperature > 0) j->sampling.seed = random_seed();
+    pm_request probe = {0};
+    probe.n_images = j->n_images;
+    probe.n_audios = j->n_audios;
+    j->mode = pm_request_mode(&probe);
+    srv_new_id(ctx, "chatcmpl", j->id, sizeof j->id);
+    j->created = (long long)time(NULL);
+    j->t_arrival = sc->t0;
+    srv_chat_req_free(&r);
+    return srv_submit_job(ctx, c, sc, j);
+}
+
+char *srv_chat_result(const srv_job *j, const char *model, size_t *len) {
+    json_t *msg = json_object();
+    json_object_set_new(msg, "role", json_string("assistant"));
+    json_object_set_new(msg, "content", srv_json_text(j->text ? j->text : "", j->text_len));
+    json_object_set_new(msg, "refusal", json_null());
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "message", msg);
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
+    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
+    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "object", json_string("chat.completion"));
+    json_object_set_new(o, "created", json_integer(j->created));
+    json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "system_fingerprint", json_null());
+    json_object_set_new(o, "choices", choices);
+    json_object_set_new(o, "usage", u);
+    char *s = srv_json_dump(o, len);
+    json_decref(o);
+    return s;
+}

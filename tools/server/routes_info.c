@@ -1,0 +1,62 @@
+/* routes_info.c — GET /v1/models (and /v1/models/{id}), GET /health (200 "ok" once the model is
+ * loaded, 503 "loading" before; never needs the API key), GET /metrics (Prometheus text). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "json_util.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+static json_t *model_obj(const srv_ctx *ctx) {
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(ctx->model_id));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(ctx->started));
+    json_object_set_new(m, "owned_by", json_string("phi4mm"));
+    return m;
+}
+
+static enum MHD_Result respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, json_t *o) {
+    size_t len = 0;
+    char *s = srv_json_dump(o, &len);
+    json_decref(o);
+    return srv_respond(ctx, c, sc, status, "application/json", s, len);
+}
+
+enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const char *id) {
+    if (id) {
+        if (strcmp(id, ctx->model_id)) {
+            srv_error e;
+            srv_fail(&e, 404, "invalid_request_error", "model", "model_not_found", "the model '%s' does not exist (this server serves '%s')",
+                     id, ctx->model_id);
+            return srv_respond_error(ctx, c, sc, &e);
+        }
+        return respond_json(ctx, c, sc, 200, model_obj(ctx));
+    }
+    json_t *data = json_array();
+    json_array_append_new(data, model_obj(ctx));
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    return respond_json(ctx, c, sc, 200, o);
+}
+
+enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    int ready = atomic_load(&ctx->ready);
+    json_t *o = json_object();
+    json_object_set_new(o, "status", json_string(ready ? "ok" : "loading"));
+    json_object_set_new(o, "model", json_string(ctx->model_id));
+    if (ready) {
+        json_object_set_new(o, "active_sequences", json_integer(srv_metrics_get_active(ctx->metrics)));
+        json_object_set_new(o, "queue_depth", json_integer(srv_sched_queue_depth(ctx->sched)));
+    }
+    return respond_json(ctx, c, sc, ready ? 200 : 503, o);
+}
+
+enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    size_t len = 0;
+    char *s = srv_metrics_render(ctx->metrics, atomic_load(&ctx->ready), srv_now(), &len);
+    return srv_respond(ctx, c, sc, 200, "text/plain; version=0.0.4; charset=utf-8", s, len);
+}

@@ -1,0 +1,204 @@
+/* sse.c — server-sent events for streamed jobs, and the libmicrohttpd content reader that sends
+ * them. Events are "data: <json>\n\n".
+ *
+ * Chat (OpenAI chat.completion.chunk): a first chunk with the assistant role, one chunk per
+ * piece of new text, a last chunk with the finish_reason (empty delta), then — with
+ * stream_options.include_usage — a chunk with empty choices and the usage, then "data: [DONE]".
+ * With include_usage every chunk carries "usage": null, as OpenAI sends it.
+ * Transcriptions: {"type":"transcript.text.delta","delta":...} per piece, then
+ * {"type":"transcript.text.done","text":<all>,"usage":{...}}.
+ * A sequence that ends in an error (or is cancelled by a server shutdown) ends its stream with
+ * data: {"error": {...}} (then [DONE] for chat): every stream gets a final event.
+ *
+ * The reader copies prepared bytes from j->wire; when nothing is ready it parks the connection
+ * (MHD_suspend_connection) and the inference thread resumes it when text or the end arrives. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "json_util.h"
+
+typedef struct srv_stream {
+    srv_job *j;
+    struct MHD_Connection *c;
+} srv_stream;
+
+static void wire_put(srv_job *j, const char *s, size_t n) {
+    if (j->wire_len + n > j->wire_cap) {
+        size_t cap = j->wire_cap ? j->wire_cap : 1024;
+        while (cap < j->wire_len + n) cap *= 2;
+        char *w = realloc(j->wire, cap);
+        if (!w) return; /* the event is lost; the stream still ends */
+        j->wire = w;
+        j->wire_cap = cap;
+    }
+    memcpy(j->wire + j->wire_len, s, n);
+    j->wire_len += n;
+}
+
+static void wire_event(srv_job *j, json_t *v) {
+    size_t n = 0;
+    char *s = srv_json_dump(v, &n);
+    json_decref(v);
+    if (!s) return;
+    wire_put(j, "data: ", 6);
+    wire_put(j, s, n);
+    wire_put(j, "\n\n", 2);
+    free(s);
+}
+
+static json_t *chat_chunk(const srv_job *j, const char *model, json_t *delta, const char *finish) {
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "delta", delta);
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "object", json_string("chat.completion.chunk"));
+    json_object_set_new(o, "created", json_integer(j->created));
+    json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "system_fingerprint", json_null());
+    json_object_set_new(o, "choices", choices);
+    if (j->include_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+static json_t *usage_obj(const srv_job *j) {
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
+    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
+    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
+    return u;
+}
+
+static json_t *error_event(const srv_job *j) {
+    srv_error e;
+    if (j->finish == PM_FINISH_CANCELLED)
+        srv_fail(&e, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is shutting down)");
+    else srv_fail(&e, 500, "server_error", NULL, "internal_error", "generation failed: %s", j->finish_error[0] ? j->finish_error : "internal error");
+    json_t *err = json_object();
+    json_object_set_new(err, "message", json_string(e.msg));
+    json_object_set_new(err, "type", json_string(e.type));
+    json_object_set_new(err, "param", json_null());
+    json_object_set_new(err, "code", json_string(e.code));
+    json_t *o = json_object();
+    json_object_set_new(o, "error", err);
+    return o;
+}
+
+static void fill_chat(srv_job *j, const char *model) {
+    if (j->sse_phase == SSE_START) {
+        json_t *d = json_object();
+        json_object_set_new(d, "role", json_string("assistant"));
+        json_object_set_new(d, "content", json_string(""));
+        wire_event(j, chat_chunk(j, model, d, NULL));
+        j->sse_phase = SSE_RUNNING;
+    }
+    if (j->text_len > j->sent) {
+        json_t *d = json_object();
+        json_object_set_new(d, "content", srv_json_text(j->text + j->sent, j->text_len - j->sent));
+        wire_event(j, chat_chunk(j, model, d, NULL));
+        j->sent = j->text_len;
+    }
+    if (j->state != SRV_JS_DONE) return;
+    if (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH) {
+        wire_event(j, chat_chunk(j, model, json_object(), srv_finish_name(j->finish)));
+        if (j->include_usage) {
+            json_t *o = chat_chunk(j, model, json_object(), NULL);
+            json_object_set_new(o, "choices", json_array());
+            json_object_set_new(o, "usage", usage_obj(j));
+            wire_event(j, o);
+        }
+    } else {
+        wire_event(j, error_event(j));
+    }
+    wire_put(j, "data: [DONE]\n\n", 14);
+    j->sse_phase = SSE_END;
+}
+
+static void fill_transcript(srv_job *j) {
+    j->sse_phase = SSE_RUNNING;
+    if (j->text_len > j->sent) {
+        json_t *o = json_object();
+        json_object_set_new(o, "type", json_string("transcript.text.delta"));
+        json_object_set_new(o, "delta", srv_json_text(j->text + j->sent, j->text_len - j->sent));
+        wire_event(j, o);
+        j->sent = j->text_len;
+    }
+    if (j->state != SRV_JS_DONE) return;
+    if (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH) {
+        json_t *o = json_object();
+        json_object_set_new(o, "type", json_string("transcript.text.done"));
+        json_object_set_new(o, "text", srv_json_text(j->text ? j->text : "", j->text_len));
+        json_t *u = json_object();
+        json_object_set_new(u, "type", json_string("tokens"));
+        json_object_set_new(u, "input_tokens", json_integer(j->prompt_tokens));
+        json_object_set_new(u, "output_tokens", json_integer(j->completion_tokens));
+        json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
+        json_object_set_new(o, "usage", u);
+        wire_event(j, o);
+    } else {
+        wire_event(j, error_event(j));
+    }
+    j->sse_phase = SSE_END;
+}
+
+void srv_sse_fill_locked(srv_job *j, const char *model) {
+    if (j->sse_phase == SSE_END) return;
+    if (j->kind == SRV_JOB_CHAT) fill_chat(j, model);
+    else fill_transcript(j);
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    srv_stream *st = cls;
+    srv_job *j = st->j;
+    (void)pos;
+    pthread_mutex_lock(&j->mu);
+    if (j->wire_off == j->wire_len) {
+        j->wire_off = j->wire_len = 0;
+        srv_sse_fill_locked(j, j->ctx->model_id);
+    }
+    if (j->wire_off < j->wire_len) {
+        size_t n = j->wire_len - j->wire_off;
+        if (n > max) n = max;
+        memcpy(buf, j->wire + j->wire_off, n);
+        j->wire_off += n;
+        pthread_mutex_unlock(&j->mu);
+        return (ssize_t)n;
+    }
+    if (j->sse_phase == SSE_END) {
+        pthread_mutex_unlock(&j->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    srv_job_park_locked(j, st->c, SRV_WAIT_DATA); /* returns 0 only if data raced in: we are called again */
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static void reader_free(void *cls) {
+    srv_stream *st = cls;
+    pthread_mutex_lock(&st->j->mu);
+    int done = st->j->sse_phase == SSE_END && st->j->wire_off == st->j->wire_len;
+    pthread_mutex_unlock(&st->j->mu);
+    if (!done) atomic_store(&st->j->cancel, 1); /* the stream ended early: stop generating */
+    srv_job_unref(st->j);
+    free(st);
+}
+
+struct MHD_Response *srv_sse_response(srv_job *j, struct MHD_Connection *c) {
+    srv_stream *st = malloc(sizeof *st);
+    if (!st) return NULL;
+    st->j = j;
+    st->c = c;
+    srv_job_ref(j);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, reader_free);
+    if (!r) {
+        srv_job_unref(j);
+        free(st);
+    }
+    return r;
+}
