@@ -78,10 +78,45 @@ demo: deps $(BUILD)/phi4mm
 bench: deps $(BUILD)/phi4mm
 	@scripts/bench.sh $(BUILD)/phi4mm
 
-# Sanitizer build in its own folder; runs the whole suite under ASan+UBSan (+LSan).
+# Sanitizer build in its own folder (build-asan); runs the WHOLE suite (unit, e2e, parity) under
+# ASan + UBSan + LSan. Any report aborts the process (so its test fails) and is also written to
+# build-asan/sanitizer-logs/; the target fails when that folder holds anything, whatever the tests said.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 test-asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+	@rm -rf build-asan/sanitizer-logs && mkdir -p build-asan/sanitizer-logs
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$(CURDIR)/build-asan/sanitizer-logs/asan \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(CURDIR)/build-asan/sanitizer-logs/ubsan \
+	  $(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(ASAN_FLAGS)" EXTRA_LDFLAGS="$(ASAN_FLAGS)" test; rc=$$?; \
+	n=$$(ls build-asan/sanitizer-logs | wc -l); \
+	if [ "$$n" -gt 0 ]; then echo "test-asan: $$n sanitizer report(s):"; head -n 40 build-asan/sanitizer-logs/*; exit 1; fi; \
+	echo "test-asan: no sanitizer reports"; exit $$rc
+
+# libFuzzer harnesses fuzz/fuzz_<target>.c, built with clang in build-fuzz/ (coverage + ASan + UBSan).
+# `make fuzz FUZZ_SECONDS=N [FUZZ_TARGETS="wave image"]` checks clang's libFuzzer runtime (installs it
+# with apt-get when run as root, else names the command), builds every harness, seeds fuzz/corpus/
+# (fuzz/make_corpus.sh) and runs each target N seconds (fuzz/run.sh); fails if any target finds a crash.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_APT_PKGS := clang libclang-rt-14-dev
+FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse json_util local_media audio_form)
+
+fuzz: deps
+	@if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+	     clang -x c - -fsanitize=fuzzer,address -o /dev/null 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "phi4mm: installing the fuzzing toolchain: $(FUZZ_APT_PKGS)"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(FUZZ_APT_PKGS) || exit 1; \
+	  else echo "phi4mm: fuzzing needs clang with libFuzzer. Run: sudo apt-get install -y $(FUZZ_APT_PKGS)"; exit 1; fi; \
+	fi
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(ASAN_FLAGS) -Wno-unknown-pragmas" $(FUZZ_TARGETS:%=build-fuzz/fuzz/fuzz_%)
+	@fuzz/make_corpus.sh build-fuzz
+	@fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+$(BUILD)/fuzz/fuzz_chat $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_base64: $(FUZZ_SRV_OBJ)
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/libphi4mm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ifuzz -fsanitize=fuzzer -o $@ $< $(filter %.o,$^) $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -24,9 +24,14 @@
         }                                                                                                  \
     } while (0)
 
-static char fuzz_scratch_dir[256];
+/* The scratch directory's path (a per-process buffer; "" until fuzz_scratch() made it). */
+static inline char *fuzz_scratch_path(void) {
+    static char dir[256];
+    return dir;
+}
 
-static void fuzz_scratch_cleanup(void) {
+static inline void fuzz_scratch_cleanup(void) {
+    const char *fuzz_scratch_dir = fuzz_scratch_path();
     if (!fuzz_scratch_dir[0]) return;
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", fuzz_scratch_dir);
@@ -35,10 +40,11 @@ static void fuzz_scratch_cleanup(void) {
 }
 
 /* Creates (once) and returns the scratch directory. */
-static const char *fuzz_scratch(void) {
+static inline const char *fuzz_scratch(void) {
+    char *fuzz_scratch_dir = fuzz_scratch_path();
     if (fuzz_scratch_dir[0]) return fuzz_scratch_dir;
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    snprintf(fuzz_scratch_dir, sizeof fuzz_scratch_dir, "%s/pm-fuzz-XXXXXX", base);
+    snprintf(fuzz_scratch_dir, 256, "%s/pm-fuzz-XXXXXX", base);
     if (!mkdtemp(fuzz_scratch_dir)) {
         perror("mkdtemp");
         abort();
@@ -48,7 +54,7 @@ static const char *fuzz_scratch(void) {
 }
 
 /* mkdir that tolerates an existing directory; aborts on other failures. */
-static void fuzz_mkdir(const char *path) {
+static inline void fuzz_mkdir(const char *path) {
     if (mkdir(path, 0700) != 0 && access(path, W_OK) != 0) {
         perror(path);
         abort();
@@ -56,7 +62,7 @@ static void fuzz_mkdir(const char *path) {
 }
 
 /* Writes data[0..n) to dir/name (replacing it); aborts on an I/O failure (not a finding of the target). */
-static void fuzz_write_file(const char *dir, const char *name, const void *data, size_t n) {
+static inline void fuzz_write_file(const char *dir, const char *name, const void *data, size_t n) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
@@ -68,7 +74,7 @@ static void fuzz_write_file(const char *dir, const char *name, const void *data,
 
 /* The fixture directory (phi4mm-tiny): $PHI4MM_FIXTURES/phi4mm-tiny, default ../shared/fixtures
  * relative to the working directory (make fuzz runs from the repository root). */
-static const char *fuzz_fixture_dir(void) {
+static inline const char *fuzz_fixture_dir(void) {
     static char dir[1024];
     const char *fx = getenv("PHI4MM_FIXTURES");
     snprintf(dir, sizeof dir, "%s/phi4mm-tiny", fx && *fx ? fx : "../shared/fixtures");

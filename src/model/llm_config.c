@@ -102,8 +102,12 @@ int pm_llm_config_parse(const json_t *root, const json_t *gen, pm_llm_config *c,
     if ((rc = parse_lora(root, "vision_lora", &c->lora_r[PM_ADAPTER_VISION], &c->lora_alpha[PM_ADAPTER_VISION], e))) return rc;
     /* Stop ids: generation_config.json's eos_token_id (int or list), else the official pair. */
     json_t *eos = gen ? json_object_get(gen, "eos_token_id") : NULL;
-    if (json_is_integer(eos)) c->eos_ids[c->n_eos++] = (int)json_integer_value(eos);
-    else if (json_is_array(eos)) {
+    if (json_is_integer(eos)) {
+        if (json_integer_value(eos) < 0 || json_integer_value(eos) >= c->vocab)
+            return pm_errf(e, PM_EFORMAT, "generation_config.json: eos_token_id %lld is not a token id below %d",
+                           (long long)json_integer_value(eos), c->vocab);
+        c->eos_ids[c->n_eos++] = (int)json_integer_value(eos);
+    } else if (json_is_array(eos)) {
         for (size_t i = 0; i < json_array_size(eos) && c->n_eos < PM_MAX_EOS; i++) {
             json_t *v = json_array_get(eos, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= c->vocab)

@@ -29,7 +29,7 @@
 #define MR 6
 #define NR 16
 #ifndef GEMM_KC
-#define GEMM_KC 256
+#define GEMM_KC 512
 #endif
 #ifndef GEMM_MC
 #define GEMM_MC 72
@@ -55,6 +55,49 @@ static void pack_b(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int
         }
     }
 }
+
+#ifdef PM_X86
+/* Same as pack_b, 8 k at a time: per column pair (d, 8 + d) an unpack of the two rows' 8 bf16
+ * gives 8 dwords over k; an 8 x 8 dword transpose turns them into 8 packed k-rows. */
+__attribute__((target("avx2,fma"))) static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0,
+                                                            int kc, const uint16_t *zero) {
+    for (int s = 0; s < nc; s += NR) {
+        uint16_t *dst = bp + (size_t)s * kc;
+        const uint16_t *rows[NR];
+        for (int c = 0; c < NR; c++) rows[c] = j0 + s + c < out ? w + (size_t)(j0 + s + c) * in + k0 : zero;
+        int k = 0;
+        for (; k + 8 <= kc; k += 8) {
+            __m256 r[8];
+            for (int d = 0; d < 8; d++) {
+                __m128i lo = _mm_loadu_si128((const __m128i *)(rows[d] + k)), hi = _mm_loadu_si128((const __m128i *)(rows[8 + d] + k));
+                r[d] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi)));
+            }
+            __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = (float *)(dst + (size_t)k * NR);
+            _mm256_storeu_ps(o + 0 * 8, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + 1 * 8, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * 8, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * 8, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * 8, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * 8, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * 8, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * 8, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (; k < kc; k++)
+            for (int d = 0; d < 8; d++) {
+                dst[(size_t)k * NR + 2 * d] = rows[d][k];
+                dst[(size_t)k * NR + 2 * d + 1] = rows[8 + d][k];
+            }
+    }
+}
+#endif
 
 /* Packs x rows [i0, i0 + mc) x cols [k0, k0 + kc) into 6-row slivers [kc][6]; missing rows zero. */
 static void pack_a(float *ap, const float *x, int in, int M, int i0, int mc, int k0, int kc) {
@@ -102,6 +145,9 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00,
            c41 = c00, c50 = c00, c51 = c00;
     const __m256i mask = _mm256_set1_epi32((int)0xffff0000u);
+    /* C rows are a whole output row apart: fetch the tile now, the k loop hides the latency */
+    for (int i = 0; i < mr; i++) _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+    for (int i = 0; i < mr; i++) _mm_prefetch((const char *)(c + (size_t)i * ldc + 15), _MM_HINT_T0);
     for (int k = 0; k < kc; k++) {
         __m256i raw = _mm256_loadu_si256((const __m256i *)(b + (size_t)k * NR));
         __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), b1 = _mm256_castsi256_ps(_mm256_and_si256(raw, mask));
@@ -146,29 +192,35 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
 }
 #endif
 
-/* One NC-column work item: every KC slice, every MC block. */
-static void gemm_item(float *y, const float *x, int M, const uint16_t *w, int out, int in, int j0, int nc, float alpha, int beta_one,
-                      uint16_t *bp, float *ap, int simd) {
+/* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
+ * (slice p at p * Mr * GEMM_KC, 6-row slivers of [kc][6]). */
+static void gemm_item(float *y, const float *apk, int M, int Mr, const uint16_t *w, int out, int in, int j0, int nc, float alpha,
+                      int beta_one, uint16_t *bp, const uint16_t *zero, int simd) {
     int ncr = (nc + NR - 1) / NR * NR;
-    for (int k0 = 0; k0 < in; k0 += GEMM_KC) {
+    for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
         int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0;
-        pack_b(bp, w, in, out, j0, ncr, k0, kc);
+        const float *ap = apk + (size_t)p * Mr * GEMM_KC;
+#ifdef PM_X86
+        if (simd) pack_b_avx2(bp, w, in, out, j0, ncr, k0, kc, zero);
+        else
+#endif
+            pack_b(bp, w, in, out, j0, ncr, k0, kc);
         for (int i0 = 0; i0 < M; i0 += GEMM_MC) {
             int mc = M - i0 < GEMM_MC ? M - i0 : GEMM_MC, mcr = (mc + MR - 1) / MR * MR;
-            pack_a(ap, x, in, M, i0, mcr, k0, kc);
             for (int s = 0; s < ncr; s += NR) {
                 int nr = nc - s < NR ? nc - s : NR;
                 for (int r = 0; r < mcr; r += MR) {
                     int mr = mc - r < MR ? mc - r : MR;
                     float *c = y + (size_t)(i0 + r) * out + j0 + s;
+                    const float *as = ap + (size_t)(i0 + r) * kc;
 #ifdef PM_X86
                     if (simd) {
-                        kernel_avx2(kc, ap + (size_t)r * kc, bp + (size_t)s * kc, c, (size_t)out, mr, nr, alpha, first, beta_one);
+                        kernel_avx2(kc, as, bp + (size_t)s * kc, c, (size_t)out, mr, nr, alpha, first, beta_one);
                         continue;
                     }
 #endif
                     float t[MR * NR];
-                    kernel_c(kc, ap + (size_t)r * kc, bp + (size_t)s * kc, t);
+                    kernel_c(kc, as, bp + (size_t)s * kc, t);
                     store_tile(c, (size_t)out, t, mr, nr, alpha, first, beta_one);
                 }
             }
@@ -179,21 +231,30 @@ static void gemm_item(float *y, const float *x, int M, const uint16_t *w, int ou
 static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, int simd) {
     int out = (int)W->shape[0], in = (int)W->shape[1];
     const uint16_t *w = (const uint16_t *)W->data;
-    int items = (out + GEMM_NC - 1) / GEMM_NC;
+    int items = (out + GEMM_NC - 1) / GEMM_NC, slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + MR - 1) / MR * MR;
+    int slivers = Mr / MR;
     float a = accumulate ? alpha : 1.0f;
+    float *apk = aligned_alloc(64, sizeof(float) * (size_t)slices * Mr * GEMM_KC);
+    uint16_t *zero = calloc(GEMM_KC + 16, sizeof(uint16_t));
+    PM_ASSERT(apk && zero);
 #pragma omp parallel
     {
+#pragma omp for schedule(static)
+        for (long q = 0; q < (long)slices * slivers; q++) {
+            int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
+            pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * MR * kc, x, in, n, sv * MR, MR, k0, kc);
+        }
         uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * GEMM_NC * GEMM_KC);
-        float *ap = aligned_alloc(64, sizeof(float) * (GEMM_MC + MR) * GEMM_KC);
-        PM_ASSERT(bp && ap);
+        PM_ASSERT(bp);
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
             int j0 = it * GEMM_NC, nc = out - j0 < GEMM_NC ? out - j0 : GEMM_NC;
-            gemm_item(y, x, n, w, out, in, j0, nc, a, accumulate, bp, ap, simd);
+            gemm_item(y, apk, n, Mr, w, out, in, j0, nc, a, accumulate, bp, zero, simd);
         }
         free(bp);
-        free(ap);
     }
+    free(apk);
+    free(zero);
 }
 
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {

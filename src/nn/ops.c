@@ -74,10 +74,16 @@ void pm_linear_ref(float *y, const float *x, int n, const pm_tensor *W, const pm
     free(row);
 }
 
-/* Big-n path: convert a panel of weight rows to fp32 and let sgemm do the heavy lifting.
- * Panels bound the scratch memory (at most PANEL rows x in floats). */
+/* Big-n path. bf16 weights on an AVX2 machine: our own blocked GEMM that packs bf16 slivers
+ * (gemm.c: no fp32 copy of W, ~10-25% faster than convert + sgemm here). Otherwise: convert a
+ * panel of weight rows to fp32 and let BLAS sgemm do the heavy lifting; panels bound the scratch
+ * memory (at most PANEL rows x in floats). */
 static void linear_sgemm(float *y, const float *x, int n, const pm_tensor *W, float beta_scale, int accumulate) {
     int out = (int)W->shape[0], in = (int)W->shape[1];
+    if (W->dtype == PM_DT_BF16 && pm_kern_have_avx2()) {
+        pm_kern_gemm_bf16(y, x, n, W, beta_scale, accumulate);
+        return;
+    }
     enum { PANEL = 512 };
     float *panel = NULL;
     if (W->dtype != PM_DT_F32) {

@@ -122,7 +122,7 @@ int pm_utf8_lossy(const uint8_t *s, size_t n, int final, pm_buf *out, size_t *he
         i += bad;
         run = i;
     }
-    return pm_buf_put(out, s + run, i - run, e);
+    return pm_buf_put(out, n ? (const void *)(s + run) : "", i - run, e); /* s may be NULL when n == 0 */
 }
 
 uint32_t pm_utf8_decode(const uint8_t *s, size_t n, size_t *len) {

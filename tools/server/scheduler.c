@@ -83,6 +83,7 @@ static void cb_done(void *user, pm_finish reason, int prompt_tokens, int complet
             s->live[i] = s->live[--s->n_live];
             break;
         }
+    srv_metrics_active(s->ctx->metrics, s->n_live); /* before the client can see the answer */
     srv_job_on_done(j, reason, prompt_tokens, completion_tokens, error);
     srv_job_unref(j);
 }
@@ -170,6 +171,7 @@ static void admit(srv_sched *s, srv_job *j) {
         return;
     }
     srv_metrics_audio(s->ctx->metrics, j->audio_seconds);
+    srv_metrics_active(s->ctx->metrics, s->n_live);
     srv_job_admitted(j, seq);
 }
 

@@ -1,0 +1,61 @@
+/* fuzz_chat.c — libFuzzer harness for POST /v1/chat/completions bodies: srv_json_parse (depth
+ * limit, duplicate keys) then srv_chat_parse (parameters, messages, content parts, base64 and data:
+ * URL media, placeholders, the chat template), exactly as the route runs them, with small limits
+ * (4 images, 4 clips, 64 KiB per item, no media directory). The same bytes also go through
+ * srv_json_text (model text -> JSON string), whose result must exist and be valid UTF-8, and the
+ * server's and the tokenizer's UTF-8 validators must agree on the valid prefix.
+ *
+ * Properties of an accepted request: a prompt that passes the engine's placeholder check for the
+ * media counts, media within the limits and never empty, at most SRV_MAX_STOP non-empty stops,
+ * sampling values in their documented ranges. A refused one: an HTTP status and a message. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tools/server/chat_parse.h"
+#include "../tools/server/json_util.h"
+#include "fuzz_util.h"
+#include "tok/chat.h"
+#include "tok/utf8.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *s = (const char *)data;
+    size_t vp = srv_utf8_valid_prefix(s, size);
+    FUZZ_CHECK(vp == pm_utf8_valid_prefix(data, size));
+    json_t *txt = srv_json_text(s, size);
+    FUZZ_CHECK(txt != NULL && json_is_string(txt));
+    FUZZ_CHECK(pm_utf8_valid_prefix((const uint8_t *)json_string_value(txt), json_string_length(txt)) == json_string_length(txt));
+    if (vp == size) FUZZ_CHECK(json_string_length(txt) == size && !memcmp(json_string_value(txt), s, size));
+    json_decref(txt);
+
+    srv_error e;
+    memset(&e, 0, sizeof e);
+    json_t *root = srv_json_parse(s, size, SRV_JSON_MAX_DEPTH, &e);
+    if (!root) {
+        FUZZ_CHECK(e.http == 400 && e.msg[0]);
+        return 0;
+    }
+    srv_parse_limits lim = {.max_images = 4, .max_audios = 4, .max_media_bytes = 64 * 1024, .media_dir = NULL};
+    srv_chat_req r;
+    if (srv_chat_parse(root, &lim, &r, &e) == 0) {
+        FUZZ_CHECK(r.prompt != NULL);
+        FUZZ_CHECK(r.n_images >= 0 && r.n_images <= lim.max_images && r.n_audios >= 0 && r.n_audios <= lim.max_audios);
+        for (int i = 0; i < r.n_images; i++) FUZZ_CHECK(r.images[i].data && r.images[i].len > 0 && r.images[i].len <= lim.max_media_bytes);
+        for (int i = 0; i < r.n_audios; i++) FUZZ_CHECK(r.audios[i].data && r.audios[i].len > 0 && r.audios[i].len <= lim.max_media_bytes);
+        FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= SRV_MAX_STOP);
+        for (int i = 0; i < r.n_stop; i++) FUZZ_CHECK(r.stop[i] && r.stop[i][0]);
+        FUZZ_CHECK(r.max_tokens >= 0);
+        FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2 && r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
+        FUZZ_CHECK(r.sampling.top_k >= 0);
+        pm_err pe = {0};
+        char *rw = NULL;
+        FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, r.n_images, r.n_audios, &rw, &pe) == PM_OK);
+        free(rw);
+    } else {
+        FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);
+    }
+    srv_chat_req_free(&r);
+    json_decref(root);
+    return 0;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# make_corpus.sh — builds the seed corpora of the fuzz targets into fuzz/corpus/<target>/ (ignored by
+# git, see fuzz/.gitignore) from the tiny fixture and from small generated files. Idempotent: seeds are
+# (re)written, inputs the fuzzer added to a corpus directory are kept.
+#   usage: fuzz/make_corpus.sh [BUILD_DIR]      (BUILD_DIR: where the audio seed writer is built)
+# Needs: $PHI4MM_FIXTURES (default ../shared/fixtures), /usr/bin/python3 with PIL, cc + libsndfile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build-fuzz}
+FX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}/phi4mm-tiny
+C=fuzz/corpus
+PY=/usr/bin/python3
+[ -d "$FX/tiny_model" ] || { echo "make_corpus: fixture not found at $FX (set PHI4MM_FIXTURES)" >&2; exit 1; }
+for t in safetensors config tok_load tok_encode wave image chat multipart base64; do mkdir -p "$C/$t"; done
+
+# ---- audio: the fixture clips (all but the 1.3 MB long one) and every format libsndfile writes
+mkdir -p "$BUILD_DIR"
+cc -O1 -o "$BUILD_DIR/seed_audio" fuzz/seed_audio.c $(pkg-config --cflags --libs sndfile) -lm
+for f in clip_a_16k clip_b_8k clip_c_48k clip_d_22k; do cp "$FX/inputs/$f.wav" "$C/wave/fixture_$f.wav"; done
+"$BUILD_DIR/seed_audio" "$C/wave" >/dev/null
+
+# ---- everything else from Python (Debian's python3: numpy, PIL)
+"$PY" - "$FX" "$C" <<'PY'
+import base64, io, json, os, struct, sys, wave, zlib
+fx, C = sys.argv[1], sys.argv[2]
+tm = f"{fx}/tiny_model"
+
+def put(target, name, data):
+    if isinstance(data, str): data = data.encode()
+    with open(f"{C}/{target}/{name}", "wb") as f: f.write(data)
+
+def st_file(tensors, pad=True):
+    """safetensors bytes: tensors = [(name, dtype, shape, nbytes)], zero data."""
+    h, off = {}, 0
+    for name, dt, shape, nb in tensors:
+        h[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + nb]}; off += nb
+    h["__metadata__"] = {"format": "pt"}
+    hb = json.dumps(h, separators=(",", ":")).encode()
+    if pad: hb += b" " * (-len(hb) % 8)
+    return struct.pack("<Q", len(hb)) + hb + bytes(range(256)) * (off // 256) + bytes(off % 256)
+
+# -- safetensors: mode 0 (parse) and 2 (lone file) take a shard, mode 1 an index
+with open(f"{tm}/model.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]; hdr = json.loads(f.read(n))
+small = []
+for k, v in list(hdr.items())[:40]:
+    if k == "__metadata__": continue
+    nb = v["data_offsets"][1] - v["data_offsets"][0]
+    if nb <= 4096: small.append((k, v["dtype"], v["shape"], nb))
+for mode in (0, 2):
+    put("safetensors", f"m{mode}_fixture_subset", bytes([mode]) + st_file(small))
+    put("safetensors", f"m{mode}_mixed", bytes([mode]) + st_file([("a", "F32", [2], 8), ("b", "BF16", [1, 2], 4), ("c", "F16", [3], 6), ("e", "BF16", [0, 4], 0)]))
+    put("safetensors", f"m{mode}_unpadded", bytes([mode]) + st_file([("h", "F16", [1], 2), ("f", "F32", [2], 8)], pad=False))
+    put("safetensors", f"m{mode}_empty", bytes([mode]) + st_file([]))
+put("safetensors", "m0_header_only", b"\x00" + struct.pack("<Q", 2) + b"{}")
+idx = {"metadata": {"total_size": 26}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
+       "c": "model-00002-of-00002.safetensors"}}
+put("safetensors", "m1_index_valid", b"\x01" + json.dumps(idx).encode())
+idx1 = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors"}}
+put("safetensors", "m1_index_partial", b"\x01" + json.dumps(idx1).encode())
+with open(f"{tm}/model.safetensors.index.json", "rb") as f: put("safetensors", "m1_fixture_index", b"\x01" + f.read())
+
+# -- config.json readers
+for name in ("config.json", "generation_config.json", "preprocessor_config.json"):
+    with open(f"{tm}/{name}", "rb") as f: put("config", name, f.read())
+cfg = json.load(open(f"{tm}/config.json"))
+c2 = dict(cfg); c2.pop("rope_scaling", None); c2.pop("_oracle_siglip_vision_config", None); put("config", "no_rope_no_oracle.json", json.dumps(c2))
+c3 = dict(cfg); c3["img_processor"] = {"layer_idx": -2, "type_feature": "patch"}; c3["eos_token_id"] = [1, 2]; put("config", "img_processor.json", json.dumps(c3))
+put("config", "audio_processor_only.json", json.dumps(cfg.get("audio_processor", {})))
+put("config", "gen_int_eos.json", '{"eos_token_id": 200020}')
+put("config", "gen_list_eos.json", '{"eos_token_id": [200020, 199999, 5]}')
+
+# -- tokenizer.json: the fixture's cut down to 300 ordinary tokens (+ merges among them), and minimal ones
+tok = json.load(open(f"{tm}/tokenizer.json"))
+vocab = {k: v for k, v in tok["model"]["vocab"].items() if v < 300}
+merges = []
+for m in tok["model"]["merges"]:
+    a, b = m.split(" ", 1) if isinstance(m, str) else m
+    if a in vocab and b in vocab and a + b in vocab: merges.append(m)
+small_tok = dict(tok); small_tok["model"] = dict(tok["model"], vocab=vocab, merges=merges)
+put("tok_load", "fixture_cut.json", json.dumps(small_tok, ensure_ascii=False))
+gpt2 = {"version": "1.0", "added_tokens": [{"id": 3, "content": "<s>", "special": True}], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}, "post_processor": None,
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 4, "\u0120a": 5}, "merges": ["a b", ["\u0120", "a"]]}}
+put("tok_load", "minimal_gpt2.json", json.dumps(gpt2, ensure_ascii=False))
+put("tok_load", "minimal_escapes.json", json.dumps(gpt2, ensure_ascii=True))
+
+# -- tokenizer encode: first byte = mode | options << 3
+texts = [b"Hello, world!", "Ünïcödé ünd 中文 😀 \u0301".encode(), b"  spaces\n\n\ttabs\r\n", b"\xff\xfe\xc3(invalid\xe2\x82", b"<|endoftext|><|user|>x<|end|>",
+         b"1234567 numbers 3.14159", b"don't I'LL we've"]
+man = json.load(open(f"{fx}/ref/manifest.json"))
+for case, d in man.get("cases", {}).items():
+    if isinstance(d, dict) and isinstance(d.get("prompt"), str): texts.append(d["prompt"].encode())
+for i, t in enumerate(texts):
+    put("tok_encode", f"enc{i}", bytes([i % 2]) + t)
+put("tok_encode", "ph_1img_1aud", bytes([2 | ((1 | 1 << 2) << 3)]) + b"<|user|><|image_1|><|audio_1|>What is this?<|end|><|assistant|>")
+put("tok_encode", "ph_2aud", bytes([2 | ((2 << 2) << 3)]) + b"<|audio_1|> then <|audio_2|>")
+put("tok_encode", "ids", bytes([3]) + struct.pack("<8i", 200019, 1, 2, 72, 199999, 200010, -5, 300000))
+put("tok_encode", "chat", bytes([4 | 8]) + b"system\0You are helpful.\0user\0Hi <|image_1|>\0assistant\0Hello")
+
+# -- images (mode byte 0x00 + file), geometry (mode byte odd + 3 int32)
+from PIL import Image
+put("image", "fixture.png", b"\x00" + open(f"{fx}/inputs/image.png", "rb").read())
+def img_bytes(mode, size, fmt, **kw):
+    im = Image.new(mode, size)
+    px = im.load()
+    for y in range(size[1]):
+        for x in range(size[0]):
+            v = (x * 37 + y * 11) % 256
+            px[x, y] = v if mode in ("L", "P", "1", "I;16", "I") else tuple([v, (v * 3) % 256, 255 - v, 128][:len(mode)]) if mode != "CMYK" else (v, 255 - v, 3 * v % 256, 40)
+    b = io.BytesIO(); im.save(b, fmt, **kw); return b.getvalue()
+seeds = [("rgb.png", "RGB", (20, 13), "PNG", {}), ("rgba.png", "RGBA", (9, 30), "PNG", {}), ("l.png", "L", (16, 16), "PNG", {}),
+         ("p.png", "P", (12, 7), "PNG", {}), ("i16.png", "I;16", (8, 8), "PNG", {}), ("bw.png", "1", (17, 5), "PNG", {}),
+         ("rgb.jpg", "RGB", (24, 16), "JPEG", {"quality": 80}), ("prog.jpg", "RGB", (33, 17), "JPEG", {"progressive": True}),
+         ("l.jpg", "L", (16, 9), "JPEG", {}), ("cmyk.jpg", "CMYK", (8, 8), "JPEG", {}),
+         ("lossy.webp", "RGB", (20, 20), "WEBP", {"quality": 50}), ("lossless.webp", "RGBA", (10, 14), "WEBP", {"lossless": True}),
+         ("rgb.bmp", "RGB", (7, 5), "BMP", {}), ("p.bmp", "P", (9, 3), "BMP", {}), ("bw.bmp", "1", (13, 2), "BMP", {}),
+         ("g.gif", "P", (4, 4), "GIF", {}), ("t.tiff", "RGB", (4, 4), "TIFF", {}), ("wide.png", "RGB", (300, 2), "PNG", {}),
+         ("tall.png", "L", (3, 200), "PNG", {})]
+for name, mode, size, fmt, kw in seeds:
+    try: put("image", name, bytes([0x00 if name != "rgb.png" else 0xFE]) + img_bytes(mode, size, fmt, **kw))
+    except Exception as ex: print("make_corpus: skipped", name, ex, file=sys.stderr)
+for i, (w, h, d) in enumerate([(640, 480, 36), (1, 100000, 36), (896, 896, 4096), (-1, 5, 36), (448, 449, 1), (1 << 30, 3, 36)]):
+    put("image", f"plan{i}", bytes([1 | (i << 1)]) + struct.pack("<3i", w, h, d))
+
+# -- chat requests (with small inline media)
+def tiny_wav():
+    b = io.BytesIO(); w = wave.open(b, "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(b"".join(struct.pack("<h", (i * 97) % 2000 - 1000) for i in range(800))); w.close(); return b.getvalue()
+png = img_bytes("RGB", (8, 8), "PNG")
+b64p, b64w = base64.b64encode(png).decode(), base64.b64encode(tiny_wav()).decode()
+reqs = {
+ "text": {"model": "phi4mm", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 8},
+ "image": {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64p}},
+                                                      {"type": "text", "text": "Describe."}]}], "temperature": 0.7, "top_p": 0.9, "seed": 3},
+ "audio": {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": b64w, "format": "wav"}},
+                                                      {"type": "text", "text": "Transcribe."}]}], "stream": True, "stream_options": {"include_usage": True}},
+ "explicit": {"messages": [{"role": "user", "content": [{"type": "text", "text": "<|audio_1|> and <|image_1|>?"},
+                                                         {"type": "image_url", "image_url": "data:image/png;base64," + b64p},
+                                                         {"type": "input_audio", "input_audio": {"data": b64w, "format": "wav"}}]}],
+              "stop": ["\n", "END"], "top_k": 5},
+ "params": {"messages": [{"role": "developer", "content": "x"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "y"}],
+            "n": 1, "max_completion_tokens": 3, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "tools": [],
+            "response_format": {"type": "text"}, "modalities": ["text"], "logit_bias": {}, "stop": "x"},
+}
+for k, v in reqs.items(): put("chat", f"{k}.json", json.dumps(v))
+put("chat", "nested.json", '{"messages": [' * 70 + ']' * 70 + '}')
+put("chat", "dup.json", '{"messages": [], "messages": []}')
+
+# -- multipart: Content-Type line, then the body
+def mp(boundary, parts, ct=None):
+    body = b""
+    for name, fn, ctype, data in parts:
+        body += b"--" + boundary + b"\r\nContent-Disposition: form-data; name=\"" + name + b"\""
+        if fn is not None: body += b"; filename=\"" + fn + b"\""
+        body += b"\r\n"
+        if ctype: body += b"Content-Type: " + ctype + b"\r\n"
+        body += b"\r\n" + data + b"\r\n"
+    body += b"--" + boundary + b"--\r\n"
+    return (ct or b"multipart/form-data; boundary=" + boundary) + b"\n" + body
+wav = tiny_wav()
+put("multipart", "asr", mp(b"XyZ", [(b"file", b"a.wav", b"audio/wav", wav[:600]), (b"model", None, None, b"whisper-1"),
+                                    (b"response_format", None, None, b"verbose_json")]))
+put("multipart", "ast", mp(b"----b0undary", [(b"file", b"a.wav", None, wav[:300]), (b"language", None, None, b"fr"),
+                                             (b"temperature", None, None, b"0.2"), (b"prompt", None, None, b"Say it in French")],
+                           ct=b'multipart/form-data; charset=utf-8; boundary="----b0undary"'))
+put("multipart", "fields", mp(b"B", [(b"file", b"x", None, b"--B not a delimiter\r\n--Bx"), (b"stream", None, None, b"true"),
+                                      (b"max_tokens", None, None, b"12")]))
+put("multipart", "nocrlf", b"multipart/form-data; boundary=Q\n--Q\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc")
+
+# -- base64 (mode 0 decode, 1 encode round trip, 2 data URL)
+for i, s in enumerate([b"", b"QQ==", b"QUI=", b"QUJD", b"SGVsbG8sIHdvcmxkIQ==", b"QR==", b"A===", b"QUJD\n", b"====", b"Zm9v YmFy"]):
+    put("base64", f"dec{i}", b"\x00" + s)
+put("base64", "enc0", b"\x01" + bytes(range(40)))
+for i, s in enumerate([b"data:image/png;base64," + b64p.encode()[:64], b"DATA:Image/JPEG;charset=x;base64,QUJD", b"data:;base64,QQ==",
+                       b"data:text/plain,hello", b"data:image/png;base64", b"data:a/b/c;base64,QQ=="]):
+    put("base64", f"url{i}", b"\x02" + s)
+PY
+echo "make_corpus: $(for d in "$C"/*/; do printf '%s=%s ' "$(basename "$d")" "$(ls "$d" | wc -l)"; done)"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# run.sh — runs every fuzz target for a time budget and prints one line per target:
+#   "fuzz <target>: <execs> execs in <s> s, <n> corpus units, OK|CRASH (artifact)".
+# Each target fuzzes its corpus directory fuzz/corpus/<target>/ (seeded by make_corpus.sh; new
+# interesting inputs are added there) and writes crash/timeout/leak inputs to BUILD_DIR/artifacts/.
+# Cumulative executions per target are appended to BUILD_DIR/fuzz-execs.tsv. Exits 1 if any target
+# found something.
+#   usage: fuzz/run.sh BUILD_DIR SECONDS [target...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS [target...]}
+SECS=${2:?seconds per target}
+shift 2
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in fuzz/fuzz_*.c; do t=$(basename "$f" .c); targets+=("${t#fuzz_}"); done
+fi
+export PHI4MM_FIXTURES=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0}
+export OMP_NUM_THREADS=1
+mkdir -p "$BUILD_DIR/artifacts" "$BUILD_DIR/logs"
+bad=0
+total=0
+for t in "${targets[@]}"; do
+  bin="$BUILD_DIR/fuzz/fuzz_$t"
+  [ -x "$bin" ] || { echo "fuzz $t: not built ($bin)"; bad=1; continue; }
+  mkdir -p "fuzz/corpus/$t"
+  # Per-target input cap: media targets get room for real files, parsers stay small and fast.
+  case $t in
+    wave) maxlen=131072 ;; image) maxlen=131072 ;; tok_load) maxlen=65536 ;; safetensors) maxlen=16384 ;; *) maxlen=8192 ;;
+  esac
+  log="$BUILD_DIR/logs/$t.log"
+  "$bin" -max_total_time="$SECS" -max_len=$maxlen -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
+    -artifact_prefix="$BUILD_DIR/artifacts/$t-" "fuzz/corpus/$t" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  execs=${execs:-0}
+  units=$(ls "fuzz/corpus/$t" | wc -l)
+  total=$((total + execs))
+  printf '%s\t%s\t%s\n' "$(date +%s)" "$t" "$execs" >>"$BUILD_DIR/fuzz-execs.tsv"
+  if [ $rc -eq 0 ]; then
+    echo "fuzz $t: $execs execs in ${SECS} s, $units corpus units, OK"
+  else
+    art=$(grep -Eo 'Test unit written to [^ ]+' "$log" | tail -1 | sed 's/Test unit written to //')
+    echo "fuzz $t: $execs execs, CRASH (rc=$rc) ${art:-see $log}"
+    grep -E 'ERROR: |FUZZ_CHECK|runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /'
+    bad=1
+  fi
+done
+echo "fuzz: $total execs in all"
+exit $bad
