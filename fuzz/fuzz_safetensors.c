@@ -8,6 +8,8 @@
  *      two small valid shards (model-00001-of-00002.safetensors: a, b; ...00002...: c); then
  *      pm_weights_open, lookups, the consumption check and close;
  *   2  the payload is a lone model.safetensors (no index): the mmap path of pm_weights_open.
+ * Modes 1 and 2 also check that every tensor pm_weights hands out is aligned to its element size
+ * (a file may store it misaligned; the loader then gives an aligned copy).
  * Seeds (fuzz/make_corpus.sh): the fixture's index, the first bytes of its shard, hand-made shards. */
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +70,7 @@ static void open_dir(const char *dir) {
         for (int i = 0; i < n; i++) {
             const pm_tensor *t = pm_weights_at(w, i);
             check_tensors(NULL, 0, t, 1);
+            FUZZ_CHECK((uintptr_t)t->data % pm_dtype_size(t->dtype) == 0); /* the kernels' element loads */
             FUZZ_CHECK(pm_weights_find(w, t->name) == t);
             FUZZ_CHECK(t->shard >= 0 && t->shard < pm_weights_num_shards(w));
             FUZZ_CHECK(pm_weights_shard_path(w, t->shard) != NULL);

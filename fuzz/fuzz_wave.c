@@ -1,11 +1,13 @@
 /* fuzz_wave.c — libFuzzer harness for audio payloads through the real decoder path:
- * pm_wave_read_memory (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...), then, when it
+ * pm_wave_read_memory_max (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; a 60 s cap, so
+ * a decompression bomb is refused while decoding, as in the server), then, when it
  * decodes, the official feature extractor pm_audio_logmel and the batcher pm_audio_batch.
  *
- * Properties of an accepted clip: n > 0 samples, all finite, rate >= 8000 Hz; the extractor either
- * refuses it (too short) or gives exactly pm_audio_num_frames() frames of finite log-mel values,
- * and pm_audio_embed_size agrees with the batcher. Clips longer than 4 s at their rate skip the
- * extractor (it is linear in the length; the point is the decoder), but are still decoded whole. */
+ * Properties of an accepted clip: n > 0 samples, all finite, rate >= 8000 Hz, at most 60 s; the
+ * extractor either refuses it (too short, or finite samples so large that the float32 spectrum
+ * overflows) or gives exactly pm_audio_num_frames() frames of finite log-mel values, and
+ * pm_audio_embed_size agrees with the batcher. Clips longer than 4 s at their rate skip the
+ * extractor (it is linear in the length; the point is the decoder). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,14 +17,18 @@
 #include "audio/wave.h"
 #include "fuzz_util.h"
 
+/* The duration cap passed to the decoder, as the server passes limits.max_audio_seconds. */
+#define MAX_SECONDS 60.0
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pm_wave w;
     pm_err e = {0};
-    if (pm_wave_read_memory(&w, data, size, "fuzz.wav", &e) != PM_OK) {
+    if (pm_wave_read_memory_max(&w, data, size, "fuzz.wav", MAX_SECONDS, &e) != PM_OK) {
         FUZZ_CHECK(w.samples == NULL && w.n == 0 && e.code < 0 && e.msg[0]);
         return 0;
     }
     FUZZ_CHECK(w.samples != NULL && w.n > 0 && w.sample_rate >= PM_WAVE_MIN_RATE);
+    FUZZ_CHECK((double)w.n / w.sample_rate <= MAX_SECONDS);
     for (size_t i = 0; i < w.n; i++) FUZZ_CHECK(isfinite(w.samples[i]));
     if (w.n <= (size_t)w.sample_rate * 4) {
         pm_logmel m;
@@ -42,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(mask);
             pm_logmel_free(&m);
         } else {
-            FUZZ_CHECK(want < PM_AUDIO_MIN_FRAMES && e.code == PM_EINVAL);
+            /* refused: too short, or samples so large that the features overflow */
+            FUZZ_CHECK(e.code == PM_EINVAL && (want < PM_AUDIO_MIN_FRAMES || strstr(e.msg, "not finite")));
         }
     }
     pm_wave_free(&w);

@@ -78,6 +78,11 @@ typedef struct pm_image_in {
 /* Decode an audio file's bytes (WAV/FLAC/OGG/MP3) or an image's bytes (PNG/JPEG/WebP). `what`
  * names the input in error messages. The samples / pixels are malloc'd; free with the _free calls. */
 int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in *out, char *err, size_t errlen);
+/* Same, but refuses (PM_ELIMIT, "... over the limit of S s ...") a clip longer than max_seconds while
+ * decoding, before it is whole: use it for untrusted bytes with limits.max_audio_seconds, since a
+ * compressed payload can decode to thousands of times its size. max_seconds <= 0: no limit. */
+int pm_audio_decode_max(const void *bytes, size_t len, const char *what, double max_seconds, pm_audio_in *out, char *err,
+                        size_t errlen);
 void pm_audio_in_free(pm_audio_in *a);
 int pm_image_decode(const void *bytes, size_t len, const char *what, int64_t max_pixels, pm_image_in *out, char *err,
                     size_t errlen);

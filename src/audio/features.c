@@ -254,6 +254,14 @@ int pm_audio_logmel(const double *samples, size_t n, int sample_rate, pm_logmel 
     free(mel);
     free(wav);
     pm_rfft_free(&c.fft);
+    /* Finite samples can still overflow the float32 power spectrum (|x| beyond ~1e13, e.g. a float
+     * file holding 1e38): refuse rather than hand NaN/inf features to the model. */
+    for (size_t i = 0; i < (size_t)nf * PM_AUDIO_N_MELS; i++)
+        if (!isfinite(feat[i])) {
+            free(feat);
+            return pm_errf(e, PM_EINVAL, "audio: log-mel frame %zu is not finite: sample magnitudes are far outside [-1, 1]",
+                           i / PM_AUDIO_N_MELS);
+        }
     out->data = feat;
     out->frames = nf;
     out->sample_rate_used = used;

@@ -14,11 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Frames per sf_readf_double call. */
+/* Samples (frames x channels) per sf_readf_double call: the scratch buffer stays 128 KiB whatever
+ * channel count a header claims (libsndfile accepts up to 1024). */
 #define WAVE_CHUNK 16384
 
-/* Reads every frame of an opened stream, averages channels, validates. Closes sf. */
-static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what, pm_wave *out, pm_err *e) {
+/* Reads every frame of an opened stream, averages channels, validates. Closes sf. With
+ * max_seconds > 0, stops with PM_ELIMIT as soon as the decoded length exceeds it, so a small
+ * compressed payload (a FLAC of silence decodes ~3000x larger) cannot fill memory first. */
+static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what, double max_seconds, pm_wave *out,
+                              pm_err *e) {
     int ch = info->channels;
     if (ch < 1) {
         sf_close(sf);
@@ -29,7 +33,8 @@ static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what
         return pm_errf(e, PM_EINVAL, "%s: sample rate %d Hz is below the supported minimum of %d Hz", what, info->samplerate,
                        PM_WAVE_MIN_RATE);
     }
-    double *buf = pm_malloc(sizeof(double) * (size_t)WAVE_CHUNK * (size_t)ch, e);
+    sf_count_t frames = WAVE_CHUNK / ch > 0 ? WAVE_CHUNK / ch : 1;
+    double *buf = pm_malloc(sizeof(double) * (size_t)frames * (size_t)ch, e);
     if (!buf) {
         sf_close(sf);
         return pm_err_ctx(e, "%s: ", what);
@@ -38,8 +43,13 @@ static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what
     double *mono = NULL;
     int rc = PM_OK;
     for (;;) {
-        sf_count_t got = sf_readf_double(sf, buf, WAVE_CHUNK);
+        sf_count_t got = sf_readf_double(sf, buf, frames);
         if (got <= 0) break;
+        if (max_seconds > 0 && (double)(n + (size_t)got) / info->samplerate > max_seconds) {
+            rc = pm_errf(e, PM_ELIMIT, "%s: audio runs over the limit of %.4f s per request (decoding stopped at %.4f s)", what,
+                         max_seconds, (double)(n + (size_t)got) / info->samplerate);
+            break;
+        }
         if (n + (size_t)got > cap) {
             size_t ncap = cap ? cap * 2 : (size_t)WAVE_CHUNK * 4;
             while (ncap < n + (size_t)got) ncap *= 2;
@@ -96,7 +106,7 @@ int pm_wave_read_file(pm_wave *out, const char *path, pm_err *e) {
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio file (unsupported format or damaged header): %s", path, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, path, out, e);
+    return decode_open_stream(sf, &info, path, 0, out, e);
 }
 
 /* Read-only virtual file over a memory buffer. */
@@ -136,6 +146,10 @@ static sf_count_t mem_write(const void *ptr, sf_count_t count, void *user) {
 static sf_count_t mem_tell(void *user) { return ((mem_io *)user)->pos; }
 
 int pm_wave_read_memory(pm_wave *out, const void *data, size_t len, const char *what, pm_err *e) {
+    return pm_wave_read_memory_max(out, data, len, what, 0, e);
+}
+
+int pm_wave_read_memory_max(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, pm_err *e) {
     memset(out, 0, sizeof *out);
     if (!what) what = "audio";
     if (!data || len == 0) return pm_errf(e, PM_EINVAL, "%s: the audio payload is empty (0 bytes)", what);
@@ -145,7 +159,7 @@ int pm_wave_read_memory(pm_wave *out, const void *data, size_t len, const char *
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
     if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio payload (unsupported format or damaged header): %s", what, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, what, out, e);
+    return decode_open_stream(sf, &info, what, max_seconds, out, e);
 }
 
 void pm_wave_free(pm_wave *w) {

@@ -31,6 +31,12 @@ int pm_wave_read_file(pm_wave *out, const char *path, pm_err *e);
  * read during the call. */
 int pm_wave_read_memory(pm_wave *out, const void *data, size_t len, const char *what, pm_err *e);
 
+/* Same, but stops decoding with PM_ELIMIT ("... over the limit of S s ...") as soon as the clip
+ * exceeds max_seconds (its duration at its own rate), before it is decoded whole: what untrusted
+ * callers (the server) should use, since compressed formats decode to thousands of times their
+ * size. max_seconds <= 0: no limit. */
+int pm_wave_read_memory_max(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, pm_err *e);
+
 /* Frees the samples; safe on a zeroed or already freed wave. */
 void pm_wave_free(pm_wave *w);
 

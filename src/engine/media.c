@@ -9,10 +9,15 @@
 #include "vision/image_file.h"
 
 int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in *out, char *err, size_t errlen) {
+    return pm_audio_decode_max(bytes, len, what, 0, out, err, errlen);
+}
+
+int pm_audio_decode_max(const void *bytes, size_t len, const char *what, double max_seconds, pm_audio_in *out, char *err,
+                        size_t errlen) {
     pm_err e = {0};
     pm_wave w = {0};
     memset(out, 0, sizeof *out);
-    if (pm_wave_read_memory(&w, bytes, len, what, &e)) {
+    if (pm_wave_read_memory_max(&w, bytes, len, what, max_seconds, &e)) {
         if (err && errlen) snprintf(err, errlen, "%s", e.msg);
         return e.code;
     }

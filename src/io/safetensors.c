@@ -25,6 +25,8 @@ struct pm_weights {
     pm_tensor *t;      /* all tensors, sorted by name */
     int n;
     size_t total_bytes;
+    void **copies;     /* aligned private copies of tensors the file stores misaligned (see add_shard) */
+    int n_copies;
 };
 
 size_t pm_dtype_size(pm_dtype dt) { return dt == PM_DT_F32 ? 4 : 2; }
@@ -194,7 +196,28 @@ void pm_weights_close(pm_weights *w) {
         free(w->shards[i].path);
     }
     free(w->shards);
+    for (int i = 0; i < w->n_copies; i++) free(w->copies[i]);
+    free(w->copies);
     free(w);
+}
+
+/* The format does not require alignment: a header whose length is not a multiple of the element
+ * size (or an odd-sized tensor before a wider one) leaves tensor data at an address the kernels may
+ * not read as uint16_t/float (undefined behaviour; vectorised loads may fault). Such tensors get an
+ * aligned private copy; files written by the safetensors library (8-byte padded header) never do. */
+static int align_tensors(pm_weights *w, pm_tensor *t, int n, pm_err *e) {
+    for (int i = 0; i < n; i++) {
+        if (!t[i].nbytes || (uintptr_t)t[i].data % pm_dtype_size(t[i].dtype) == 0) continue;
+        void **nc = realloc(w->copies, (size_t)(w->n_copies + 1) * sizeof *nc);
+        if (!nc) return pm_errf(e, PM_ENOMEM, "out of memory");
+        w->copies = nc;
+        void *c = malloc(t[i].nbytes);
+        if (!c) return pm_errf(e, PM_ENOMEM, "out of memory copying misaligned tensor '%s'", t[i].name);
+        memcpy(c, t[i].data, t[i].nbytes);
+        w->copies[w->n_copies++] = c;
+        t[i].data = c;
+    }
+    return PM_OK;
 }
 
 static int add_shard(pm_weights *w, const char *path, pm_err *e) {
@@ -210,6 +233,10 @@ static int add_shard(pm_weights *w, const char *path, pm_err *e) {
     int n;
     rc = pm_safetensors_parse(s->map, s->len, path, &t, &n, e);
     if (rc) return rc;
+    if ((rc = align_tensors(w, t, n, e))) {
+        pm_safetensors_free_tensors(t, n);
+        return rc;
+    }
     pm_tensor *all = realloc(w->t, (size_t)(w->n + n) * sizeof *all);
     if (!all) {
         pm_safetensors_free_tensors(t, n);

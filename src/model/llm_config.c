@@ -66,7 +66,8 @@ int pm_llm_config_parse(const json_t *root, const json_t *gen, pm_llm_config *c,
     if ((rc = pm_json_int(root, "num_key_value_heads", 1, 1024, &c->n_kv_heads, w, e))) return rc;
     if ((rc = pm_json_int(root, "intermediate_size", 1, 1 << 20, &c->intermediate, w, e))) return rc;
     if ((rc = pm_json_int(root, "max_position_embeddings", 1, 1 << 24, &c->max_pos, w, e))) return rc;
-    if ((rc = pm_json_int(root, "original_max_position_embeddings", 1, 1 << 24, &c->orig_max_pos, w, e))) return rc;
+    /* >= 2: the LongRoPE scale divides by log(original_max_position_embeddings) */
+    if ((rc = pm_json_int(root, "original_max_position_embeddings", 2, 1 << 24, &c->orig_max_pos, w, e))) return rc;
     if ((rc = pm_json_num(root, "rms_norm_eps", 0, 1, &d, w, e))) return rc;
     c->rms_eps = (float)d;
     if ((rc = pm_json_num(root, "rope_theta", 1, 1e12, &d, w, e))) return rc;

@@ -204,7 +204,10 @@ void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float sca
 #ifdef PM_X86
     if (pm_kern_have_avx2() && W->dtype == PM_DT_BF16) {
         int in = (int)W->shape[1];
-        float stack[4096], *xp = (size_t)n * in <= 4096 ? stack : malloc(sizeof(float) * (size_t)n * in);
+        /* 64-byte aligned so that no 32-byte load of the inputs splits a cache line */
+        _Alignas(64) float stack[4096];
+        size_t bytes = ((sizeof(float) * (size_t)n * in + 63) & ~(size_t)63);
+        float *xp = (size_t)n * in <= 4096 ? stack : aligned_alloc(64, bytes);
         PM_ASSERT(xp);
         permute_x(xp, x, n, in);
         gemv_bf16_avx2(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);

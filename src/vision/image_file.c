@@ -51,8 +51,8 @@ static int img_begin(img_ctx *c, const char *fmt, int64_t w, int64_t h) {
         return pm_errf(c->e, PM_EFORMAT, "%s: zero-size %s image (%lldx%lld)", c->what, fmt, (long long)w,
                        (long long)h);
     if (w > (1 << 28) || h > (1 << 28) || w * h > c->max_pixels)
-        return pm_errf(c->e, PM_ELIMIT, "%s: %s image is %lldx%lld = %lld pixels, over the limit of %lld pixels",
-                       c->what, fmt, (long long)w, (long long)h, (long long)(w * h), (long long)c->max_pixels);
+        return pm_errf(c->e, PM_ELIMIT, "%s: %s image is %lldx%lld = %.0f pixels, over the limit of %lld pixels",
+                       c->what, fmt, (long long)w, (long long)h, (double)w * (double)h, (long long)c->max_pixels);
     c->out->rgb = pm_malloc((size_t)w * (size_t)h * 3, c->e);
     if (!c->out->rgb) return PM_ENOMEM;
     c->out->width = (int)w;
@@ -401,6 +401,8 @@ int pm_image_read_memory(pm_image *out, const void *data, size_t len, const char
     else if (len >= 2 && d[0] == 'B' && d[1] == 'M') rc = decode_bmp(&c);
     else if (len >= 6 && (!memcmp(d, "GIF87a", 6) || !memcmp(d, "GIF89a", 6)))
         rc = pm_errf(e, PM_EUNSUPPORTED, "%s: GIF images are not supported (convert to PNG or JPEG)", what);
+    else if (len >= 4 && (!memcmp(d, "II*\0", 4) || !memcmp(d, "MM\0*", 4))) /* as image_file.h promises */
+        rc = pm_errf(e, PM_EUNSUPPORTED, "%s: TIFF images are not supported (convert to PNG or JPEG)", what);
     else
         rc = pm_errf(e, PM_EFORMAT, "%s: not a recognised image (expected PNG, JPEG, WebP or BMP data)", what);
     free(c.row);

@@ -18,7 +18,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 libs=$(pkg-config --libs sndfile jansson openblas libpcre2-8 libmicrohttpd libpng libjpeg libwebp 2>/dev/null || pkg-config --libs sndfile)
-if ! cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Iinclude -Isrc tests/tools/audio_diff_driver.c "$lib" $libs -fopenmp -lm -lpthread \
+if ! cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Iinclude -Isrc ${EXTRA_CFLAGS:-} tests/tools/audio_diff_driver.c "$lib" $libs -fopenmp -lm -lpthread ${EXTRA_LDFLAGS:-} \
      -o "$tmp/driver" 2>"$tmp/cc.log"; then
   echo "FAIL audio_diff (the driver does not build:)"
   head -20 "$tmp/cc.log"
