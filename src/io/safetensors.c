@@ -204,10 +204,13 @@ void pm_weights_close(pm_weights *w) {
 /* The format does not require alignment: a header whose length is not a multiple of the element
  * size (or an odd-sized tensor before a wider one) leaves tensor data at an address the kernels may
  * not read as uint16_t/float (undefined behaviour; vectorised loads may fault). Such tensors get an
- * aligned private copy; files written by the safetensors library (8-byte padded header) never do. */
+ * aligned private copy (empty ones point at an aligned dummy); files written by the safetensors
+ * library (8-byte padded header) never need a copy. */
 static int align_tensors(pm_weights *w, pm_tensor *t, int n, pm_err *e) {
+    static const max_align_t empty; /* where empty tensors point: aligned, never read */
     for (int i = 0; i < n; i++) {
-        if (!t[i].nbytes || (uintptr_t)t[i].data % pm_dtype_size(t[i].dtype) == 0) continue;
+        if (!t[i].nbytes) t[i].data = &empty;
+        if ((uintptr_t)t[i].data % pm_dtype_size(t[i].dtype) == 0) continue;
         void **nc = realloc(w->copies, (size_t)(w->n_copies + 1) * sizeof *nc);
         if (!nc) return pm_errf(e, PM_ENOMEM, "out of memory");
         w->copies = nc;

@@ -1,5 +1,6 @@
-/* ops.c — see ops.h. The kernels here are plain C with OpenMP over output rows; the compiler
- * vectorises the inner dot products (-O3 -mavx2 -mfma via runtime-dispatched clones in kernels.c). */
+/* ops.c — see ops.h. pm_linear dispatches to the SIMD kernels (nn/gemv.c for n <= PM_SMALL_N,
+ * nn/gemm.c above, both runtime-dispatched in kernels.c); the norms and the softmax here are plain
+ * C loops. */
 #include "ops.h"
 #include "kernels.h"
 
@@ -108,8 +109,12 @@ static void add_bias(float *y, int n, const pm_tensor *b, int out) {
     float *bf = malloc((size_t)out * sizeof(float));
     PM_ASSERT(bf);
     pm_tensor_read_f32(b, 0, (size_t)out, bf);
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < out; j++) y[(size_t)i * out + j] += bf[j];
+#pragma omp parallel for schedule(static) if ((size_t)n * out > 65536)
+    for (int i = 0; i < n; i++) {
+        float *yi = y + (size_t)i * out;
+#pragma omp simd
+        for (int j = 0; j < out; j++) yi[j] += bf[j];
+    }
     free(bf);
 }
 

@@ -2,9 +2,10 @@
  * checkpoint dtype). Shapes are row-major; "x [n, in]" means n rows of `in` floats.
  *
  * Determinism contract: pm_linear() computes each output row with arithmetic that does not depend
- * on how many other rows are in the call when n <= PM_SMALL_N (the decode path), so a sequence
- * batched with others gets bit-identical results to its solo run. Larger n goes through BLAS sgemm
- * on fp32 panels converted from the weights. */
+ * on how many other rows are in the call, nor on the thread count, when n <= PM_SMALL_N (the decode
+ * path, nn/gemv.c), so a sequence batched with others gets bit-identical results to its solo run.
+ * Larger n takes the blocked bf16 GEMM of nn/gemm.c (AVX2), or BLAS sgemm on fp32 panels converted
+ * from the weights (other CPUs, f16/f32 weights); rows are then not independent of n. */
 #ifndef PM_OPS_H
 #define PM_OPS_H
 

@@ -25,6 +25,7 @@ typedef struct bench_ctx {
     json_t *root;            /* {"machine": {...}, "rows": [...]} */
     double bw_gbs;           /* measured read bandwidth, GB/s */
     double peak_gflops;      /* measured sgemm peak, GFLOP/s */
+    double bw_best, peak_best; /* best values seen over the whole run */
     pm_model *m;
 } bench_ctx;
 
@@ -38,7 +39,11 @@ double bench_now(void);
 void bench_rss(size_t *rss, size_t *anon, size_t *file, size_t *hwm);
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Machine limits at the current OpenMP thread count. */
+/* Machine limits at the current OpenMP thread count. The _now variants re-measure quickly right
+ * before a measurement (other load on the machine changes over a 10-minute run, so each row is
+ * compared with the limit of its own moment) and also update the run's best values. */
+double bench_bw_now(bench_ctx *b);
+double bench_peak_now(bench_ctx *b);
 double bench_read_bandwidth(size_t bytes, int reps);   /* GB/s, best of reps */
 double bench_sgemm_peak(int n, int reps);              /* GFLOP/s of an n^3 NT sgemm, best of reps */
 

@@ -90,3 +90,15 @@ double bench_sgemm_peak(int n, int reps) {
     free(A); free(B); free(C);
     return 2.0 * n * (double)nn / best / 1e9;
 }
+
+double bench_bw_now(bench_ctx *b) {
+    double v = bench_read_bandwidth((size_t)256 << 20, 3);
+    if (v > b->bw_best) b->bw_best = v;
+    return v;
+}
+
+double bench_peak_now(bench_ctx *b) {
+    double v = bench_sgemm_peak(2048, 2);
+    if (v > b->peak_best) b->peak_best = v;
+    return v;
+}
