@@ -186,6 +186,8 @@ int pm_cmd_bench(int argc, char **argv) {
     json_object_set_new(mach, "avx2", json_boolean(pm_kern_have_avx2()));
     json_object_set_new(mach, "blas", json_string(openblas_get_config()));
     json_object_set_new(mach, "model_dir", json_string(o->model_dir));
+    const char *wp = getenv("OMP_WAIT_POLICY");
+    json_object_set_new(mach, "omp_wait_policy", json_string(wp ? wp : "(default)"));
     double la0 = 0;
     FILE *lf0 = fopen("/proc/loadavg", "r");
     if (lf0) {
@@ -194,8 +196,8 @@ int pm_cmd_bench(int argc, char **argv) {
     }
     json_object_set_new(mach, "loadavg_start", json_real(la0));
 
-    printf("phi4mm bench — %s, %d threads, AVX2 %s, %s, load average %.2f\n", host, nt, pm_kern_have_avx2() ? "yes" : "no",
-           openblas_get_config(), la0);
+    printf("phi4mm bench — %s, %d threads, AVX2 %s, OMP_WAIT_POLICY %s, %s, load average %.2f\n", host, nt,
+           pm_kern_have_avx2() ? "yes" : "no", wp ? wp : "(default)", openblas_get_config(), la0);
     printf("%-10s %-30s %10s %-7s %10s %6s  %s\n", "section", "measurement", "value", "unit", "bound", "ratio", "notes");
     bench_progress("machine limits");
     b.bw_gbs = bench_read_bandwidth((size_t)512 << 20, 7);

@@ -1,6 +1,8 @@
 /* main.c — `phi4mm <command> [options]`: dispatches to the subcommands in cmd_*.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 
@@ -29,7 +31,18 @@ static void usage(const command *cmds, int n) {
     fprintf(stderr, "\nRun `phi4mm <command> --help` for the options of one command.\n");
 }
 
+/* libgomp reads OMP_WAIT_POLICY before main(). Spinning workers cost little on an idle machine but
+ * stall everything when cores are shared (measured: decode 2x slower, the Conformer 2x slower under
+ * load), so the binary defaults to passive waiting by re-executing itself once with it set. An
+ * explicit OMP_WAIT_POLICY in the environment is respected. */
+static void default_passive_wait(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    execv("/proc/self/exe", argv); /* on failure we simply run with the default policy */
+}
+
 int main(int argc, char **argv) {
+    default_passive_wait(argv);
     const command cmds[] = {
         {"generate", pm_cmd_generate, "generate text from a prompt with optional --audio/--image inputs"},
         {"transcribe", pm_cmd_transcribe, "speech recognition with the official ASR prompt"},
