@@ -19,6 +19,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "nn/kernels.h"
 
 static void feed_forward(const pm_conformer *m, const pm_cf_ff *ff, float *x, int R, pm_cf_work *w) {
     int D = m->c.attention_dim, U = m->c.linear_units;
@@ -27,9 +28,16 @@ static void feed_forward(const pm_conformer *m, const pm_cf_ff *ff, float *x, in
     pm_linear(w->big, w->h, R, &ff->w1, NULL);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
-        const float *a = w->big + (size_t)r * 2 * U, *g = a + U;
+        float *a = w->big + (size_t)r * 2 * U, *g = a + U;
         float *o = w->mid + (size_t)r * U;
-        for (int j = 0; j < U; j++) o[j] = (a[j] + ff->b1[j]) * pm_cf_apply(act, g[j] + ff->b1[U + j]);
+        if (act == PM_CF_ACT_SWISH) { /* the vectorised exp: the scalar one cost as much as the matmuls */
+            for (int j = 0; j < U; j++) {
+                a[j] += ff->b1[j];
+                g[j] += ff->b1[U + j];
+            }
+            pm_kern_silu_mul(o, g, a, (size_t)U);
+        } else
+            for (int j = 0; j < U; j++) o[j] = (a[j] + ff->b1[j]) * pm_cf_apply(act, g[j] + ff->b1[U + j]);
     }
     pm_linear(w->h, w->mid, R, &ff->w2, NULL);
 #pragma omp parallel for schedule(static)
@@ -81,7 +89,7 @@ static void self_attention(const pm_conformer *m, const pm_cf_block *b, const fl
             for (int i = 0; i < L; i++) {
                 float *row = S + (size_t)i * n;
                 for (int j = 0; j < n; j++) row[j] += pm_cf_t5(m, h, i, j);
-                pm_softmax_inplace(row, n);
+                pm_kern_softmax(row, n);
             }
             pm_matmul_nn(O, S, V, L, dk, n); /* O [L, dk] */
         }
@@ -97,10 +105,17 @@ static void conv_module(const pm_conformer *m, const pm_cf_block *b, float *x, i
     pm_linear(w->big, w->h, R, &b->glu_w, NULL); /* [R, 2D] */
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
-        const float *a = w->big + (size_t)r * 2 * D, *g = a + D;
+        float *a = w->big + (size_t)r * 2 * D, *g = a + D;
         float *o = w->mid + (size_t)r * D;
-        for (int j = 0; j < D; j++)
-            o[j] = ((a[j] + b->glu_bias[j]) + b->glu_b1[j]) * pm_cf_apply(gact, (g[j] + b->glu_bias[D + j]) + b->glu_b2[j]);
+        if (gact == PM_CF_ACT_SWISH) {
+            for (int j = 0; j < D; j++) {
+                a[j] = (a[j] + b->glu_bias[j]) + b->glu_b1[j];
+                g[j] = (g[j] + b->glu_bias[D + j]) + b->glu_b2[j];
+            }
+            pm_kern_silu_mul(o, g, a, (size_t)D);
+        } else
+            for (int j = 0; j < D; j++)
+                o[j] = ((a[j] + b->glu_bias[j]) + b->glu_b1[j]) * pm_cf_apply(gact, (g[j] + b->glu_bias[D + j]) + b->glu_b2[j]);
     }
     /* depthwise conv along time within each sequence: out[t] = b + sum_j w[j] * in[t + j - pad] */
 #pragma omp parallel for schedule(static)
