@@ -146,7 +146,7 @@ static int skip_value(pm_js *j, int depth, pm_err *e) {
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
         const char *q = j->p + 1;
-        while (q < j->end && strchr("0123456789.eE+-", *q)) q++;
+        while (q < j->end && *q && strchr("0123456789.eE+-", *q)) q++;
         j->p = q;
         return PM_OK;
     }

@@ -8,7 +8,8 @@
 
 int srv_is_data_url(const char *url, size_t n) { return n >= 5 && !strncasecmp(url, "data:", 5); }
 
-static int token_char(char c) { return isalnum((unsigned char)c) || strchr("!#$&^_.+-", c); }
+/* strchr() finds the terminator too, so NUL must be excluded explicitly (found by fuzzing). */
+static int token_char(char c) { return isalnum((unsigned char)c) || (c && strchr("!#$&^_.+-", c)); }
 
 int srv_data_url_parse(const char *url, size_t n, srv_data_url *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
