@@ -12,6 +12,7 @@ TEST_APT_PKGS := python3-numpy python3-scipy python3-pil python3-torch nodejs np
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+SOAK_SECONDS ?= 60
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wno-unused-parameter -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
@@ -117,6 +118,10 @@ $(BUILD)/fuzz/fuzz_chat $(BUILD)/fuzz/fuzz_multipart $(BUILD)/fuzz/fuzz_base64: 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/libphi4mm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifuzz -fsanitize=fuzzer -o $@ $< $(filter %.o,$^) $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
+
+# Bounded soak of the server (not in CI): make soak SOAK_SECONDS=N
+soak: deps $(BUILD)/phi4mm
+	@SOAK_SECONDS=$(SOAK_SECONDS) scripts/soak.sh $(BUILD)/phi4mm
 
 clean:
 	rm -rf $(BUILD) build-asan

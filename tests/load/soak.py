@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""soak.py — a bounded soak of `phi4mm serve` (make soak SOAK_SECONDS=N). Loopback only.
+
+32 client threads loop until the deadline over four modes (text, image, audio, image+audio chat,
+greedy, max_tokens 8), half of them streamed. Along the way: random disconnects mid-stream (the
+server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
+Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
+every completed response identical to the same request run alone before the soak, RSS drift
+< 5 % from the warm-up mark, no file-descriptor growth, /health still ok. Prints PASS/FAIL lines.
+"""
+import argparse, base64, http.client, json, os, random, socket, threading, time
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def nfds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--inputs", required=True)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--clients", type=int, default=32)
+    a = ap.parse_args()
+    img = "data:image/png;base64," + base64.b64encode(open(a.inputs + "/image.png", "rb").read()).decode()
+    wav = base64.b64encode(open(a.inputs + "/clip_a_16k.wav", "rb").read()).decode()
+    parts = {
+        "text": [{"type": "text", "text": "What is the capital of France?"}],
+        "image": [{"type": "image_url", "image_url": {"url": img}}, {"type": "text", "text": "Describe the image."}],
+        "audio": [{"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}}, {"type": "text", "text": "Transcribe."}],
+        "image+audio": [{"type": "image_url", "image_url": {"url": img}},
+                        {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}},
+                        {"type": "text", "text": "Answer the spoken question about the image."}],
+    }
+
+    def body(mode, stream):
+        return json.dumps({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}],
+                           "max_tokens": 8, "temperature": 0, "stream": stream})
+
+    def request(mode, stream, disconnect=False, timeout=600):
+        c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=timeout)
+        c.request("POST", "/v1/chat/completions", body(mode, stream), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        if r.status != 200:
+            r.read()
+            c.close()
+            return r.status, None
+        if not stream:
+            d = json.loads(r.read())
+            c.close()
+            return 200, d["choices"][0]["message"]["content"]
+        text = ""
+        while True:
+            line = r.fp.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            if line == b"data: [DONE]":
+                break
+            ev = json.loads(line[6:])
+            for ch in ev.get("choices", []):
+                text += ch.get("delta", {}).get("content") or ""
+            if disconnect and text:
+                c.sock.shutdown(socket.SHUT_RDWR)
+                c.close()
+                return 200, None
+        c.close()
+        return 200, text
+
+    ref = {m: request(m, False)[1] for m in parts}
+    stats = {"ok": 0, "mismatch": 0, "e503": 0, "other": 0, "disconnects": 0, "bursts": 0}
+    lock = threading.Lock()
+    t0 = time.time()
+    deadline = t0 + a.seconds
+    warm = {}
+
+    def client(cid):
+        rnd = random.Random(cid)
+        while time.time() < deadline:
+            mode = rnd.choice(list(parts))
+            roll = rnd.random()
+            try:
+                if roll < 0.1:
+                    st, _ = request(mode, True, disconnect=True)
+                    with lock:
+                        stats["disconnects" if st == 200 else "e503" if st == 503 else "other"] += 1
+                    if st == 503:
+                        time.sleep(rnd.uniform(0.2, 0.6))
+                    continue
+                if roll < 0.15:
+                    res = []
+                    ths = [threading.Thread(target=lambda: res.append(request("text", False)[0])) for _ in range(12)]
+                    [t.start() for t in ths]
+                    [t.join() for t in ths]
+                    with lock:
+                        stats["bursts"] += 1
+                        for s in res:
+                            k = "ok" if s == 200 else "e503" if s == 503 else "other"
+                            stats[k] += 1
+                    continue
+                st, text = request(mode, rnd.random() < 0.5)
+                if st == 503:  # honour the overload answer: back off like a real client
+                    time.sleep(rnd.uniform(0.2, 0.6))
+                with lock:
+                    if st == 503:
+                        stats["e503"] += 1
+                    elif st != 200:
+                        stats["other"] += 1
+                    elif text == ref[mode]:
+                        stats["ok"] += 1
+                    else:
+                        stats["mismatch"] += 1
+            except Exception as ex:  # a crash or reset shows up here
+                with lock:
+                    stats["other"] += 1
+                    stats.setdefault("exceptions", []).append(repr(ex)[:120])
+            if not warm and time.time() > t0 + a.seconds * 0.25:
+                with lock:
+                    if not warm:
+                        warm["rss"], warm["fds"] = rss_kb(a.pid), nfds(a.pid)
+
+    ths = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
+    [t.start() for t in ths]
+    [t.join() for t in ths]
+    time.sleep(1.0)
+    alive = os.path.exists("/proc/%d" % a.pid)
+    end_rss, end_fds = (rss_kb(a.pid), nfds(a.pid)) if alive else (0, 0)
+    c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+    try:
+        c.request("GET", "/health")
+        health = c.getresponse().status
+    except Exception:
+        health = 0
+    print("soak: %.0f s, %d clients: %s" % (time.time() - t0, a.clients, json.dumps({k: v for k, v in stats.items() if k != "exceptions"})))
+    if warm:
+        print("soak: RSS %d -> %d KiB (%.1f %%), fds %d -> %d" % (warm["rss"], end_rss, 100.0 * (end_rss - warm["rss"]) / max(1, warm["rss"]), warm["fds"], end_fds))
+    for ex in stats.get("exceptions", [])[:5]:
+        print("soak: exception:", ex)
+    def check(name, ok):
+        print(("PASS " if ok else "FAIL ") + name)
+    check("soak-server-alive", alive and health == 200)
+    check("soak-no-unexpected-errors", stats["other"] == 0)
+    check("soak-responses-identical-to-solo", stats["mismatch"] == 0 and stats["ok"] > 0)
+    check("soak-overload-answered-503", stats["bursts"] == 0 or stats["e503"] + stats["ok"] > 0)
+    check("soak-rss-drift-under-5pct", bool(warm) and end_rss <= warm["rss"] * 1.05)
+    check("soak-no-fd-leak", bool(warm) and end_fds <= warm["fds"] + 2)
+
+
+if __name__ == "__main__":
+    main()
