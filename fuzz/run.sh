@@ -29,7 +29,7 @@ for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t"
   # Per-target input cap: media targets get room for real files, parsers stay small and fast.
   case $t in
-    wave) maxlen=131072 ;; image) maxlen=131072 ;; tok_load) maxlen=65536 ;; safetensors) maxlen=16384 ;; *) maxlen=8192 ;;
+    wave) maxlen=65536 ;; image) maxlen=131072 ;; tok_load) maxlen=65536 ;; safetensors) maxlen=16384 ;; *) maxlen=8192 ;;
   esac
   log="$BUILD_DIR/logs/$t.log"
   "$bin" -max_total_time="$SECS" -max_len=$maxlen -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
