@@ -12,7 +12,8 @@
  *   mode 1  the rest is three little-endian int32: width, height, dynamic_hd (crop from options):
  *           plan and token count for any size, including negative and huge ones.
  * Properties: an accepted image has width, height >= 1 and w*h <= the cap; the preprocessor's
- * token count equals pm_hd_num_tokens; every pixel is finite in [-1, 1]; masks are 0/1. */
+ * token count equals pm_hd_num_tokens; crop pixels lie in [-1, 1] and the bicubic global view within
+ * its overshoot bound; masks are 0/1. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,8 +37,13 @@ static void check_hd(const pm_image *im, int dyn, int crop) {
     FUZZ_CHECK(h.n_crops == 1 + h.w_crops * h.h_crops && h.w_crops >= 1 && h.h_crops >= 1);
     FUZZ_CHECK(h.w_crops * h.h_crops <= dyn || (h.w_crops == (im->width + crop - 1) / crop && h.h_crops == (im->height + crop - 1) / crop));
     FUZZ_CHECK(h.canvas_w == crop * h.w_crops && h.canvas_h == crop * h.h_crops);
-    size_t np = (size_t)h.n_crops * 3 * crop * crop;
-    for (size_t i = 0; i < np; i++) FUZZ_CHECK(isfinite(h.pixels[i]) && h.pixels[i] >= -1.0001f && h.pixels[i] <= 1.0001f);
+    /* Crops are normalised canvas pixels: [-1, 1]. The global view is PyTorch's bicubic (A = -0.75,
+     * unclamped, as the official code) of them, which overshoots: at most (sum |w|)^2 = 1.375^2. */
+    size_t per = (size_t)3 * crop * crop, np = (size_t)h.n_crops * per;
+    for (size_t i = 0; i < np; i++) {
+        float lim = i < per ? 1.8907f : 1.0001f;
+        FUZZ_CHECK(isfinite(h.pixels[i]) && h.pixels[i] >= -lim && h.pixels[i] <= lim);
+    }
     int m = crop / 14;
     for (size_t i = 0; i < (size_t)h.n_crops * m * m; i++) FUZZ_CHECK(h.crop_mask[i] == 0.0f || h.crop_mask[i] == 1.0f);
     for (size_t i = 0; i < (size_t)(h.canvas_w / 14) * (h.canvas_h / 14); i++)

@@ -32,7 +32,11 @@ for t in "${targets[@]}"; do
     wave) maxlen=65536 ;; image) maxlen=131072 ;; tok_load) maxlen=65536 ;; safetensors) maxlen=16384 ;; *) maxlen=8192 ;;
   esac
   log="$BUILD_DIR/logs/$t.log"
-  "$bin" -max_total_time="$SECS" -max_len=$maxlen -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
+  # FUZZ_RUNS (CI): a fixed number of inputs from a fixed seed, so a CI verdict is reproducible;
+  # otherwise a time budget. The time cap still bounds a slow target.
+  if [ -n "${FUZZ_RUNS:-}" ]; then budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}" -max_total_time="$SECS")
+  else budget=(-max_total_time="$SECS"); fi
+  "$bin" "${budget[@]}" -max_len=$maxlen -timeout=20 -rss_limit_mb=2560 -print_final_stats=1 \
     -artifact_prefix="$BUILD_DIR/artifacts/$t-" "fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)

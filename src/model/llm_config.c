@@ -31,9 +31,10 @@ static int parse_factors(const json_t *rs, const char *key, float *dst, int n, p
         return pm_errf(e, PM_EFORMAT, "config.json: rope_scaling.%s has %zu values, rotary dims imply %d", key, json_array_size(a), n);
     for (int i = 0; i < n; i++) {
         json_t *v = json_array_get(a, (size_t)i);
-        if (!json_is_number(v) || json_number_value(v) <= 0)
-            return pm_errf(e, PM_EFORMAT, "config.json: rope_scaling.%s[%d] must be a positive number", key, i);
-        dst[i] = (float)json_number_value(v);
+        float f = json_is_number(v) ? (float)json_number_value(v) : 0.0f;
+        if (!(f > 0.0f) || !isfinite(f)) /* also catches 1e300, which is finite in double but not in float */
+            return pm_errf(e, PM_EFORMAT, "config.json: rope_scaling.%s[%d] must be a positive finite number", key, i);
+        dst[i] = f;
     }
     return PM_OK;
 }
