@@ -1,9 +1,9 @@
 /* fuzz_wave.c — libFuzzer harness for audio payloads through the real decoder path:
- * pm_wave_read_memory_max (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; a 60 s cap, so
+ * pm_wave_read_memory_max (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; a 5 s cap, so
  * a decompression bomb is refused while decoding, as in the server), then, when it
  * decodes, the official feature extractor pm_audio_logmel and the batcher pm_audio_batch.
  *
- * Properties of an accepted clip: n > 0 samples, all finite, rate >= 8000 Hz, at most 60 s; the
+ * Properties of an accepted clip: n > 0 samples, all finite, rate >= 8000 Hz, at most 5 s; the
  * extractor either refuses it (too short, or finite samples so large that the float32 spectrum
  * overflows) or gives exactly pm_audio_num_frames() frames of finite log-mel values, and
  * pm_audio_embed_size agrees with the batcher. Clips over 8000 samples skip the extractor (it is
@@ -17,8 +17,9 @@
 #include "audio/wave.h"
 #include "fuzz_util.h"
 
-/* The duration cap passed to the decoder, as the server passes limits.max_audio_seconds. */
-#define MAX_SECONDS 60.0
+/* The duration cap passed to the decoder, as the server passes limits.max_audio_seconds. Small, so
+ * that mutated Ogg/Opus/ADPCM streams claiming long durations cost milliseconds, not 40 ms. */
+#define MAX_SECONDS 5.0
 /* Longer clips skip the feature extractor: under ASan a 1 s clip at 48 kHz costs ~80 ms there
  * (resample_poly, 100 FFT frames), which would cap the target at ~20 inputs per second. */
 #define EXTRACT_MAX_SAMPLES 8000
