@@ -55,7 +55,7 @@ static int parse_frontend(pm_model *m, const json_t *pre, pm_err *e) {
     return PM_OK;
 }
 
-int pm_model_open(pm_model **out, const char *dir, pm_err *e) {
+int pm_model_open(pm_model **out, const char *dir, const pm_load_options *opts, pm_err *e) {
     *out = NULL;
     double t0 = now_s();
     pm_model *m = pm_calloc(1, sizeof *m, e);
@@ -78,6 +78,8 @@ int pm_model_open(pm_model **out, const char *dir, pm_err *e) {
     if (!e->code) pm_weights_check_consumed(m->w, e);
     if (e->code == PM_EFORMAT && !strstr(e->msg, dir)) pm_err_ctx(e, "%s: ", dir);
     if (!e->code) pm_tok_load(&m->tok, dir, e);
+    m->weights = opts ? opts->weights : PM_WEIGHTS_BF16;
+    if (!e->code && m->weights == PM_WEIGHTS_Q8) pm_llm_quantize(&m->llm, m->w, &m->q8_bytes, e);
     json_decref(gen);
     json_decref(pre);
     if (e->code) {
@@ -89,12 +91,27 @@ int pm_model_open(pm_model **out, const char *dir, pm_err *e) {
     return PM_OK;
 }
 
-int pm_model_load(pm_model **out, const char *dir, char *err, size_t errlen) {
+int pm_model_load_opts(pm_model **out, const char *dir, const pm_load_options *opts, char *err, size_t errlen) {
     pm_err e = {0};
-    int rc = pm_model_open(out, dir, &e);
+    int rc = PM_OK;
+    if (opts && opts->weights != PM_WEIGHTS_BF16 && opts->weights != PM_WEIGHTS_Q8) {
+        *out = NULL;
+        rc = pm_errf(&e, PM_EINVAL, "unknown weight format %d", (int)opts->weights);
+    } else rc = pm_model_open(out, dir, opts, &e);
     if (rc && err && errlen) snprintf(err, errlen, "%s", e.msg);
     return rc;
 }
+
+int pm_model_load(pm_model **out, const char *dir, char *err, size_t errlen) { return pm_model_load_opts(out, dir, NULL, err, errlen); }
+
+int pm_weight_format_parse(const char *s, pm_weight_format *out) {
+    if (s && !strcmp(s, "bf16")) *out = PM_WEIGHTS_BF16;
+    else if (s && !strcmp(s, "q8")) *out = PM_WEIGHTS_Q8;
+    else return -1;
+    return 0;
+}
+
+const char *pm_weight_format_name(pm_weight_format f) { return f == PM_WEIGHTS_Q8 ? "q8" : "bf16"; }
 
 void pm_model_free(pm_model *m) {
     if (!m) return;
@@ -130,6 +147,8 @@ void pm_model_get_info(const pm_model *m, pm_model_info *info) {
     info->n_shards = pm_weights_num_shards(m->w);
     info->weight_bytes = pm_weights_total_bytes(m->w);
     info->load_seconds = m->load_seconds;
+    info->weights = m->weights;
+    info->q8_bytes = m->q8_bytes;
 }
 
 void pm_image_embed_dims(const pm_image_embed *im, int *dim, int *layers) {

@@ -33,12 +33,14 @@ struct pm_model {
     int audio_downsample;    /* audio_downsample_rate (1) */
     int crop_size;           /* embd_layer.image_embd_layer.crop_size (448) */
     double load_seconds;
+    pm_weight_format weights;
+    size_t q8_bytes;
 };
 
 /* SigLIP width and layer count of the vision tower (for info and parity). */
 void pm_image_embed_dims(const pm_image_embed *im, int *dim, int *layers);
 
 /* Internal load with a structured error (pm_model_load wraps it). */
-int pm_model_open(pm_model **out, const char *dir, pm_err *e);
+int pm_model_open(pm_model **out, const char *dir, const pm_load_options *opts, pm_err *e);
 
 #endif

@@ -29,8 +29,10 @@ struct pm_weights {
     int n_copies;
 };
 
-size_t pm_dtype_size(pm_dtype dt) { return dt == PM_DT_F32 ? 4 : 2; }
-const char *pm_dtype_name(pm_dtype dt) { return dt == PM_DT_F32 ? "F32" : dt == PM_DT_F16 ? "F16" : "BF16"; }
+size_t pm_dtype_size(pm_dtype dt) { return dt == PM_DT_F32 ? 4 : dt == PM_DT_Q8 ? 1 : 2; }
+const char *pm_dtype_name(pm_dtype dt) {
+    return dt == PM_DT_F32 ? "F32" : dt == PM_DT_F16 ? "F16" : dt == PM_DT_Q8 ? "Q8" : "BF16";
+}
 
 static int parse_dtype(const char *s, pm_dtype *dt) {
     if (!strcmp(s, "BF16")) *dt = PM_DT_BF16;
@@ -186,6 +188,15 @@ static int map_file(const char *path, shard *s, pm_err *e) {
     s->path = strdup(path);
     if (!s->path) return pm_errf(e, PM_ENOMEM, "out of memory");
     return PM_OK;
+}
+
+void pm_weights_release(const pm_weights *w, const pm_tensor *t) {
+    if (!w || !t || t->shard < 0 || t->shard >= w->n_shards) return;
+    const shard *s = &w->shards[t->shard];
+    uintptr_t a = (uintptr_t)t->data, lo = (uintptr_t)s->map;
+    if (a < lo || a + t->nbytes > lo + s->len) return; /* a private copy, not the mapping */
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (a + pg - 1) & ~(pg - 1), end = (a + t->nbytes) & ~(pg - 1);
+    if (end > b) madvise((void *)b, end - b, MADV_DONTNEED);
 }
 
 void pm_weights_close(pm_weights *w) {

@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include "../util/err.h"
 
-typedef enum pm_dtype { PM_DT_F32 = 0, PM_DT_F16 = 1, PM_DT_BF16 = 2 } pm_dtype;
+/* PM_DT_Q8 never comes from a file: it is the opt-in int8 form of a bf16 weight (nn/quant.h),
+ * block-scaled int8 in packed 4-row records; nbytes is the packed size. */
+typedef enum pm_dtype { PM_DT_F32 = 0, PM_DT_F16 = 1, PM_DT_BF16 = 2, PM_DT_Q8 = 3 } pm_dtype;
 
 #define PM_MAX_DIMS 6
 
@@ -23,7 +25,7 @@ typedef struct pm_tensor {
     int ndim;
     int64_t shape[PM_MAX_DIMS];
     int64_t numel;
-    const void *data;   /* points into the mmap'd shard */
+    const void *data;   /* points into the mmap'd shard (Q8: owned packed copy) */
     size_t nbytes;
     int shard;          /* index into the shard list, for messages */
     int consumed;       /* set by pm_wget */
@@ -57,6 +59,11 @@ const pm_tensor *pm_wget(pm_weights *w, pm_err *e, int ndim, const int64_t *shap
 /* Same, but an absent tensor is not an error (returns NULL, e untouched). Shape is still checked. */
 const pm_tensor *pm_wget_opt(pm_weights *w, pm_err *e, int ndim, const int64_t *shape, const char *namefmt, ...)
     PM_PRINTF(5, 6);
+
+/* Tells the kernel that t's bytes will not be read again (its int8 copy replaced it): the whole
+ * pages inside t's range of the read-only file mapping leave the resident set (MADV_DONTNEED; the
+ * file stays intact and a later read would fault them back in). No-op for private copies. */
+void pm_weights_release(const pm_weights *w, const pm_tensor *t);
 
 /* Errors (listing up to a few names) if any tensor was never fetched. */
 int pm_weights_check_consumed(const pm_weights *w, pm_err *e);

@@ -13,6 +13,7 @@
 #include "llm.h"
 #include "nn/kernels.h"
 #include "nn/ops.h"
+#include "nn/quant.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -50,6 +51,7 @@ int pm_llm_load(pm_llm *m, pm_weights *w, const pm_llm_config *c, pm_err *e) {
     m->c = *c;
     int H = c->hidden, KV = c->n_kv_heads * c->head_dim, FF = c->intermediate;
     m->embed = pm_wget(w, e, 2, (int64_t[]){c->vocab, H}, "model.embed_tokens.weight");
+    m->lm_head = m->embed;
     m->final_norm = pm_tensor_f32_copy(pm_wget(w, e, 1, (int64_t[]){H}, "model.norm.weight"), e);
     m->layers = pm_calloc((size_t)c->n_layers, sizeof *m->layers, e);
     for (int l = 0; l < c->n_layers && !e->code; l++) {
@@ -94,6 +96,8 @@ void pm_llm_free(pm_llm *m) {
     free(m->final_norm);
     free(m->inv_freq[0]);
     free(m->inv_freq[1]);
+    for (int i = 0; i < m->n_q8; i++) pm_q8_free(&m->q8[i]);
+    free(m->q8);
     memset(m, 0, sizeof *m);
 }
 
@@ -390,7 +394,7 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
     if (nl) {
         float *lg = pm_malloc(sizeof(float) * (size_t)nl * c->vocab, e);
         if (!lg) goto done;
-        pm_linear(lg, xn, nl, m->embed, NULL);
+        pm_linear(lg, xn, nl, m->lm_head, NULL);
         int k = 0;
         for (int i = 0; i < nc; i++)
             if (ch[i].logits) memcpy(ch[i].logits, lg + (size_t)(k++) * c->vocab, sizeof(float) * (size_t)c->vocab);

@@ -26,7 +26,10 @@ typedef struct pm_llm_layer {
 
 typedef struct pm_llm {
     pm_llm_config c;
-    const pm_tensor *embed;      /* [vocab, hidden]; also the tied lm_head */
+    const pm_tensor *embed;      /* [vocab, hidden] input embeddings */
+    const pm_tensor *lm_head;    /* the tied lm_head: embed, or its int8 copy under q8 */
+    pm_tensor *q8;               /* owned int8 copies of the base weights (pm_llm_quantize), or NULL */
+    int n_q8;
     float *final_norm;           /* [hidden] */
     pm_llm_layer *layers;
     float *inv_freq[2];          /* [n_factors] for short (0) and long (1) factors */
@@ -36,6 +39,12 @@ typedef struct pm_llm {
  * A without its B (or the reverse), or a rank that disagrees with config.json, is an error. */
 int pm_llm_load(pm_llm *m, pm_weights *w, const pm_llm_config *c, pm_err *e);
 void pm_llm_free(pm_llm *m);
+
+/* `--weights q8` (nn/quant.h): replaces every decoder base projection (qkv, o, gate_up, down) and
+ * the lm_head by block-scaled int8 copies; the input embedding, norms and LoRA A/B stay as loaded.
+ * The bf16 pages of the replaced weights are released from the resident set (pm_weights_release).
+ * Weights whose width is not a multiple of PM_Q8_BLOCK stay bf16. Returns the int8 bytes held. */
+int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e);
 
 /* Key/value cache of one sequence, paged: page p holds positions [p*PM_KV_PAGE, (p+1)*PM_KV_PAGE)
  * of every layer, laid out [n_layers][K, V][PM_KV_PAGE][row] fp32 (row = n_kv_heads * head_dim).

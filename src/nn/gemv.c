@@ -47,6 +47,10 @@ static float dot_row_c(const pm_tensor *W, size_t j, const float *x, int in, flo
 }
 
 void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+    if (W->dtype == PM_DT_Q8) {
+        pm_kern_gemv_q8_c(y, x, n, W, scale, accumulate);
+        return;
+    }
     int out = (int)W->shape[0], in = (int)W->shape[1];
 #pragma omp parallel
     {
@@ -138,7 +142,15 @@ AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const 
                         int accumulate) {
     const uint16_t *wr[4];
     for (int r = 0; r < 4; r++) wr[r] = w + (size_t)(j0 + r) * in;
+    /* the first tile streams the rows from memory (software prefetch ahead), later ones hit L1/L2 */
     int i = 0;
+    if (n >= 3) {
+        tile(y, out, j0, 0, wr, xp, x, in, 4, 3, GEMV_PF, scale, accumulate);
+        i = 3;
+    } else if (n == 2) {
+        tile(y, out, j0, 0, wr, xp, x, in, 4, 2, GEMV_PF, scale, accumulate);
+        i = 2;
+    }
     for (; i + 3 <= n; i += 3) tile(y, out, j0, i, wr, xp, x, in, 4, 3, 0, scale, accumulate);
     if (n - i == 2) tile(y, out, j0, i, wr, xp, x, in, 4, 2, 0, scale, accumulate);
     else if (n - i == 1) tile(y, out, j0, i, wr, xp, x, in, 4, 1, 0, scale, accumulate);
@@ -201,6 +213,10 @@ static void permute_x(float *xp, const float *x, int n, int in) {
 }
 
 void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+    if (W->dtype == PM_DT_Q8) {
+        pm_kern_gemv_q8(y, x, n, W, scale, accumulate);
+        return;
+    }
 #ifdef PM_X86
     if (pm_kern_have_avx2() && W->dtype == PM_DT_BF16) {
         int in = (int)W->shape[1];

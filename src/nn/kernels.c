@@ -57,13 +57,17 @@ void pm_kern_bf16_to_f32(float *out, const uint16_t *in, size_t n) {
 
 void pm_kern_convert_rows_1t(float *out, const pm_tensor *W, size_t row0, size_t rows) {
     size_t in = (size_t)W->shape[1];
-    if (W->dtype == PM_DT_BF16) pm_kern_bf16_to_f32(out, (const uint16_t *)W->data + row0 * in, rows * in);
+    if (W->dtype == PM_DT_Q8) pm_kern_dequant_q8_rows(out, W, row0, rows);
+    else if (W->dtype == PM_DT_BF16) pm_kern_bf16_to_f32(out, (const uint16_t *)W->data + row0 * in, rows * in);
     else pm_tensor_read_f32(W, row0 * in, rows * in, out);
 }
 
 void pm_kern_convert_rows(float *out, const pm_tensor *W, size_t row0, size_t rows) {
     size_t in = (size_t)W->shape[1];
-    if (W->dtype == PM_DT_BF16) {
+    if (W->dtype == PM_DT_Q8) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < (long)rows; r++) pm_kern_dequant_q8_rows(out + (size_t)r * in, W, row0 + (size_t)r, 1);
+    } else if (W->dtype == PM_DT_BF16) {
         const uint16_t *src = (const uint16_t *)W->data + row0 * in;
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < (long)rows; r++) pm_kern_bf16_to_f32(out + (size_t)r * in, src + (size_t)r * in, in);

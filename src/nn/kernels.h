@@ -1,7 +1,7 @@
 /* kernels.h — hot loops with runtime CPU dispatch (AVX2+FMA when the CPU has them, portable C
  * otherwise). Each SIMD kernel has a plain-C twin (`*_c`) that tests compare against; the twins
  * use fmaf and the SIMD lane order, so both paths give the same bits (tests/unit/test_kernels.c).
- * Files: kernels.c (dispatch, conversions), gemv.c (decode matmul), gemm.c (prefill matmul), vmath.c (exp, softmax,
+ * Files: kernels.c (dispatch, conversions), gemv.c (decode matmul; gemv_q8.c on int8 weights), gemm.c (prefill matmul), vmath.c (exp, softmax,
  * SiLU), attn.c (decode attention inner loops). */
 #ifndef PM_KERNELS_H
 #define PM_KERNELS_H
@@ -22,6 +22,12 @@ void pm_kern_convert_rows_1t(float *out, const pm_tensor *W, size_t row0, size_t
  * thread count (determinism contract of ops.h). */
 void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
 void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
+/* The same on int8 weights (W->dtype == PM_DT_Q8, nn/quant.h; gemv_q8.c). pm_kern_gemv and
+ * pm_kern_gemv_c hand Q8 weights to these. */
+void pm_kern_gemv_q8(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
+void pm_kern_gemv_q8_c(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
+/* fp32 copy of rows [row0, row0 + rows) of a Q8 weight (single-threaded; exact (float)q * scale). */
+void pm_kern_dequant_q8_rows(float *out, const pm_tensor *W, size_t row0, size_t rows);
 
 /* Large-n matmul on bf16 weights (prefill, encoders): y[n, out] = x @ W^T (accumulate = 0) or
  * y += alpha * x @ W^T (accumulate = 1). W must be bf16. Packs bf16 slivers, no fp32 copy of W.

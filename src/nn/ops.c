@@ -3,6 +3,7 @@
  * C loops. */
 #include "ops.h"
 #include "kernels.h"
+#include "quant.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -37,6 +38,8 @@ void pm_tensor_read_f32(const pm_tensor *t, size_t off, size_t count, float *out
         memcpy(out, (const float *)t->data + off, count * sizeof(float));
     } else if (t->dtype == PM_DT_BF16) {
         pm_kern_bf16_to_f32(out, (const uint16_t *)t->data + off, count);
+    } else if (t->dtype == PM_DT_Q8) {
+        pm_q8_read_f32(t, off, count, out);
     } else {
         const uint16_t *p = (const uint16_t *)t->data + off;
         for (size_t i = 0; i < count; i++) out[i] = pm_f16_to_f32(p[i]);

@@ -17,7 +17,7 @@ typedef struct bench_opts {
     int prefill[8], n_prefill;
     int prefill_chunk;
     int audio_secs[4], n_audio;
-    int skip_audio, skip_image, skip_tok, skip_ttft;
+    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8;
 } bench_opts;
 
 typedef struct bench_ctx {
@@ -27,6 +27,8 @@ typedef struct bench_ctx {
     double peak_gflops;      /* measured sgemm peak, GFLOP/s */
     double bw_best, peak_best; /* best values seen over the whole run */
     pm_model *m;
+    double decode_tps[8];    /* bf16 decode tok/s per o.batches entry (for the q8 speedups) */
+    double prefill_tps[8];   /* bf16 prefill tok/s per o.prefill entry */
 } bench_ctx;
 
 /* Appends one result row: section ("machine", "load", "decode", ...), a name, a value with its
@@ -51,5 +53,6 @@ int bench_llm(bench_ctx *b);    /* decode and prefill */
 int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */
 int bench_image(bench_ctx *b);  /* HD + SigLIP + projection */
 int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
+int bench_q8(bench_ctx *b);     /* the same decoder runs on --weights q8, as speedups over bf16 */
 
 #endif

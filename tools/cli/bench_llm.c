@@ -23,13 +23,16 @@ static uint32_t lcg(uint32_t *s) {
     return *s;
 }
 
-/* Bytes a decode step streams for the base model: every projection + the embedding as lm_head. */
+/* Bytes a weight streams per use (for int8 weights nbytes is the packed size, scales included). */
+static double stream_bytes(const pm_tensor *t) { return (double)t->nbytes; }
+
+/* Bytes a decode step streams for the base model: every projection + the lm_head. */
 static double weight_bytes(const pm_llm *m, int adapter) {
-    double b = (double)m->embed->nbytes;
+    double b = stream_bytes(m->lm_head);
     for (int l = 0; l < m->c.n_layers; l++) {
         const pm_lora_linear *L[4] = {&m->layers[l].qkv, &m->layers[l].o, &m->layers[l].gate_up, &m->layers[l].down};
         for (int k = 0; k < 4; k++) {
-            b += (double)L[k]->W->nbytes;
+            b += stream_bytes(L[k]->W);
             if (adapter) b += (double)L[k]->A[adapter]->nbytes + (double)L[k]->B[adapter]->nbytes;
         }
     }
@@ -70,7 +73,8 @@ static void fill_cache(pm_kv_cache *kv, int n_layers, int ctx, uint32_t seed) {
     kv->len = ctx;
 }
 
-static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const char *label, pm_err *e) {
+static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const char *section, const char *label, double *tps_out,
+                      pm_err *e) {
     const pm_llm *m = &b->m->llm;
     const pm_llm_config *c = &m->c;
     int H = c->hidden, steps = b->o.decode_steps, ctx = b->o.decode_ctx;
@@ -106,13 +110,14 @@ static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const c
     json_t *x = json_pack("{s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "batch", B, "ctx", ctx, "steps", steps, "adapter",
                           adapter == 1 ? "speech" : adapter == 2 ? "vision" : "none", "step_s", per_step, "bytes_per_step", bytes,
                           "bw_bound_step_s", t_bw, "compute_bound_step_s", t_fl, "roofline_ratio", (t_bw > t_fl ? t_bw : t_fl) / per_step, "bw_gbs_now", bw);
-    bench_row(b, "decode", label, toks, "tok/s", bound_tps, toks / bound_tps, x,
+    if (tps_out) *tps_out = toks;
+    bench_row(b, section, label, toks, "tok/s", bound_tps, toks / bound_tps, x,
               "%.3f s/step; %.2f GB/step at %.1f GB/s = %.3f s; compute bound %.3f s -> roofline %.2f", per_step, bytes / 1e9, bw, t_bw,
               t_fl, (t_bw > t_fl ? t_bw : t_fl) / per_step);
     return PM_OK;
 }
 
-static int prefill_one(bench_ctx *b, int P, pm_err *e) {
+static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out, pm_err *e) {
     const pm_llm *m = &b->m->llm;
     const pm_llm_config *c = &m->c;
     int H = c->hidden, chunk = b->o.prefill_chunk;
@@ -139,7 +144,8 @@ static int prefill_one(bench_ctx *b, int P, pm_err *e) {
             snprintf(label, sizeof label, "prefill %d tokens", P);
             json_t *x = json_pack("{s:i, s:i, s:f, s:f, s:f, s:f}", "tokens", P, "chunk", chunk, "seconds", t, "tflop", flops / 1e12,
                                   "gflops", gf, "sgemm_gflops_now", peak);
-            bench_row(b, "prefill", label, P / t, "tok/s", bound_tps, gf / peak, x, "%.1f s, %.2f TFLOP, %.1f GFLOP/s vs sgemm %.1f now", t,
+            if (tps_out) *tps_out = P / t;
+            bench_row(b, section, label, P / t, "tok/s", bound_tps, gf / peak, x, "%.1f s, %.2f TFLOP, %.1f GFLOP/s vs sgemm %.1f now", t,
                       flops / 1e12, gf, peak);
         }
     }
@@ -164,10 +170,10 @@ int bench_llm(bench_ctx *b) {
         char label[64];
         snprintf(label, sizeof label, "decode batch %d", B);
         bench_progress("%s", label);
-        decode_one(b, kv, B, 0, label, &e);
+        decode_one(b, kv, B, 0, "decode", label, &b->decode_tps[i], &e);
         if (B == 1 && !e.code && m->layers[0].qkv.A[1]) {
             bench_progress("decode batch 1, speech LoRA");
-            decode_one(b, kv, 1, 1, "decode batch 1 +speech LoRA", &e);
+            decode_one(b, kv, 1, 1, "decode", "decode batch 1 +speech LoRA", NULL, &e);
         }
     }
     size_t rss, anon, file, hwm;
@@ -185,8 +191,64 @@ int bench_llm(bench_ctx *b) {
     free(kv);
     for (int i = 0; i < b->o.n_prefill && !e.code; i++) {
         bench_progress("prefill %d tokens", b->o.prefill[i]);
-        prefill_one(b, b->o.prefill[i], &e);
+        prefill_one(b, b->o.prefill[i], "prefill", &b->prefill_tps[i], &e);
     }
     if (e.code) fprintf(stderr, "phi4mm bench: decoder: %s\n", e.msg);
+    return e.code;
+}
+
+/* The decode batches and the first prefill length again on a q8 load of the same checkpoint.
+ * Each row's bound is the bf16 figure of this run and its ratio the speedup. The bf16 model stays
+ * loaded (its pages are file-backed); the q8 copies are the anon growth reported. */
+int bench_q8(bench_ctx *b) {
+    pm_err e = {0};
+    char err[1024];
+    size_t r0, a0, f0, h0;
+    bench_rss(&r0, &a0, &f0, &h0);
+    bench_progress("q8: loading %s with --weights q8", b->o.model_dir);
+    pm_model *mq = NULL, *mb = b->m;
+    pm_load_options lo = {PM_WEIGHTS_Q8};
+    double t0 = bench_now();
+    if (pm_model_load_opts(&mq, b->o.model_dir, &lo, err, sizeof err)) {
+        fprintf(stderr, "phi4mm bench: q8: %s\n", err);
+        return PM_EINVAL;
+    }
+    double tl = bench_now() - t0;
+    pm_model_info info;
+    pm_model_get_info(mq, &info);
+    size_t r1, a1, f1, h1;
+    bench_rss(&r1, &a1, &f1, &h1);
+    bench_row(b, "q8", "load + quantize (warm cache)", tl, "s", -1, -1, json_pack("{s:f}", "q8_gb", info.q8_bytes / 1e9),
+              "%.2f GB of int8 weights + scales; anon RSS grew %.2f GB", info.q8_bytes / 1e9, ((double)a1 - (double)a0) / 1e9);
+    b->m = mq;
+    const pm_llm_config *c = &mq->llm.c;
+    int maxB = 1;
+    for (int i = 0; i < b->o.n_batches; i++) maxB = b->o.batches[i] > maxB ? b->o.batches[i] : maxB;
+    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
+    for (int s = 0; kv && s < maxB && !e.code; s++)
+        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, &e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    for (int i = 0; kv && i < b->o.n_batches && !e.code; i++) {
+        char label[64];
+        double tps = 0;
+        snprintf(label, sizeof label, "q8 decode batch %d", b->o.batches[i]);
+        bench_progress("%s", label);
+        decode_one(b, kv, b->o.batches[i], 0, "q8", label, &tps, &e);
+        if (!e.code && b->decode_tps[i] > 0)
+            bench_row(b, "q8", "decode speedup vs bf16", tps / b->decode_tps[i], "x", -1, -1, json_pack("{s:i}", "batch", b->o.batches[i]),
+                      "batch %d: %.2f tok/s (q8) / %.2f tok/s (bf16)", b->o.batches[i], tps, b->decode_tps[i]);
+    }
+    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
+    free(kv);
+    if (!e.code && b->o.n_prefill > 0) {
+        double tps = 0;
+        bench_progress("q8 prefill %d tokens", b->o.prefill[0]);
+        prefill_one(b, b->o.prefill[0], "q8", &tps, &e);
+        if (!e.code && b->prefill_tps[0] > 0)
+            bench_row(b, "q8", "prefill speedup vs bf16", tps / b->prefill_tps[0], "x", -1, -1, json_pack("{s:i}", "tokens", b->o.prefill[0]),
+                      "%d tokens: %.1f tok/s (q8, dequantized panels + sgemm) / %.1f tok/s (bf16)", b->o.prefill[0], tps, b->prefill_tps[0]);
+    }
+    b->m = mb;
+    pm_model_free(mq);
+    if (e.code) fprintf(stderr, "phi4mm bench: q8: %s\n", e.msg);
     return e.code;
 }

@@ -63,6 +63,11 @@ int cli_float(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
+int cli_weights(const char *cmd, const char *v, pm_load_options *o) {
+    if (v && !pm_weight_format_parse(v, &o->weights)) return 0;
+    return cli_fail(cmd, "--weights must be bf16 or q8, got '%s'", v ? v : "");
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -14,5 +14,7 @@ void *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
 int cli_int(const char *s, long lo, long hi, long *out);
 int cli_float(const char *s, double lo, double hi, double *out);
 double cli_now(void);
+/* Parses --weights VALUE ("bf16" | "q8") into o; returns cli_fail's status on anything else. */
+int cli_weights(const char *cmd, const char *v, pm_load_options *o);
 
 #endif

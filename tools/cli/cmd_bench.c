@@ -108,7 +108,7 @@ static void usage(void) {
             "  --prefill-chunk N    rows per forward during prefill (default 512, as pm_engine)\n"
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
-            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm\n"
+            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8\n"
             "  --quick              prefill 128,512; batches 1,8; 3 decode steps; audio 10 s; no TTFT\n");
 }
 
@@ -151,6 +151,7 @@ int pm_cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--skip-audio")) o->skip_audio = 1;
         else if (!strcmp(a, "--skip-image")) o->skip_image = 1;
         else if (!strcmp(a, "--skip-tok")) o->skip_tok = 1;
+        else if (!strcmp(a, "--skip-q8")) o->skip_q8 = 1;
         else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
         else if (!strcmp(a, "--skip-llm")) skip_llm = 1;
         else if (!strcmp(a, "--quick")) {
@@ -237,6 +238,7 @@ int pm_cmd_bench(int argc, char **argv) {
 
     int rc = 0;
     if (!skip_llm) rc = bench_llm(&b);
+    if (!rc && !skip_llm && !o->skip_q8) rc = bench_q8(&b);
     if (!rc && !o->skip_audio) rc = bench_audio(&b);
     if (!rc && !o->skip_image) rc = bench_image(&b);
     if (!rc && !o->skip_tok) rc = bench_tok(&b);

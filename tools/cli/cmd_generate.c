@@ -43,6 +43,7 @@ static void usage_generate(void) {
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
+            "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
@@ -118,6 +119,7 @@ int pm_cmd_generate(int argc, char **argv) {
     int rc = 0;
     pm_engine_opts opts;
     pm_engine_opts_default(&opts);
+    pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "-h") && strcmp(a, "--help");
@@ -142,6 +144,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--top-k")) { if (cli_int(v, 0, 1 << 30, &top_k)) rc = cli_fail(cmd, "--top-k must be >= 0, got '%s'", v); }
         else if (!strcmp(a, "--max-audio-seconds")) { if (cli_float(v, 0, 1e7, &opts.limits.max_audio_seconds)) rc = cli_fail(cmd, "--max-audio-seconds must be a non-negative number, got '%s'", v); }
         else if (!strcmp(a, "--max-audio-clips")) { long k; if (cli_int(v, 0, 4096, &k)) rc = cli_fail(cmd, "--max-audio-clips must be in [0, 4096], got '%s'", v); else opts.limits.max_audio_clips = (int)k; }
+        else if (!strcmp(a, "--weights")) rc = cli_weights(cmd, v, &lo);
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
@@ -166,7 +169,7 @@ int pm_cmd_generate(int argc, char **argv) {
     free(user);
     char err[1024];
     pm_model *m = NULL;
-    if (pm_model_load(&m, dir, err, sizeof err)) {
+    if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) {
         free(full);
         media_free(&ms);
         return cli_fail(cmd, "%s", err);
@@ -194,13 +197,15 @@ int pm_cmd_transcribe(int argc, char **argv) {
     long n = 512;
     int nfiles = 0, rc = 0;
     const char *files[MAX_MEDIA];
+    pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] FILE...\n"
+            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] FILE...\n"
                             "  speech recognition with the official prompt, one line per file\n");
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(a, "--weights") && i + 1 < argc) rc = cli_weights(cmd, argv[++i], &lo);
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
@@ -211,7 +216,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
     if (rc) return rc;
     char err[1024];
     pm_model *m = NULL;
-    if (pm_model_load(&m, dir, err, sizeof err)) return cli_fail(cmd, "%s", err);
+    if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) return cli_fail(cmd, "%s", err);
     for (int f = 0; f < nfiles && !rc; f++) {
         media_set ms = {0};
         if ((rc = load_audio(cmd, &ms, files[f]))) break;

@@ -7,17 +7,21 @@
 
 int pm_cmd_info(int argc, char **argv) {
     const char *dir = NULL;
+    pm_load_options lo = {0};
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
+            if (cli_weights("info", argv[++i], &lo)) return 1;
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fprintf(stderr, "usage: phi4mm info -m MODEL_DIR\n");
+            fprintf(stderr, "usage: phi4mm info -m MODEL_DIR [--weights bf16|q8]\n");
             return 0;
         } else return cli_fail("info", "unknown option '%s'", argv[i]);
     }
     if (!dir) return cli_fail("info", "missing -m MODEL_DIR");
     char err[1024];
     pm_model *m;
-    if (pm_model_load(&m, dir, err, sizeof err)) return cli_fail("info", "%s", err);
+    if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) return cli_fail("info", "%s", err);
     pm_model_info in;
     pm_model_get_info(m, &in);
     printf("checkpoint      %s\n", dir);
@@ -28,6 +32,8 @@ int pm_cmd_info(int argc, char **argv) {
     printf("adapters        speech LoRA r=%d, vision LoRA r=%d\n", in.speech_lora_r, in.vision_lora_r);
     printf("speech encoder  Conformer %d blocks, dim %d\n", in.audio_blocks, in.audio_dim);
     printf("vision encoder  SigLIP %d layers, dim %d\n", in.vision_layers, in.vision_dim);
+    if (in.weights == PM_WEIGHTS_Q8) printf("weights         q8: %.3f GB of int8 decoder weights + scales\n", in.q8_bytes / 1e9);
+    else printf("weights         bf16 (as stored)\n");
     printf("load time       %.3f s\n", in.load_seconds);
     pm_model_free(m);
     return 0;

@@ -68,6 +68,7 @@ static void usage(void) {
             "  --parallel N            sequences decoded together (default 16)\n"
             "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
             "  --max-body BYTES        request body limit, K/M/G suffixes (default 64M)\n"
+            "  --weights bf16|q8       decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
             "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512)\n"
             "  --http-threads N        HTTP worker threads (default 4)\n"
@@ -134,6 +135,8 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             o->retry_after = (int)n;
         } else if (!strcmp(a, "--max-body")) {
             if (parse_size(v, &o->max_body)) return cli_fail(cmd, "--max-body must be a size like 65536, 512K or 64M, got '%s'", v);
+        } else if (!strcmp(a, "--weights")) {
+            if (cli_weights(cmd, v, &o->load)) return 1;
         } else return cli_fail(cmd, "unknown option '%s' (see --help)", a);
     }
     if (!o->model_dir) return cli_fail(cmd, "missing -m MODEL_DIR (see --help)");
@@ -201,7 +204,7 @@ int pm_cmd_serve(int argc, char **argv) {
 
     int rc = 0;
     double t0 = srv_now();
-    if (pm_model_load(&ctx->model, ctx->o.model_dir, err, sizeof err)) rc = cli_fail("serve", "%s", err);
+    if (pm_model_load_opts(&ctx->model, ctx->o.model_dir, &ctx->o.load, err, sizeof err)) rc = cli_fail("serve", "%s", err);
     else {
         pm_model_info info;
         pm_model_get_info(ctx->model, &info);

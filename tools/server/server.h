@@ -44,6 +44,7 @@ int srv_bad(srv_error *e, const char *param, const char *code, const char *fmt, 
 
 typedef struct srv_opts {
     const char *model_dir;
+    pm_load_options load;       /* --weights */
     const char *model_name;     /* id reported by /v1/models (default: the model directory's name) */
     const char *host;           /* default 127.0.0.1 */
     int port;                   /* default 8080; 0 = pick a free port (printed) */

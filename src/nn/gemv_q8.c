@@ -1,0 +1,196 @@
+/* gemv_q8.c — the decode matmul on int8 weights (quant.h): y[n, out] (=|+=) x[n, in] @ W^T for a
+ * small n, W in PM_DT_Q8 (4-row records of one fp32 scale + 32 int8 per row and block).
+ *
+ * Threads take dynamic chunks of consecutive 4-row groups; a group's records are one sequential
+ * stream. Per block and row the scale is broadcast once, then per 8 weights: one 8-byte load
+ * sign-extended to 8 int32 (vpmovsxbd), converted to fp32, multiplied by the scale, and one FMA
+ * per input row. Activations stay fp32.
+ *
+ * Determinism (ops.h): output (i, j) is hsum(acc) of one 8-lane FMA accumulator walked over the
+ * row in order, lane l taking element c + l of each 8-group, with w = (float)q * scale rounded
+ * before the FMA. Tile shape, n and thread count do not change it; the portable twin performs the
+ * same operations, and pm_tensor_read_f32 / pm_kern_dequant_q8_rows give the same w. */
+#include "kernels.h"
+#include "ops.h"
+#include "quant.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PM_X86 1
+#endif
+
+/* ---- portable twin ---- */
+
+static float dot_row_q8_c(const pm_tensor *W, size_t j, const float *x, int in) {
+    size_t nb = (size_t)in / PM_Q8_BLOCK, g = j / PM_Q8_ROWS;
+    int r = (int)(j % PM_Q8_ROWS);
+    float acc[8] = {0};
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *rec = pm_q8_record(W, g, b, nb);
+        const int8_t *q = pm_q8_quants(rec, r);
+        float s = pm_q8_scale(rec, r);
+        const float *xb = x + b * PM_Q8_BLOCK;
+        for (int v = 0; v < PM_Q8_BLOCK; v += 8)
+            for (int l = 0; l < 8; l++) {
+                float w = (float)q[v + l] * s;
+                acc[l] = fmaf(w, xb[v + l], acc[l]);
+            }
+    }
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+void pm_kern_gemv_q8_c(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+    int out = (int)W->shape[0], in = (int)W->shape[1];
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < out; j++)
+        for (int i = 0; i < n; i++) {
+            float d = dot_row_q8_c(W, (size_t)j, x + (size_t)i * in, in);
+            float *yy = &y[(size_t)i * out + j];
+            *yy = accumulate ? *yy + scale * d : d;
+        }
+}
+
+static void dequant_rows_c(float *out, const pm_tensor *W, size_t row0, size_t rows) {
+    size_t in = (size_t)W->shape[1], nb = in / PM_Q8_BLOCK;
+    for (size_t j = row0; j < row0 + rows; j++, out += in)
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *rec = pm_q8_record(W, j / PM_Q8_ROWS, b, nb);
+            int r = (int)(j % PM_Q8_ROWS);
+            const int8_t *q = pm_q8_quants(rec, r);
+            float s = pm_q8_scale(rec, r);
+            for (int k = 0; k < PM_Q8_BLOCK; k++) out[b * PM_Q8_BLOCK + k] = (float)q[k] * s;
+        }
+}
+
+/* ---- AVX2 ---- */
+
+#ifndef GEMV_Q8_PF
+#define GEMV_Q8_PF 32 /* records ahead (~4.6 KB) on the first pass over a group */
+#endif
+
+#ifdef PM_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+AVX2_INLINE float hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+    return _mm_cvtss_f32(lo);
+}
+
+AVX2_INLINE __m256 load_w(const uint8_t *rec, int r, int v, __m256 s) {
+    __m256i qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(pm_q8_quants(rec, r) + v)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(qi), s);
+}
+
+/* The 4 rows of group g against inputs i0 .. i0 + NT (NT, HS compile-time constants). HS = 1 keeps
+ * the 4 block scales in registers (NT = 1 leaves room), else they are re-broadcast from L1. The
+ * first tile of a group (i0 = 0) streams it from memory, with software prefetches far ahead: the
+ * hardware prefetcher alone held one core to about half its share of the bandwidth here; later
+ * tiles of the same group hit L1/L2. */
+AVX2_INLINE void tile(float *y, int out, int g, int i0, const pm_tensor *W, const float *x, int in, int NT, int HS, float scale,
+                      int accumulate) {
+    size_t nb = (size_t)in / PM_Q8_BLOCK;
+    const uint8_t *rec = pm_q8_record(W, (size_t)g, 0, nb);
+    __m256 acc[PM_Q8_ROWS][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < PM_Q8_ROWS; r++)
+#pragma GCC unroll 2
+        for (int i = 0; i < NT; i++) acc[r][i] = _mm256_setzero_ps();
+    const float *xi[2];
+#pragma GCC unroll 2
+    for (int i = 0; i < NT; i++) xi[i] = x + (size_t)(i0 + i) * in;
+    for (size_t b = 0; b < nb; b++, rec += PM_Q8_RECORD) {
+        if (i0 == 0) { /* first pass over the group: a record spans 2-3 cache lines, touch each ahead */
+            const char *pf = (const char *)rec + GEMV_Q8_PF * PM_Q8_RECORD;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+        }
+        __m256 sv[PM_Q8_ROWS];
+        if (HS)
+#pragma GCC unroll 4
+            for (int r = 0; r < PM_Q8_ROWS; r++) sv[r] = _mm256_broadcast_ss((const float *)rec + r);
+#pragma GCC unroll 4
+        for (int v = 0; v < PM_Q8_BLOCK; v += 8) {
+            __m256 xv[2];
+#pragma GCC unroll 2
+            for (int i = 0; i < NT; i++) xv[i] = _mm256_loadu_ps(xi[i] + b * PM_Q8_BLOCK + v);
+#pragma GCC unroll 4
+            for (int r = 0; r < PM_Q8_ROWS; r++) {
+                __m256 w = load_w(rec, r, v, HS ? sv[r] : _mm256_broadcast_ss((const float *)rec + r));
+#pragma GCC unroll 2
+                for (int i = 0; i < NT; i++) acc[r][i] = _mm256_fmadd_ps(w, xv[i], acc[r][i]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < PM_Q8_ROWS; r++) {
+        int j = g * PM_Q8_ROWS + r;
+        if (j >= out) break; /* padding rows of the last group */
+#pragma GCC unroll 2
+        for (int i = 0; i < NT; i++) {
+            float s = hsum256(acc[r][i]);
+            float *yy = &y[(size_t)(i0 + i) * out + j];
+            *yy = accumulate ? *yy + scale * s : s;
+        }
+    }
+}
+
+AVX2 static void group_all(float *y, int out, int g, const pm_tensor *W, const float *x, int n, int in, float scale, int accumulate) {
+    if (n == 1) {
+        tile(y, out, g, 0, W, x, in, 1, 1, scale, accumulate);
+        return;
+    }
+    int i = 0;
+    for (; i + 2 <= n; i += 2) tile(y, out, g, i, W, x, in, 2, 0, scale, accumulate);
+    if (i < n) tile(y, out, g, i, W, x, in, 1, 1, scale, accumulate);
+}
+
+/* Threads take chunks of ~512 KB of consecutive groups dynamically (one sequential stream each;
+ * a descheduled thread does not leave the others idle at the barrier). */
+AVX2 static void gemv_q8_avx2(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS, nt = omp_get_max_threads();
+    int chunk = (int)((512 << 10) / ((size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD));
+    if (chunk > ng / (4 * nt)) chunk = ng / (4 * nt);
+    if (chunk < 1) chunk = 1;
+#pragma omp parallel for schedule(dynamic, chunk)
+    for (int g = 0; g < ng; g++) group_all(y, out, g, W, x, n, in, scale, accumulate);
+}
+
+AVX2 static void dequant_rows_avx2(float *out, const pm_tensor *W, size_t row0, size_t rows) {
+    size_t in = (size_t)W->shape[1], nb = in / PM_Q8_BLOCK;
+    for (size_t j = row0; j < row0 + rows; j++, out += in)
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *rec = pm_q8_record(W, j / PM_Q8_ROWS, b, nb);
+            int r = (int)(j % PM_Q8_ROWS);
+            __m256 s = _mm256_broadcast_ss((const float *)rec + r);
+            for (int v = 0; v < PM_Q8_BLOCK; v += 8) _mm256_storeu_ps(out + b * PM_Q8_BLOCK + v, load_w(rec, r, v, s));
+        }
+}
+#endif
+
+void pm_kern_dequant_q8_rows(float *out, const pm_tensor *W, size_t row0, size_t rows) {
+#ifdef PM_X86
+    if (pm_kern_have_avx2()) {
+        dequant_rows_avx2(out, W, row0, rows);
+        return;
+    }
+#endif
+    dequant_rows_c(out, W, row0, rows);
+}
+
+void pm_kern_gemv_q8(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+#ifdef PM_X86
+    if (pm_kern_have_avx2()) {
+        gemv_q8_avx2(y, x, n, W, scale, accumulate);
+        return;
+    }
+#endif
+    pm_kern_gemv_q8_c(y, x, n, W, scale, accumulate);
+}

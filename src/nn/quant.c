@@ -1,0 +1,88 @@
+/* quant.c — see quant.h. */
+#include "quant.h"
+#include "ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pm_q8_supported(const pm_tensor *W) {
+    return W && W->ndim == 2 && W->dtype != PM_DT_Q8 && W->shape[0] > 0 && W->shape[1] > 0 && W->shape[1] % PM_Q8_BLOCK == 0;
+}
+
+/* One block of one row: scale = amax / 127 (0 for an all-zero block). */
+static float quantize_block(int8_t *q, const float *w) {
+    float amax = 0.0f;
+    for (int k = 0; k < PM_Q8_BLOCK; k++) amax = fmaxf(amax, fabsf(w[k]));
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int k = 0; k < PM_Q8_BLOCK; k++) {
+        /* round half to even without a libm call: |w * inv| <= 127, so adding and removing
+         * 1.5 * 2^23 leaves the nearest integer (default rounding mode; not under -ffast-math) */
+        float v = (w[k] * inv + 12582912.0f) - 12582912.0f;
+        q[k] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : v);
+    }
+    return amax / 127.0f;
+}
+
+int pm_q8_quantize(pm_tensor *dst, const pm_tensor *src, pm_err *e) {
+    memset(dst, 0, sizeof *dst);
+    if (!pm_q8_supported(src))
+        return pm_errf(e, PM_EUNSUPPORTED, "tensor '%s' cannot be quantized to int8 (needs 2-D with a width divisible by %d)",
+                       src ? src->name : "?", PM_Q8_BLOCK);
+    int64_t out = src->shape[0], in = src->shape[1], nb = in / PM_Q8_BLOCK, ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
+    size_t bytes = (size_t)ng * nb * PM_Q8_RECORD;
+    uint8_t *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!buf) return pm_errf(e, PM_ENOMEM, "out of memory quantizing '%s' (%zu bytes)", src->name, bytes);
+    int fail = 0;
+#pragma omp parallel
+    {
+        float *rows = malloc(sizeof(float) * (size_t)in * PM_Q8_ROWS);
+        if (!rows) {
+#pragma omp atomic write
+            fail = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < ng; g++) {
+            if (!rows) continue;
+            for (int r = 0; r < PM_Q8_ROWS; r++) {
+                int64_t j = g * PM_Q8_ROWS + r;
+                if (j < out) pm_tensor_read_f32(src, (size_t)j * in, (size_t)in, rows + (size_t)r * in);
+                else memset(rows + (size_t)r * in, 0, sizeof(float) * (size_t)in); /* padding rows */
+            }
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *rec = buf + ((size_t)g * nb + b) * PM_Q8_RECORD;
+                float sc[PM_Q8_ROWS];
+                for (int r = 0; r < PM_Q8_ROWS; r++)
+                    sc[r] = quantize_block((int8_t *)(rec + 4 * PM_Q8_ROWS + r * PM_Q8_BLOCK), rows + (size_t)r * in + b * PM_Q8_BLOCK);
+                memcpy(rec, sc, sizeof sc);
+            }
+        }
+        free(rows);
+    }
+    if (fail) {
+        free(buf);
+        return pm_errf(e, PM_ENOMEM, "out of memory quantizing '%s'", src->name);
+    }
+    *dst = *src;
+    dst->dtype = PM_DT_Q8;
+    dst->data = buf;
+    dst->nbytes = bytes;
+    dst->consumed = 1;
+    return PM_OK;
+}
+
+void pm_q8_free(pm_tensor *t) {
+    if (!t || t->dtype != PM_DT_Q8) return;
+    free((void *)t->data);
+    memset(t, 0, sizeof *t);
+}
+
+void pm_q8_read_f32(const pm_tensor *t, size_t off, size_t count, float *out) {
+    size_t in = (size_t)t->shape[1], nb = in / PM_Q8_BLOCK;
+    for (size_t i = 0; i < count; i++) {
+        size_t j = (off + i) / in, k = (off + i) % in;
+        const uint8_t *rec = pm_q8_record(t, j / PM_Q8_ROWS, k / PM_Q8_BLOCK, nb);
+        int r = (int)(j % PM_Q8_ROWS);
+        out[i] = (float)pm_q8_quants(rec, r)[k % PM_Q8_BLOCK] * pm_q8_scale(rec, r);
+    }
+}
