@@ -63,6 +63,8 @@ int pm_model_load_opts(pm_model **out, const char *dir, const pm_load_options *o
 /* "bf16" | "q8" -> format; -1 for anything else. */
 int pm_weight_format_parse(const char *s, pm_weight_format *out);
 const char *pm_weight_format_name(pm_weight_format f);
+/* The format a model was loaded with. */
+pm_weight_format pm_model_weights(const pm_model *m);
 
 typedef struct pm_model_info {
     int vocab, hidden, n_layers, n_heads, n_kv_heads, head_dim, intermediate;

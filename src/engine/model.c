@@ -111,6 +111,8 @@ int pm_weight_format_parse(const char *s, pm_weight_format *out) {
     return 0;
 }
 
+pm_weight_format pm_model_weights(const pm_model *m) { return m->weights; }
+
 const char *pm_weight_format_name(pm_weight_format f) { return f == PM_WEIGHTS_Q8 ? "q8" : "bf16"; }
 
 void pm_model_free(pm_model *m) {

@@ -32,6 +32,8 @@
 typedef struct ctx {
     pm_parity p;
     int fault;
+    int q8; /* --weights q8: greedy agreement only */
+    int q8_cases, q8_identical, q8_prefix, q8_same, q8_total;
     json_t *manifest, *inputs;
     pm_model *m;
     char model_dir[4096], inputs_dir[4096];
@@ -177,6 +179,113 @@ static int record_token(void *user, int32_t token, const char *text, size_t len)
     return 0;
 }
 
+/* A case's request, built from its prompt text and input files. */
+typedef struct case_in {
+    pm_audio_in *aud;
+    int na, has_image;
+    pm_image_in img;
+    pm_request req;
+} case_in;
+
+static void case_in_free(case_in *ci) {
+    for (int i = 0; i < ci->na; i++) pm_audio_in_free(&ci->aud[i]);
+    free(ci->aud);
+    pm_image_in_free(&ci->img);
+}
+
+/* Reads the case's clips and image; a failure is reported and returns -1 (free ci either way). */
+static int case_inputs(ctx *c, const char *cs, json_t *cj, case_in *ci) {
+    char err[2048];
+    memset(ci, 0, sizeof *ci);
+    json_t *clips = json_object_get(cj, "clips");
+    ci->has_image = json_is_true(json_object_get(cj, "image"));
+    ci->na = json_is_array(clips) ? (int)json_array_size(clips) : 0;
+    ci->aud = calloc((size_t)ci->na + 1, sizeof *ci->aud);
+    for (int i = 0; i < ci->na; i++) {
+        char path[4096];
+        clip_path(c, json_string_value(json_array_get(clips, (size_t)i)), path, sizeof path);
+        if (read_audio(path, &ci->aud[i], err, sizeof err)) {
+            pm_parity_fail(&c->p, cs, "inputs", "%s", err);
+            return -1;
+        }
+    }
+    if (ci->has_image) {
+        json_t *f = json_object_get(json_object_get(c->inputs, "image"), "file");
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", c->inputs_dir, json_is_string(f) ? json_string_value(f) : "image.png");
+        if (read_image(path, &ci->img, err, sizeof err)) {
+            pm_parity_fail(&c->p, cs, "inputs", "%s", err);
+            return -1;
+        }
+    }
+    pm_request *req = &ci->req;
+    req->prompt = json_string_value(json_object_get(cj, "prompt"));
+    req->audios = ci->aud;
+    req->n_audios = ci->na;
+    req->images = ci->has_image ? &ci->img : NULL;
+    req->n_images = ci->has_image;
+    json_t *gen = json_object_get(cj, "generated_ids");
+    req->max_tokens = json_is_array(gen) && json_array_size(gen) ? (int)json_array_size(gen) : 12;
+    return 0;
+}
+
+/* Greedy generation through the engine (KV-cached decode, adapter kept every step). The request
+ * runs batched with a companion text request submitted first, so a batch-wide adapter (instead of
+ * a per-sequence one) would show up. Returns 0, or -1 with err set. */
+static int greedy_run(ctx *c, const pm_request *req, greedy_rec *g, char *err, size_t errlen) {
+    pm_callbacks cb = {record_token, NULL, g};
+    pm_engine *eng = NULL;
+    pm_request comp = {0};
+    comp.prompt = "<|user|>Say something.<|end|><|assistant|>";
+    comp.max_tokens = req->max_tokens;
+    int rc = pm_engine_new(&eng, c->m, NULL, err, errlen);
+    if (!rc) {
+        pm_engine_set_fault(eng, c->fault);
+        rc = pm_engine_submit(eng, &comp, NULL, NULL, err, errlen);
+    }
+    g->eng = eng;
+    if (!rc) rc = pm_engine_submit(eng, req, &cb, &g->id, err, errlen);
+    while (!rc && pm_engine_live(eng) > 0)
+        if (pm_engine_step(eng) < 0) rc = snprintf(err, errlen, "engine step failed") > 0 ? -1 : -1;
+    pm_engine_free(eng);
+    return rc ? -1 : 0;
+}
+
+/* --weights q8: the official greedy tokens against ours on int8 weights. Not a parity check (int8
+ * is not bit-compatible); reports the agreement: common prefix and positions equal. */
+static void run_case_q8(ctx *c, const char *cs, json_t *cj) {
+    char rel[512], err[2048], path[4400];
+    snprintf(rel, sizeof rel, "cases/%s/generated_ids.npy", cs);
+    if (!pm_parity_has(&c->p, rel)) return;
+    case_in ci;
+    pm_npy ref;
+    pm_err e = {0};
+    snprintf(path, sizeof path, "%s/ref/%s", c->p.dir, rel);
+    if (case_inputs(c, cs, cj, &ci)) {
+        case_in_free(&ci);
+        return;
+    }
+    greedy_rec *g = calloc(1, sizeof *g);
+    if (pm_npy_load(&ref, path, &e)) pm_parity_fail(&c->p, cs, "q8/generated_ids", "%s", e.msg);
+    else {
+        if (greedy_run(c, &ci.req, g, err, sizeof err)) pm_parity_fail(&c->p, cs, "q8/generated_ids", "%s", err);
+        else {
+            int n = (int)ref.numel, prefix = 0, same = 0;
+            for (int i = 0; i < n && i < g->n; i++) same += (int64_t)pm_npy_get(&ref, (size_t)i) == g->tokens[i];
+            while (prefix < n && prefix < g->n && (int64_t)pm_npy_get(&ref, (size_t)prefix) == g->tokens[prefix]) prefix++;
+            printf("Q8   %s/generated_ids: common prefix %d/%d, equal positions %d/%d\n", cs, prefix, n, same, n);
+            c->q8_cases++;
+            c->q8_identical += prefix == n && g->n == n;
+            c->q8_prefix += prefix;
+            c->q8_same += same;
+            c->q8_total += n;
+        }
+        pm_npy_free(&ref);
+    }
+    free(g);
+    case_in_free(&ci);
+}
+
 static void run_case(ctx *c, const char *cs) {
     json_t *cj = json_object_get(json_object_get(c->manifest, "cases"), cs);
     char err[2048], rel[512], stage[256];
@@ -184,37 +293,15 @@ static void run_case(ctx *c, const char *cs) {
         pm_parity_fail(&c->p, cs, "case", "no case '%s' in ref/manifest.json", cs);
         return;
     }
-    const char *prompt = json_string_value(json_object_get(cj, "prompt"));
-    json_t *clips = json_object_get(cj, "clips");
-    int has_image = json_is_true(json_object_get(cj, "image"));
-    int na = json_is_array(clips) ? (int)json_array_size(clips) : 0;
-    pm_audio_in *aud = calloc((size_t)na + 1, sizeof *aud);
-    pm_image_in img = {0};
-    for (int i = 0; i < na; i++) {
-        char path[4096];
-        clip_path(c, json_string_value(json_array_get(clips, (size_t)i)), path, sizeof path);
-        if (read_audio(path, &aud[i], err, sizeof err)) {
-            pm_parity_fail(&c->p, cs, "inputs", "%s", err);
-            goto out;
-        }
+    if (c->q8) {
+        run_case_q8(c, cs, cj);
+        return;
     }
-    if (has_image) {
-        json_t *f = json_object_get(json_object_get(c->inputs, "image"), "file");
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", c->inputs_dir, json_is_string(f) ? json_string_value(f) : "image.png");
-        if (read_image(path, &img, err, sizeof err)) {
-            pm_parity_fail(&c->p, cs, "inputs", "%s", err);
-            goto out;
-        }
-    }
-    pm_request req = {0};
-    req.prompt = prompt;
-    req.audios = aud;
-    req.n_audios = na;
-    req.images = has_image ? &img : NULL;
-    req.n_images = has_image;
-    json_t *gen = json_object_get(cj, "generated_ids");
-    req.max_tokens = json_is_array(gen) && json_array_size(gen) ? (int)json_array_size(gen) : 12;
+    case_in ci;
+    if (case_inputs(c, cs, cj, &ci)) goto out;
+    pm_audio_in *aud = ci.aud;
+    int na = ci.na, has_image = ci.has_image;
+    pm_request req = ci.req;
 
     const pm_model *m = c->m;
     int H = m->llm.c.hidden, NB = m->conf_cfg.num_blocks;
@@ -377,26 +464,9 @@ static void run_case(ctx *c, const char *cs) {
     /* greedy generation through the engine (KV-cached decode, adapter kept every step) */
     snprintf(rel, sizeof rel, "cases/%s/generated_ids.npy", cs);
     if (pm_parity_has(&c->p, rel) && pm_parity_want(&c->p, cs, "generated_ids")) {
-        /* The case runs batched with a companion text request submitted first, so a batch-wide
-         * adapter (instead of a per-sequence one) would show up here. */
         greedy_rec *g = calloc(1, sizeof *g);
         g->steps = json_object_get(cj, "greedy_steps");
-        pm_callbacks cb = {record_token, NULL, g};
-        pm_engine *eng = NULL;
-        pm_request comp = {0};
-        comp.prompt = "<|user|>Say something.<|end|><|assistant|>";
-        comp.max_tokens = req.max_tokens;
-        int rc = pm_engine_new(&eng, c->m, NULL, err, sizeof err);
-        if (!rc) {
-            pm_engine_set_fault(eng, c->fault);
-            rc = pm_engine_submit(eng, &comp, NULL, NULL, err, sizeof err);
-        }
-        g->eng = eng;
-        if (!rc) rc = pm_engine_submit(eng, &req, &cb, &g->id, err, sizeof err);
-        while (!rc && pm_engine_live(eng) > 0)
-            if (pm_engine_step(eng) < 0) rc = snprintf(err, sizeof err, "engine step failed") > 0 ? -1 : -1;
-        pm_engine_free(eng);
-        if (rc) pm_parity_fail(&c->p, cs, "generated_ids", "%s", err);
+        if (greedy_run(c, &req, g, err, sizeof err)) pm_parity_fail(&c->p, cs, "generated_ids", "%s", err);
         else {
             pm_parity_check_i64(&c->p, cs, "generated_ids", rel, g->tokens, (size_t)g->n);
             if (json_is_array(g->steps) && json_array_size(g->steps))
@@ -436,9 +506,7 @@ static void run_case(ctx *c, const char *cs) {
     report_unchecked(c, cs, rel);
     if (has_image) report_unchecked(c, cs, "image");
 out:
-    for (int i = 0; i < na; i++) pm_audio_in_free(&aud[i]);
-    free(aud);
-    pm_image_in_free(&img);
+    case_in_free(&ci);
 }
 
 /* Clips whose reference has encoder outputs (the long clip): single clip, no frame mask. */
@@ -487,7 +555,9 @@ static void usage(void) {
     fprintf(stderr, "usage: phi4mm parity --fixtures DIR [--case NAME]... [--stage-filter GLOB] [-v]\n"
                     "  DIR holds tiny_model/, inputs/, ref/manifest.json and ref/**.npy.\n"
                     "  Cases: those in ref/manifest.json, plus the pseudo-case 'features' (ref/audio/).\n"
-                    "  Prints one PASS/FAIL line per check and 'N passed, M failed'; exit 0 only when none failed.\n");
+                    "  Prints one PASS/FAIL line per check and 'N passed, M failed'; exit 0 only when none failed.\n"
+                    "  --weights q8: no parity checks; greedy tokens on int8 weights against the official ones\n"
+                    "  (common prefix and equal positions per case, then totals). Fails only if a case cannot run.\n");
 }
 
 int pm_cmd_parity(int argc, char **argv) {
@@ -501,6 +571,11 @@ int pm_cmd_parity(int argc, char **argv) {
         else if (!strcmp(a, "--case") && i + 1 < argc && n_cases < 64) cases[n_cases++] = argv[++i];
         else if (!strcmp(a, "--stage-filter") && i + 1 < argc) c.p.stage_glob = argv[++i];
         else if (!strcmp(a, "-v")) c.p.verbose = 1;
+        else if (!strcmp(a, "--weights") && i + 1 < argc) {
+            pm_weight_format f;
+            if (pm_weight_format_parse(argv[++i], &f)) return cli_fail("parity", "--weights must be bf16 or q8, got '%s'", argv[i]);
+            c.q8 = f == PM_WEIGHTS_Q8;
+        }
         else if (!strcmp(a, "--inject-fault") && i + 1 < argc) {
             /* test-only: prove the checks catch a known mistake (the run must then fail) */
             if ((c.fault = pm_fault_parse(argv[++i])) < 0) return cli_fail("parity", "unknown fault '%s'", argv[i]);
@@ -517,7 +592,8 @@ int pm_cmd_parity(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/inputs.json", c.inputs_dir);
     c.inputs = json_load_file(path, 0, NULL);
     if (!c.inputs) c.inputs = json_object();
-    if (pm_model_load(&c.m, c.model_dir, err, sizeof err)) {
+    pm_load_options lo = {c.q8 ? PM_WEIGHTS_Q8 : PM_WEIGHTS_BF16};
+    if (pm_model_load_opts(&c.m, c.model_dir, &lo, err, sizeof err)) {
         json_decref(c.manifest);
         json_decref(c.inputs);
         return cli_fail("parity", "%s", err);
@@ -529,14 +605,23 @@ int pm_cmd_parity(int argc, char **argv) {
         json_object_foreach(json_object_get(c.manifest, "cases"), k, v) if (n_cases < 64) cases[n_cases++] = k;
     }
     for (int i = 0; i < n_cases; i++) {
+        if (!strcmp(cases[i], "features") && c.q8) continue; /* no decoder there */
         if (!strcmp(cases[i], "features")) {
             pm_parity_run_features(&c.p);
             run_long_clips(&c);
             report_unchecked(&c, "features", "audio");
         } else run_case(&c, cases[i]);
     }
-    printf("%d passed, %d failed\n", c.p.passed, c.p.failed);
-    int rc = c.p.failed || !c.p.passed ? 1 : 0;
+    int rc;
+    if (c.q8) {
+        printf("q8 greedy agreement: %d cases, %d identical; common prefix %d/%d tokens (%.1f%%), equal positions %d/%d (%.1f%%)\n",
+               c.q8_cases, c.q8_identical, c.q8_prefix, c.q8_total, c.q8_total ? 100.0 * c.q8_prefix / c.q8_total : 0.0, c.q8_same,
+               c.q8_total, c.q8_total ? 100.0 * c.q8_same / c.q8_total : 0.0);
+        rc = c.p.failed || !c.q8_cases ? 1 : 0;
+    } else {
+        printf("%d passed, %d failed\n", c.p.passed, c.p.failed);
+        rc = c.p.failed || !c.p.passed ? 1 : 0;
+    }
     pm_model_free(c.m);
     json_decref(c.manifest);
     json_decref(c.inputs);

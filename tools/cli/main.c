@@ -17,6 +17,7 @@
 #pragma weak pm_cmd_serve
 #pragma weak pm_cmd_bench
 #pragma weak pm_cmd_mkmedia
+#pragma weak pm_cmd_q8check
 
 typedef struct {
     const char *name;
@@ -53,6 +54,7 @@ int main(int argc, char **argv) {
         {"synth", pm_cmd_synth, "write a random-weight checkpoint in the official layout"},
         {"bench", pm_cmd_bench, "benchmark against this machine's measured limits"},
         {"mkmedia", pm_cmd_mkmedia, "write a demo tone (WAV) and test pattern (PNG)"},
+        {"q8check", pm_cmd_q8check, "greedy agreement of --weights q8 with bf16 on synthetic prompts"},
     };
     int n = (int)(sizeof cmds / sizeof cmds[0]);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
