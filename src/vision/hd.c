@@ -35,7 +35,7 @@
 int pm_hd_plan_compute(int width, int height, int dynamic_hd, int crop, pm_hd_plan *p, pm_err *e) {
     memset(p, 0, sizeof *p);
     if (width < 1 || height < 1) return pm_errf(e, PM_EINVAL, "bad image size %dx%d", width, height);
-    if (crop < HD_PATCH || crop % HD_PATCH || dynamic_hd < 1)
+    if (crop < HD_PATCH || crop % HD_PATCH || dynamic_hd < 1 || dynamic_hd > 4096) /* 4096: the divisor scan's bound */
         return pm_errf(e, PM_EINVAL, "bad dynamic HD settings (crop %d, max crops %d)", crop, dynamic_hd);
     int64_t wc = ((int64_t)width + crop - 1) / crop, hc = ((int64_t)height + crop - 1) / crop;
     int gw, gh;
@@ -44,10 +44,19 @@ int pm_hd_plan_compute(int width, int height, int dynamic_hd, int crop, pm_hd_pl
         double area = (double)((int64_t)width * height);
         double best_diff = INFINITY;
         gw = gh = 1;
+        /* candidates (i, j = n / i) for n = 1.. and i ascending over the divisors of n, in the
+         * official order; the divisors come from a sqrt(n) scan (O(D^1.5), not O(D^2), for a
+         * config with thousands of crops) */
         for (int n = 1; n <= dynamic_hd; n++) {
-            for (int i = 1; i <= n; i++) {
-                if (n % i) continue;
-                int j = n / i;
+            int div[2 * 64 + 2], nd = 0, nl = 0, large[64 + 1];
+            for (int d = 1; (int64_t)d * d <= n; d++)
+                if (n % d == 0) {
+                    div[nd++] = d;
+                    if (d != n / d) large[nl++] = n / d;
+                }
+            while (nl > 0) div[nd++] = large[--nl];
+            for (int k = 0; k < nd; k++) {
+                int i = div[k], j = n / i;
                 double diff = fabs(aspect - (double)i / (double)j);
                 if (diff < best_diff) {
                     best_diff = diff;

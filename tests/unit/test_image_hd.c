@@ -283,6 +283,57 @@ static void test_crop_grid(void **state) {
     assert_true(pm_hd_num_tokens(10, 10, 36, 100) < 0); /* crop not a multiple of 14 */
 }
 
+/* The crop grid search against the plain O(D^2) enumeration (n = 1..D, i = 1..n dividing n, the
+ * first strictly better aspect difference wins, ties go to the later candidate when the image
+ * area exceeds half the grid's): same grid for many sizes and crop budgets up to 4096; above 4096
+ * the budget is refused. */
+static void reference_grid(int w, int h, int D, int crop, int *gw, int *gh) {
+    double aspect = (double)w / h, area = (double)w * h, best = INFINITY;
+    *gw = *gh = 1;
+    for (int n = 1; n <= D; n++)
+        for (int i = 1; i <= n; i++) {
+            if (n % i) continue;
+            int j = n / i;
+            double diff = fabs(aspect - (double)i / j);
+            if (diff < best) {
+                best = diff;
+                *gw = i;
+                *gh = j;
+            } else if (diff == best && area > 0.5 * crop * crop * i * j) {
+                *gw = i;
+                *gh = j;
+            }
+        }
+}
+
+static void test_grid_search_order(void **state) {
+    (void)state;
+    int dyns[] = {1, 2, 3, 6, 12, 16, 36, 37, 64, 100, 360, 1000, 4096};
+    uint32_t r = 99;
+    int checked = 0;
+    for (size_t d = 0; d < sizeof dyns / sizeof dyns[0]; d++)
+        for (int k = 0; k < (dyns[d] > 1000 ? 40 : 300); k++) {
+            r = r * 1664525u + 1013904223u;
+            int w = 1 + (int)(r >> 8) % 20000;
+            r = r * 1664525u + 1013904223u;
+            int h = 1 + (int)(r >> 8) % (k % 3 ? 20000 : 300);
+            int crop = k % 2 ? 448 : 28, gw, gh;
+            pm_hd_plan p;
+            int rc = pm_hd_plan_compute(w, h, dyns[d], crop, &p, NULL);
+            int64_t wc = (w + crop - 1) / crop, hc = (h + crop - 1) / crop;
+            if (wc * hc <= dyns[d]) continue; /* the grid of the image itself, no search */
+            reference_grid(w, h, dyns[d], crop, &gw, &gh);
+            if (rc == 0 || p.w_crops) {
+                assert_int_equal(p.w_crops, gw);
+                assert_int_equal(p.h_crops, gh);
+                checked++;
+            }
+        }
+    assert_true(checked > 1000);
+    pm_hd_plan p;
+    assert_true(pm_hd_plan_compute(100000, 10, 4097, 448, &p, NULL) < 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_image),
@@ -290,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_resize_small_cases),
         cmocka_unit_test(test_bicubic_identity_and_constant),
         cmocka_unit_test(test_crop_grid),
+        cmocka_unit_test(test_grid_search_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
