@@ -90,6 +90,19 @@ static void test_quantize(void **state) {
     pm_kern_dequant_q8_rows(c2, &Q, 5, 3);
     pm_kern_force_portable(0);
     assert_memory_equal(c, c2, sizeof c);
+    /* the portable quantizer gives the same bytes as the AVX2 one, also around NaN/Inf weights */
+    ws[7] = 0x7fc0;  /* NaN */
+    ws[40] = 0x7f80; /* +Inf */
+    ws[100] = 0xff80; /* -Inf */
+    pm_q8_free(&Q);
+    pm_tensor Q2;
+    assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
+    pm_kern_force_portable(1);
+    assert_int_equal(pm_q8_quantize(&Q2, &W, &e), PM_OK);
+    pm_kern_force_portable(0);
+    assert_int_equal(Q.nbytes, Q2.nbytes);
+    assert_memory_equal(Q.data, Q2.data, Q.nbytes);
+    pm_q8_free(&Q2);
     pm_q8_free(&Q);
     /* widths that are not a multiple of the block, and non-2-D tensors, are refused */
     pm_tensor odd = W;
