@@ -9,10 +9,7 @@
 
 #include <math.h>
 #include <stddef.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PM_X86 1
-#endif
+#include "simd.h"
 
 /* ---- portable ---- */
 
@@ -46,16 +43,6 @@ void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g
 /* ---- AVX2 ---- */
 
 #ifdef PM_X86
-#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-#define AVX2 __attribute__((target("avx2,fma")))
-
-AVX2_INLINE float hsum256(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
 
 /* TT keys x GH heads register tile (compile-time sizes). */
 AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, const float *K, size_t ks, int t0, int D, float scale,

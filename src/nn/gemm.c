@@ -21,10 +21,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PM_X86 1
-#endif
+#include "simd.h"
 
 #define MR 6
 #define NR 16
@@ -137,7 +134,6 @@ static void kernel_c(int kc, const float *a, const uint16_t *b, float *t) {
 }
 
 #ifdef PM_X86
-#define AVX2 __attribute__((target("avx2,fma")))
 
 /* The 6 x 16 micro-kernel; writes the slice result straight into C when the tile is full. */
 AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,

@@ -23,10 +23,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PM_X86 1
-#endif
+#include "simd.h"
 
 /* ---- portable twin ---- */
 
@@ -70,16 +67,6 @@ void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float s
 /* ---- AVX2 ---- */
 
 #ifdef PM_X86
-#define AVX2 __attribute__((target("avx2,fma")))
-#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-
-AVX2_INLINE float hsum256(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
 
 /* Stores s (the dot of row j with input i) into y. */
 AVX2_INLINE void put(float *y, int out, int i, int j, float s, float scale, int accumulate) {

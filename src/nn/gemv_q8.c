@@ -17,10 +17,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PM_X86 1
-#endif
+#include "simd.h"
 
 /* ---- portable twin ---- */
 
@@ -72,16 +69,6 @@ static void dequant_rows_c(float *out, const pm_tensor *W, size_t row0, size_t r
 #endif
 
 #ifdef PM_X86
-#define AVX2 __attribute__((target("avx2,fma")))
-#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-
-AVX2_INLINE float hsum256(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
 
 AVX2_INLINE __m256 load_w(const uint8_t *rec, int r, int v, __m256 s) {
     __m256i qi = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(pm_q8_quants(rec, r) + v)));

@@ -6,10 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PM_X86 1
-#endif
+#include "simd.h"
 
 static int force_portable;
 void pm_kern_force_portable(int on) { force_portable = on; }

@@ -2,6 +2,7 @@
 #include "quant.h"
 #include "kernels.h"
 #include "ops.h"
+#include "simd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,11 +26,10 @@ static float quantize_block(int8_t *q, const float *w) {
     return amax / 127.0f;
 }
 
-#if defined(__x86_64__)
-#include <immintrin.h>
+#ifdef PM_X86
 /* The same block quantization with AVX2 (identical results: max is exact, the products are the
  * same fp32 multiplications, and cvtps rounds half to even like the scalar trick). */
-__attribute__((target("avx2,fma"))) static float quantize_block_avx2(int8_t *q, const float *w) {
+AVX2 static float quantize_block_avx2(int8_t *q, const float *w) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4], m = _mm256_setzero_ps();
     __m256 ord[4];
@@ -63,7 +63,7 @@ __attribute__((target("avx2,fma"))) static float quantize_block_avx2(int8_t *q, 
 #endif
 
 static float quantize_block_any(int8_t *q, const float *w) {
-#if defined(__x86_64__)
+#ifdef PM_X86
     if (pm_kern_have_avx2()) {
         float s = quantize_block_avx2(q, w);
         if (s >= 0.0f) return s;

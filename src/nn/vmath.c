@@ -10,10 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PM_X86 1
-#endif
+#include "simd.h"
 
 #define EXP_HI 88.0f
 #define EXP_LO -87.33654f
@@ -49,7 +46,7 @@ static inline float exp_c(float x) {
     return p * s.f;
 }
 
-/* The order in which the AVX2 path folds its 8 lanes (hsum256 below). */
+/* The order in which the AVX2 path folds its 8 lanes (hsum256, simd.h). */
 static inline float hsum8_c(const float *a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
 void pm_kern_exp_c(float *y, const float *x, size_t n) {
@@ -86,8 +83,6 @@ void pm_kern_silu_mul_c(float *o, const float *g, const float *u, size_t n) {
 /* ---- AVX2 ---- */
 
 #ifdef PM_X86
-#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-#define AVX2 __attribute__((target("avx2,fma")))
 
 AVX2_INLINE __m256 exp8(__m256 x) {
     __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_NGE_UQ); /* x < lo, or NaN */
@@ -109,14 +104,6 @@ AVX2_INLINE __m256 exp8(__m256 x) {
     __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     y = _mm256_andnot_ps(under, y);               /* below range -> 0 */
     return _mm256_blendv_ps(y, x, isnan);         /* NaN passes through */
-}
-
-AVX2_INLINE float hsum256(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
 }
 
 AVX2 static void exp_avx2(float *y, const float *x, size_t n) {
