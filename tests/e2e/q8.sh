@@ -12,7 +12,8 @@ BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
 FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 M=$FIX/phi4mm-tiny/tiny_model
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+srv=
+trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1${2:+: $2}"; }
 
@@ -40,3 +41,16 @@ for c in "generate -m $M -p hi" "transcribe -m $M x.wav" "info -m $M" "serve -m 
   if [ $rc -ne 0 ] && echo "$out" | grep -q "weights must be bf16 or q8, got 'int4'"; then pass "q8_bad_value_$name"
   else fail "q8_bad_value_$name" "rc=$rc $out"; fi
 done
+
+"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --port-file "$tmp/port" --quiet --weights q8 >"$tmp/srv.log" 2>&1 &
+srv=$!
+port=
+for _ in $(seq 1 300); do
+  [ -s "$tmp/port" ] && port=$(cat "$tmp/port") && curl -sf "http://127.0.0.1:$port/health" >"$tmp/h.json" 2>/dev/null && break
+  sleep 0.1
+done
+body='{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":3}'
+if [ -n "$port" ] && grep -q '"weights": *"q8"' "$tmp/h.json" &&
+   curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" | grep -q '"completion_tokens": *3'; then
+  pass q8_serve
+else fail q8_serve "port=${port:-none} health=$(cat "$tmp/h.json" 2>/dev/null) $(tail -2 "$tmp/srv.log")"; fi
