@@ -63,7 +63,7 @@ $(BUILD)/libphi4mm.a: $(LIB_OBJ)
 $(BUILD)/phi4mm: $(TOOL_OBJ) $(BUILD)/libphi4mm.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libphi4mm.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libphi4mm.a
+$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libphi4mm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
 

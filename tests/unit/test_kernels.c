@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "nn/kernels.h"
 #include "nn/ops.h"
+#include "gemv_check.h"
 
 static uint32_t rng = 777;
 static float frand(void) {
@@ -30,63 +31,26 @@ static pm_tensor make_bf16(int out, int in, uint16_t **store) {
     return t;
 }
 
-/* GEMV: SIMD == twin bit for bit; both within 1e-5 relative of the fp64 reference; for tails
- * (in % 16 != 0), odd row counts, every n in 1..16, both modes. */
+/* GEMV (gemv_check.h): SIMD == twin bit for bit and both == the fp64 reference, for tails
+ * (in % 16 != 0), odd row counts, widths past the prefetch distance, every n in 1..16, both modes;
+ * then the determinism contract on a wide matrix with a tail. */
 static void test_gemv_twin_and_reference(void **state) {
     (void)state;
     int shapes[][2] = {{1, 3}, {5, 10}, {37, 19}, {64, 160}, {130, 96}, {77, 3072 / 8}, {9, 8}, {24, 33}, {16, 256}, {13, 1100}, {17, 2064}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int out = shapes[s][0], in = shapes[s][1];
         uint16_t *ws;
-        pm_tensor W = make_bf16(out, in, &ws);
-        for (int n = 1; n <= PM_SMALL_N; n += (n < 4 ? 1 : 5)) {
-            float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *yc = malloc(sizeof(float) * n * out),
-                  *r = malloc(sizeof(float) * n * out);
-            for (int i = 0; i < n * in; i++) x[i] = frand();
-            pm_linear_ref(r, x, n, &W, NULL);
-            pm_kern_gemv(y, x, n, &W, 0.0f, 0);
-            pm_kern_gemv_c(yc, x, n, &W, 0.0f, 0);
-            assert_memory_equal(y, yc, sizeof(float) * n * out);
-            for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
-            /* accumulate mode: y += 0.5 * dot */
-            for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)i * 0.25f;
-            pm_kern_gemv(y, x, n, &W, 0.5f, 1);
-            pm_kern_gemv_c(yc, x, n, &W, 0.5f, 1);
-            assert_memory_equal(y, yc, sizeof(float) * n * out);
-            for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - ((float)i * 0.25f + 0.5f * r[i])) <= 1e-4f * (1.0f + fabsf(y[i])));
-            free(x); free(y); free(yc); free(r);
-        }
+        pm_tensor W = make_bf16(shapes[s][0], shapes[s][1], &ws);
+        gemv_check_twin_and_reference(&W, 0.5f, frand);
         free(ws);
     }
 }
 
-/* Determinism contract: row i of an n-row call == the same row alone, and 1 thread == 2 threads. */
 static void test_gemv_batch_and_thread_independent(void **state) {
     (void)state;
-    int out = 203, in = 1300; /* > GEMV_KB: several K slices and a tail */
     uint16_t *ws;
-    pm_tensor W = make_bf16(out, in, &ws);
-    int n = PM_SMALL_N;
-    float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *y1 = malloc(sizeof(float) * out),
-          *yt = malloc(sizeof(float) * n * out);
-    for (int i = 0; i < n * in; i++) x[i] = frand();
-    for (int nn = 1; nn <= n; nn++) {
-        pm_kern_gemv(y, x, nn, &W, 0.0f, 0);
-        for (int i = 0; i < nn; i++) {
-            pm_kern_gemv(y1, x + (size_t)i * in, 1, &W, 0.0f, 0);
-            assert_memory_equal(y1, y + (size_t)i * out, sizeof(float) * out);
-        }
-    }
-    int nt = omp_get_max_threads();
-    pm_kern_gemv(y, x, n, &W, 0.0f, 0);
-    omp_set_num_threads(1);
-    pm_kern_gemv(yt, x, n, &W, 0.0f, 0);
-    omp_set_num_threads(3);
-    pm_kern_gemv(y1, x, 1, &W, 0.0f, 0);
-    omp_set_num_threads(nt);
-    assert_memory_equal(y, yt, sizeof(float) * n * out);
-    assert_memory_equal(y1, y, sizeof(float) * out);
-    free(x); free(y); free(y1); free(yt); free(ws);
+    pm_tensor W = make_bf16(203, 1300, &ws);
+    gemv_check_batch_and_threads(&W, frand);
+    free(ws);
 }
 
 static void test_exp_softmax_silu(void **state) {

@@ -24,6 +24,7 @@
 #include "nn/kernels.h"
 #include "nn/ops.h"
 #include "nn/quant.h"
+#include "gemv_check.h"
 
 static uint32_t rng = 4242;
 static float frand(void) {
@@ -121,27 +122,11 @@ static void test_gemv_q8_twin_and_reference(void **state) {
     (void)state;
     int shapes[][2] = {{1, 32}, {5, 64}, {37, 96}, {64, 160}, {130, 384}, {9, 32}, {24, 3072 / 8}, {8, 1024}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int out = shapes[s][0], in = shapes[s][1];
         uint16_t *ws;
-        pm_tensor W = make_bf16(out, in, &ws), Q;
+        pm_tensor W = make_bf16(shapes[s][0], shapes[s][1], &ws), Q;
         pm_err e = {0};
         assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
-        for (int n = 1; n <= PM_SMALL_N; n += (n < 4 ? 1 : 5)) {
-            float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *yc = malloc(sizeof(float) * n * out),
-                  *r = malloc(sizeof(float) * n * out);
-            for (int i = 0; i < n * in; i++) x[i] = frand();
-            pm_linear_ref(r, x, n, &Q, NULL); /* fp64 over the dequantized weights */
-            pm_kern_gemv(y, x, n, &Q, 0.0f, 0);
-            pm_kern_gemv_c(yc, x, n, &Q, 0.0f, 0);
-            assert_memory_equal(y, yc, sizeof(float) * n * out);
-            for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
-            for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)i * 0.25f;
-            pm_kern_gemv(y, x, n, &Q, -0.5f, 1);
-            pm_kern_gemv_c(yc, x, n, &Q, -0.5f, 1);
-            assert_memory_equal(y, yc, sizeof(float) * n * out);
-            for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - ((float)i * 0.25f - 0.5f * r[i])) <= 1e-4f * (1.0f + fabsf(y[i])));
-            free(x); free(y); free(yc); free(r);
-        }
+        gemv_check_twin_and_reference(&Q, -0.5f, frand); /* the reference reads the dequantized weights */
         pm_q8_free(&Q);
         free(ws);
     }
@@ -149,32 +134,13 @@ static void test_gemv_q8_twin_and_reference(void **state) {
 
 static void test_gemv_q8_batch_and_thread_independent(void **state) {
     (void)state;
-    int out = 203, in = 288, n = PM_SMALL_N;
     uint16_t *ws;
-    pm_tensor W = make_bf16(out, in, &ws), Q;
+    pm_tensor W = make_bf16(203, 288, &ws), Q;
     pm_err e = {0};
     assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
-    float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *y1 = malloc(sizeof(float) * out),
-          *yt = malloc(sizeof(float) * n * out);
-    for (int i = 0; i < n * in; i++) x[i] = frand();
-    for (int nn = 1; nn <= n; nn++) {
-        pm_kern_gemv(y, x, nn, &Q, 0.0f, 0);
-        for (int i = 0; i < nn; i++) {
-            pm_kern_gemv(y1, x + (size_t)i * in, 1, &Q, 0.0f, 0);
-            assert_memory_equal(y1, y + (size_t)i * out, sizeof(float) * out);
-        }
-    }
-    int nt = omp_get_max_threads();
-    pm_kern_gemv(y, x, n, &Q, 0.0f, 0);
-    omp_set_num_threads(1);
-    pm_kern_gemv(yt, x, n, &Q, 0.0f, 0);
-    omp_set_num_threads(3);
-    pm_kern_gemv(y1, x, 1, &Q, 0.0f, 0);
-    omp_set_num_threads(nt);
-    assert_memory_equal(y, yt, sizeof(float) * n * out);
-    assert_memory_equal(y1, y, sizeof(float) * out);
-    free(x); free(y); free(y1); free(yt); free(ws);
+    gemv_check_batch_and_threads(&Q, frand);
     pm_q8_free(&Q);
+    free(ws);
 }
 
 /* n > PM_SMALL_N: dequantized panels + sgemm, same weights as the decode kernel. */

@@ -55,27 +55,32 @@ static const uint8_t CRASH_EMPTY_MISALIGNED[] = {
       0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00
 };
 
-static void test_misaligned_tensors_copied(void **state) {
-    (void)state;
+/* Writes the parts as a lone model.safetensors in a fresh directory, opens it through the mmap
+ * path (pm_weights_open), removes the files again and returns the weights (fails the test on error). */
+static pm_weights *open_shard(const void *const *parts, const size_t *sizes, int n_parts) {
     char dir[] = "/tmp/pm-regress-st-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
-    uint64_t hl = sizeof HDR - 1;
-    assert_int_equal(hl % 2, 1);
-    fwrite(&hl, 8, 1, f);
-    fwrite(HDR, 1, hl, f);
-    fwrite(DATA, 1, sizeof DATA, f);
+    for (int i = 0; i < n_parts; i++) fwrite(parts[i], 1, sizes[i], f);
     fclose(f);
-
     pm_weights *w = NULL;
     pm_err e = {0};
     int rc = pm_weights_open(&w, dir, &e);
     unlink(path);
     rmdir(dir);
     if (rc) fail_msg("%s", e.msg);
+    return w;
+}
+
+static void test_misaligned_tensors_copied(void **state) {
+    (void)state;
+    uint64_t hl = sizeof HDR - 1;
+    assert_int_equal(hl % 2, 1);
+    pm_weights *w = open_shard((const void *[]){&hl, HDR, DATA}, (size_t[]){8, hl, sizeof DATA}, 3);
+    pm_err e = {0};
     const pm_tensor *b = pm_wget(w, &e, 1, (int64_t[]){2}, "b"), *fl = pm_wget(w, &e, 1, (int64_t[]){2}, "f");
     assert_non_null(b);
     assert_non_null(fl);
@@ -97,20 +102,7 @@ static void test_misaligned_tensors_copied(void **state) {
 static void test_empty_tensor_misaligned(void **state) {
     (void)state;
     assert_int_equal(CRASH_EMPTY_MISALIGNED[0] % 3, 2); /* the harness's lone-shard mode */
-    char dir[] = "/tmp/pm-regress-st-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fwrite(CRASH_EMPTY_MISALIGNED + 1, 1, sizeof CRASH_EMPTY_MISALIGNED - 1, f);
-    fclose(f);
-    pm_weights *w = NULL;
-    pm_err e = {0};
-    int rc = pm_weights_open(&w, dir, &e);
-    unlink(path);
-    rmdir(dir);
-    if (rc) fail_msg("%s", e.msg);
+    pm_weights *w = open_shard((const void *[]){CRASH_EMPTY_MISALIGNED + 1}, (size_t[]){sizeof CRASH_EMPTY_MISALIGNED - 1}, 1);
     assert_int_equal(pm_weights_count(w), 3);
     for (int i = 0; i < pm_weights_count(w); i++) {
         const pm_tensor *t = pm_weights_at(w, i);
