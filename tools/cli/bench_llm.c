@@ -23,16 +23,14 @@ static uint32_t lcg(uint32_t *s) {
     return *s;
 }
 
-/* Bytes a weight streams per use (for int8 weights nbytes is the packed size, scales included). */
-static double stream_bytes(const pm_tensor *t) { return (double)t->nbytes; }
-
-/* Bytes a decode step streams for the base model: every projection + the lm_head. */
+/* Bytes a decode step streams for the base model: every projection + the lm_head (for int8 weights
+ * nbytes is the packed size, scales included). */
 static double weight_bytes(const pm_llm *m, int adapter) {
-    double b = stream_bytes(m->lm_head);
+    double b = (double)m->lm_head->nbytes;
     for (int l = 0; l < m->c.n_layers; l++) {
         const pm_lora_linear *L[4] = {&m->layers[l].qkv, &m->layers[l].o, &m->layers[l].gate_up, &m->layers[l].down};
         for (int k = 0; k < 4; k++) {
-            b += stream_bytes(L[k]->W);
+            b += (double)L[k]->W->nbytes;
             if (adapter) b += (double)L[k]->A[adapter]->nbytes + (double)L[k]->B[adapter]->nbytes;
         }
     }
