@@ -135,7 +135,11 @@ static void conv_module(const pm_conformer *m, const pm_cf_block *b, float *x, i
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         float *o = w->q + (size_t)r * D;
-        for (int j = 0; j < D; j++) o[j] = pm_cf_apply(act, o[j] + b->pw_b[j]);
+        if (act == PM_CF_ACT_SWISH) {
+            for (int j = 0; j < D; j++) o[j] += b->pw_b[j];
+            pm_kern_silu_mul(o, o, NULL, (size_t)D);
+        } else
+            for (int j = 0; j < D; j++) o[j] = pm_cf_apply(act, o[j] + b->pw_b[j]);
     }
     pm_linear(w->h, w->q, R, &b->ext_w, NULL);
 #pragma omp parallel for schedule(static)

@@ -10,10 +10,14 @@
  * and `& 0xffff0000`, the sliver is packed interleaved for that), 6 broadcasts of A, 12 FMAs into
  * 12 register accumulators.
  *
+ * The AVX-512 path is the same design at twice the width: 32-column slivers (one 64-byte load per
+ * k, pairs (d, 16 + d)), 12-row A slivers, a 12 x 32 micro-kernel with 24 zmm accumulators.
+ *
  * Arithmetic: each C element accumulates its KC-slice in k order with FMA from 0, then C =
- * (first slice ? beta * C : C) + alpha * slice. The portable twin does exactly that with fmaf
- * (identical bits; tested); it is too slow for production and only runs where the CPU has no
- * AVX2 (then ops.c uses BLAS on converted panels instead). */
+ * (first slice ? beta * C : C) + alpha * slice. That does not depend on the tile shape, so the
+ * AVX-512 and AVX2 paths and the portable twin (fmaf) give identical bits (tested); the twin is too
+ * slow for production and only runs where the CPU has no AVX2 (then ops.c uses BLAS on converted
+ * panels instead). */
 #include "kernels.h"
 #include "ops.h"
 
@@ -23,8 +27,10 @@
 #include <string.h>
 #include "simd.h"
 
-#define MR 6
+#define MR 6 /* AVX2 and portable tile */
 #define NR 16
+#define MR5 12 /* AVX-512 tile */
+#define NR5 32
 #ifndef GEMM_KC
 #define GEMM_KC 512
 #endif
@@ -35,89 +41,91 @@
 #define GEMM_NC 256
 #endif
 
-/* Packs W rows [j0, j0 + nc) x cols [k0, k0 + kc) into nc/16 slivers of [kc][16] bf16, each 16-group
- * interleaved as (col d, col 8 + d) pairs so that a dword's low half is column d and its high half
- * column 8 + d. Missing rows (past out) are zero. */
-static void pack_b(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0, int kc) {
-    for (int s = 0; s < nc; s += NR) {
+/* Packs W rows [j0, j0 + nc) x cols [k0, k0 + kc) into nc/nr slivers of [kc][nr] bf16 (nr = 16 or
+ * 32), each interleaved as (col d, col nr/2 + d) pairs so that a dword's low half is column d and its
+ * high half column nr/2 + d. Missing rows (past out) are zero. */
+static void pack_b(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0, int kc, int nr) {
+    int half = nr / 2;
+    for (int s = 0; s < nc; s += nr) {
         uint16_t *dst = bp + (size_t)s * kc;
-        const uint16_t *rows[NR];
-        for (int c = 0; c < NR; c++) rows[c] = j0 + s + c < out ? w + (size_t)(j0 + s + c) * in + k0 : NULL;
-        for (int d = 0; d < 8; d++) {
-            const uint16_t *lo = rows[d], *hi = rows[8 + d];
+        const uint16_t *rows[NR5];
+        for (int c = 0; c < nr; c++) rows[c] = j0 + s + c < out ? w + (size_t)(j0 + s + c) * in + k0 : NULL;
+        for (int d = 0; d < half; d++) {
+            const uint16_t *lo = rows[d], *hi = rows[half + d];
             for (int k = 0; k < kc; k++) {
-                dst[(size_t)k * NR + 2 * d] = lo ? lo[k] : 0;
-                dst[(size_t)k * NR + 2 * d + 1] = hi ? hi[k] : 0;
+                dst[(size_t)k * nr + 2 * d] = lo ? lo[k] : 0;
+                dst[(size_t)k * nr + 2 * d + 1] = hi ? hi[k] : 0;
             }
         }
     }
 }
 
 #ifdef PM_X86
-/* Same as pack_b, 8 k at a time: per column pair (d, 8 + d) an unpack of the two rows' 8 bf16
- * gives 8 dwords over k; an 8 x 8 dword transpose turns them into 8 packed k-rows. */
-__attribute__((target("avx2,fma"))) static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0,
-                                                            int kc, const uint16_t *zero) {
-    for (int s = 0; s < nc; s += NR) {
+/* Same as pack_b, 8 k at a time: per column pair (d, nr/2 + d) an unpack of the two rows' 8 bf16
+ * gives 8 dwords over k; an 8 x 8 dword transpose per 8 pairs turns them into 8 packed k-rows. */
+AVX2 static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0, int kc, int nr,
+                             const uint16_t *zero) {
+    int half = nr / 2;
+    for (int s = 0; s < nc; s += nr) {
         uint16_t *dst = bp + (size_t)s * kc;
-        const uint16_t *rows[NR];
-        for (int c = 0; c < NR; c++) rows[c] = j0 + s + c < out ? w + (size_t)(j0 + s + c) * in + k0 : zero;
+        const uint16_t *rows[NR5];
+        for (int c = 0; c < nr; c++) rows[c] = j0 + s + c < out ? w + (size_t)(j0 + s + c) * in + k0 : zero;
         int k = 0;
-        for (; k + 8 <= kc; k += 8) {
-            __m256 r[8];
-            for (int d = 0; d < 8; d++) {
-                __m128i lo = _mm_loadu_si128((const __m128i *)(rows[d] + k)), hi = _mm_loadu_si128((const __m128i *)(rows[8 + d] + k));
-                r[d] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi)));
+        for (; k + 8 <= kc; k += 8)
+            for (int g = 0; g < half; g += 8) {
+                __m256 r[8];
+                for (int e = 0; e < 8; e++) {
+                    __m128i lo = _mm_loadu_si128((const __m128i *)(rows[g + e] + k)),
+                            hi = _mm_loadu_si128((const __m128i *)(rows[half + g + e] + k));
+                    r[e] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi)));
+                }
+                __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+                __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+                __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+                __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float *o = (float *)(dst + (size_t)k * nr) + g; /* k-row k + i starts i * half floats on */
+                _mm256_storeu_ps(o + 0 * half, _mm256_permute2f128_ps(u0, u4, 0x20));
+                _mm256_storeu_ps(o + 1 * half, _mm256_permute2f128_ps(u1, u5, 0x20));
+                _mm256_storeu_ps(o + 2 * half, _mm256_permute2f128_ps(u2, u6, 0x20));
+                _mm256_storeu_ps(o + 3 * half, _mm256_permute2f128_ps(u3, u7, 0x20));
+                _mm256_storeu_ps(o + 4 * half, _mm256_permute2f128_ps(u0, u4, 0x31));
+                _mm256_storeu_ps(o + 5 * half, _mm256_permute2f128_ps(u1, u5, 0x31));
+                _mm256_storeu_ps(o + 6 * half, _mm256_permute2f128_ps(u2, u6, 0x31));
+                _mm256_storeu_ps(o + 7 * half, _mm256_permute2f128_ps(u3, u7, 0x31));
             }
-            __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-            __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-            __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-            __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-            float *o = (float *)(dst + (size_t)k * NR);
-            _mm256_storeu_ps(o + 0 * 8, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(o + 1 * 8, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(o + 2 * 8, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(o + 3 * 8, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(o + 4 * 8, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(o + 5 * 8, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(o + 6 * 8, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(o + 7 * 8, _mm256_permute2f128_ps(u3, u7, 0x31));
-        }
         for (; k < kc; k++)
-            for (int d = 0; d < 8; d++) {
-                dst[(size_t)k * NR + 2 * d] = rows[d][k];
-                dst[(size_t)k * NR + 2 * d + 1] = rows[8 + d][k];
+            for (int d = 0; d < half; d++) {
+                dst[(size_t)k * nr + 2 * d] = rows[d][k];
+                dst[(size_t)k * nr + 2 * d + 1] = rows[half + d][k];
             }
     }
 }
 #endif
 
-/* Packs x rows [i0, i0 + mc) x cols [k0, k0 + kc) into 6-row slivers [kc][6]; missing rows zero. */
-static void pack_a(float *ap, const float *x, int in, int M, int i0, int mc, int k0, int kc) {
-    for (int s = 0; s < mc; s += MR) {
-        float *dst = ap + (size_t)s * kc;
-        for (int r = 0; r < MR; r++) {
-            int i = i0 + s + r;
-            if (i < M) {
-                const float *src = x + (size_t)i * in + k0;
-                for (int k = 0; k < kc; k++) dst[(size_t)k * MR + r] = src[k];
-            } else
-                for (int k = 0; k < kc; k++) dst[(size_t)k * MR + r] = 0.0f;
-        }
+/* Packs the mr rows of x from row i0 x cols [k0, k0 + kc) into one sliver [kc][mr]; rows past M
+ * are zero. */
+static void pack_a(float *dst, const float *x, int in, int M, int i0, int mr, int k0, int kc) {
+    for (int r = 0; r < mr; r++) {
+        int i = i0 + r;
+        if (i < M) {
+            const float *src = x + (size_t)i * in + k0;
+            for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[k];
+        } else
+            for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f;
     }
 }
 
-/* Writes a finished 6 x 16 tile t (row stride NR) into C: rows < mr, cols < nr. */
-static void store_tile(float *c, size_t ldc, const float *t, int mr, int nr, float alpha, int first, int beta_one) {
+/* Writes a finished tile t (row stride ldt) into C: rows < mr, cols < nr. */
+static void store_tile(float *c, size_t ldc, const float *t, int ldt, int mr, int nr, float alpha, int first, int beta_one) {
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float *cc = c + (size_t)i * ldc + j;
             float prev = first ? (beta_one ? *cc : 0.0f) : *cc;
-            *cc = prev + alpha * t[i * NR + j];
+            *cc = prev + alpha * t[i * ldt + j];
         }
 }
 
@@ -184,51 +192,116 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
         _mm256_storeu_ps(t + i * NR, acc[i][0]);
         _mm256_storeu_ps(t + i * NR + 8, acc[i][1]);
     }
-    store_tile(c, ldc, t, mr, nr, alpha, first, beta_one);
+    store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
+}
+
+/* The 12 x 32 micro-kernel: per k one 64-byte load of B gives both 16-column halves, 12 broadcasts
+ * of A, 24 FMAs into 24 zmm accumulators. */
+AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
+                                 int first, int beta_one) {
+    __m512 acc[MR5][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR5; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
+    for (int i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 31), _MM_HINT_T0);
+    }
+    for (int k = 0; k < kc; k++) {
+        __m512i raw = _mm512_loadu_si512((const void *)(b + (size_t)k * NR5));
+        __m512 b0 = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), b1 = _mm512_castsi512_ps(_mm512_and_si512(raw, mask));
+        const float *ak = a + (size_t)k * MR5;
+#pragma GCC unroll 12
+        for (int i = 0; i < MR5; i++) {
+            __m512 av = _mm512_set1_ps(ak[i]);
+            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+        }
+    }
+    if (mr == MR5 && nr == NR5) {
+        __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR5; i++)
+            for (int h = 0; h < 2; h++) {
+                float *cc = c + (size_t)i * ldc + 16 * h;
+                __m512 prev = first && !beta_one ? _mm512_setzero_ps() : _mm512_loadu_ps(cc);
+                _mm512_storeu_ps(cc, _mm512_add_ps(prev, _mm512_mul_ps(al, acc[i][h])));
+            }
+        return;
+    }
+    float t[MR5 * NR5];
+    for (int i = 0; i < MR5; i++) {
+        _mm512_storeu_ps(t + i * NR5, acc[i][0]);
+        _mm512_storeu_ps(t + i * NR5 + 16, acc[i][1]);
+    }
+    store_tile(c, ldc, t, NR5, mr, nr, alpha, first, beta_one);
 }
 #endif
 
+/* Which path computes: the tile shape follows the kernel. MC (A rows per L2 block) is a multiple of
+ * both MRs and does not change any result. */
+typedef enum { PATH_C, PATH_AVX2, PATH_AVX512 } gemm_path;
+typedef struct {
+    gemm_path path;
+    int mr, nr, mc;
+} gemm_geom;
+
+static gemm_geom geom_for(gemm_path p) {
+    gemm_geom g = {p, MR, NR, GEMM_MC};
+    if (p == PATH_AVX512) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC};
+    return g;
+}
+
+static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t *bs, float *c, size_t ldc, int mr, int nr, float alpha,
+                     int first, int beta_one) {
+#ifdef PM_X86
+    if (g->path == PATH_AVX512) {
+        kernel_avx512(kc, as, bs, c, ldc, mr, nr, alpha, first, beta_one);
+        return;
+    }
+    if (g->path == PATH_AVX2) {
+        kernel_avx2(kc, as, bs, c, ldc, mr, nr, alpha, first, beta_one);
+        return;
+    }
+#endif
+    float t[MR * NR];
+    kernel_c(kc, as, bs, t);
+    store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
+}
+
 /* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
- * (slice p at p * Mr * GEMM_KC, 6-row slivers of [kc][6]). */
-static void gemm_item(float *y, const float *apk, int M, int Mr, const uint16_t *w, int out, int in, int j0, int nc, float alpha,
-                      int beta_one, uint16_t *bp, const uint16_t *zero, int simd) {
-    int ncr = (nc + NR - 1) / NR * NR;
+ * (slice p at p * Mr * GEMM_KC, mr-row slivers of [kc][mr]). */
+static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const uint16_t *w, int out, int in, int j0, int nc,
+                      float alpha, int beta_one, uint16_t *bp, const uint16_t *zero) {
+    int ncr = (nc + g->nr - 1) / g->nr * g->nr;
     for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
         int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0;
         const float *ap = apk + (size_t)p * Mr * GEMM_KC;
 #ifdef PM_X86
-        if (simd) pack_b_avx2(bp, w, in, out, j0, ncr, k0, kc, zero);
+        if (g->path != PATH_C) pack_b_avx2(bp, w, in, out, j0, ncr, k0, kc, g->nr, zero);
         else
 #endif
-            pack_b(bp, w, in, out, j0, ncr, k0, kc);
-        for (int i0 = 0; i0 < M; i0 += GEMM_MC) {
-            int mc = M - i0 < GEMM_MC ? M - i0 : GEMM_MC, mcr = (mc + MR - 1) / MR * MR;
-            for (int s = 0; s < ncr; s += NR) {
-                int nr = nc - s < NR ? nc - s : NR;
-                for (int r = 0; r < mcr; r += MR) {
-                    int mr = mc - r < MR ? mc - r : MR;
-                    float *c = y + (size_t)(i0 + r) * out + j0 + s;
-                    const float *as = ap + (size_t)(i0 + r) * kc;
-#ifdef PM_X86
-                    if (simd) {
-                        kernel_avx2(kc, as, bp + (size_t)s * kc, c, (size_t)out, mr, nr, alpha, first, beta_one);
-                        continue;
-                    }
-#endif
-                    float t[MR * NR];
-                    kernel_c(kc, as, bp + (size_t)s * kc, t);
-                    store_tile(c, (size_t)out, t, mr, nr, alpha, first, beta_one);
+            pack_b(bp, w, in, out, j0, ncr, k0, kc, g->nr);
+        for (int i0 = 0; i0 < M; i0 += g->mc) {
+            int mc = M - i0 < g->mc ? M - i0 : g->mc, mcr = (mc + g->mr - 1) / g->mr * g->mr;
+            for (int s = 0; s < ncr; s += g->nr) {
+                int nr = nc - s < g->nr ? nc - s : g->nr;
+                for (int r = 0; r < mcr; r += g->mr) {
+                    int mr = mc - r < g->mr ? mc - r : g->mr;
+                    run_tile(g, kc, ap + (size_t)(i0 + r) * kc, bp + (size_t)s * kc, y + (size_t)(i0 + r) * out + j0 + s, (size_t)out, mr, nr,
+                             alpha, first, beta_one);
                 }
             }
         }
     }
 }
 
-static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, int simd) {
+static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
+    gemm_geom g = geom_for(path);
     int out = (int)W->shape[0], in = (int)W->shape[1];
     const uint16_t *w = (const uint16_t *)W->data;
-    int items = (out + GEMM_NC - 1) / GEMM_NC, slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + MR - 1) / MR * MR;
-    int slivers = Mr / MR;
+    int items = (out + GEMM_NC - 1) / GEMM_NC, slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + g.mr - 1) / g.mr * g.mr;
+    int slivers = Mr / g.mr;
     float a = accumulate ? alpha : 1.0f;
     float *apk = aligned_alloc(64, sizeof(float) * (size_t)slices * Mr * GEMM_KC);
     uint16_t *zero = calloc(GEMM_KC + 16, sizeof(uint16_t));
@@ -238,14 +311,14 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
 #pragma omp for schedule(static)
         for (long q = 0; q < (long)slices * slivers; q++) {
             int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
-            pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * MR * kc, x, in, n, sv * MR, MR, k0, kc);
+            pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc);
         }
         uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * GEMM_NC * GEMM_KC);
         PM_ASSERT(bp);
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
             int j0 = it * GEMM_NC, nc = out - j0 < GEMM_NC ? out - j0 : GEMM_NC;
-            gemm_item(y, apk, n, Mr, w, out, in, j0, nc, a, accumulate, bp, zero, simd);
+            gemm_item(&g, y, apk, n, Mr, w, out, in, j0, nc, a, accumulate, bp, zero);
         }
         free(bp);
     }
@@ -254,9 +327,10 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
 }
 
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
-    gemm_run(y, x, n, W, alpha, accumulate, 0);
+    gemm_run(y, x, n, W, alpha, accumulate, PATH_C);
 }
 
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
-    gemm_run(y, x, n, W, alpha, accumulate, pm_kern_have_avx2());
+    gemm_path p = pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C;
+    gemm_run(y, x, n, W, alpha, accumulate, p);
 }

@@ -1,5 +1,5 @@
-/* kernels.c — CPU dispatch and the bf16 -> fp32 conversions (see kernels.h). The AVX2 versions
- * are compiled with target attributes so the binary stays runnable on any x86-64; dispatch reads
+/* kernels.c — CPU dispatch and the bf16 -> fp32 conversions (see kernels.h). The AVX2 and AVX-512
+ * versions are compiled with target attributes so the binary stays runnable on any x86-64; dispatch reads
  * the CPU once. */
 #include "kernels.h"
 #include "ops.h"
@@ -8,21 +8,36 @@
 #include <string.h>
 #include "simd.h"
 
-static int force_portable;
-void pm_kern_force_portable(int on) { force_portable = on; }
+static pm_kern_level level_cap = PM_KERN_AVX512; /* tests and the benchmark lower it */
+void pm_kern_cap(pm_kern_level max) { level_cap = max; }
+void pm_kern_force_portable(int on) { pm_kern_cap(on ? PM_KERN_PORTABLE : PM_KERN_AVX512); }
 
-int pm_kern_have_avx2(void) {
+/* What the CPU offers, read once. AVX-512 needs F (the 16-lane FMAs, conversions and masks) and
+ * BW (16-bit element loads under a mask); its kernels also use everything the AVX2 ones do. */
+static pm_kern_level cpu_level(void) {
 #ifdef PM_X86
     static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+        cached = avx512 ? PM_KERN_AVX512 : avx2 ? PM_KERN_AVX2 : PM_KERN_PORTABLE;
     }
-    return cached && !force_portable;
+    return (pm_kern_level)cached;
 #else
-    return 0;
+    return PM_KERN_PORTABLE;
 #endif
 }
+
+pm_kern_level pm_kern_level_in_use(void) {
+    pm_kern_level l = cpu_level();
+    return l < level_cap ? l : level_cap;
+}
+
+const char *pm_kern_level_name(pm_kern_level l) { return l == PM_KERN_AVX512 ? "avx512" : l == PM_KERN_AVX2 ? "avx2" : "portable"; }
+
+int pm_kern_have_avx2(void) { return pm_kern_level_in_use() >= PM_KERN_AVX2; }
+int pm_kern_have_avx512(void) { return pm_kern_level_in_use() >= PM_KERN_AVX512; }
 
 /* ---- conversions ---- */
 

@@ -1,5 +1,5 @@
-/* kernels.h — hot loops with runtime CPU dispatch (AVX2+FMA when the CPU has them, portable C
- * otherwise). Each SIMD kernel has a plain-C twin (`*_c`) that tests compare against; the twins
+/* kernels.h — hot loops with runtime CPU dispatch (AVX-512 or AVX2+FMA when the CPU has them,
+ * portable C otherwise). Each SIMD kernel has a plain-C twin (`*_c`) that tests compare against; the twins
  * use fmaf and the SIMD lane order, so both paths give the same bits (tests/unit/test_kernels.c).
  * Files: kernels.c (dispatch, conversions), gemv.c (decode matmul; gemv_q8.c on int8 weights), gemm.c (prefill matmul), vmath.c (exp, softmax,
  * SiLU), attn.c (decode attention inner loops). */
@@ -41,7 +41,7 @@ void pm_kern_exp_c(float *y, const float *x, size_t n);
 /* In-place softmax of x[0..n) with that exp; an all -inf row becomes zeros. */
 void pm_kern_softmax(float *x, int n);
 void pm_kern_softmax_c(float *x, int n);
-/* o[i] = u[i] * silu(g[i]) = u * g / (1 + exp(-g)). o may alias g or u. */
+/* o[i] = u[i] * silu(g[i]) = u * g / (1 + exp(-g)); u == NULL: o[i] = silu(g[i]). o may alias g or u. */
 void pm_kern_silu_mul(float *o, const float *g, const float *u, size_t n);
 void pm_kern_silu_mul_c(float *o, const float *g, const float *u, size_t n);
 
@@ -54,9 +54,18 @@ void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int 
 void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 
-/* 1 when the AVX2 path is in use (for tests and the benchmark's report). */
+/* Dispatch levels, best last. A kernel runs the best path it has at or below the level in use. */
+typedef enum { PM_KERN_PORTABLE, PM_KERN_AVX2, PM_KERN_AVX512 } pm_kern_level;
+/* min(what the CPU offers, the cap). */
+pm_kern_level pm_kern_level_in_use(void);
+const char *pm_kern_level_name(pm_kern_level l);
+/* 1 when the AVX2 (resp. AVX-512) paths are in use (for tests and the benchmark's report). */
 int pm_kern_have_avx2(void);
-/* Forces the portable path (tests): 1 = force C, 0 = auto. */
+int pm_kern_have_avx512(void);
+/* Caps the level (tests compare paths, the benchmark measures AVX2 against AVX-512). Not
+ * thread-safe: call it with no kernel running. PM_KERN_AVX512 = no cap (the default). */
+void pm_kern_cap(pm_kern_level max);
+/* pm_kern_cap(on ? PM_KERN_PORTABLE : PM_KERN_AVX512). */
 void pm_kern_force_portable(int on);
 
 #endif

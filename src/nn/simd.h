@@ -1,5 +1,5 @@
 /* simd.h — what the SIMD kernel files share (internal to src/nn): PM_X86 when compiling for
- * x86-64, the AVX2 function attributes (each kernel is compiled for AVX2+FMA by attribute, so the
+ * x86-64, the AVX2 / AVX-512 function attributes (each kernel is compiled for its ISA by attribute, so the
  * binary still runs on any x86-64; kernels.c dispatches at run time), and hsum256, the one lane
  * fold every 8-lane dot product uses ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); the portable twins
  * reproduce that order to get the same bits. */
@@ -11,6 +11,9 @@
 #define PM_X86 1
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+/* AVX-512 kernels (F + BW; kernels.c checks both) */
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+#define AVX512_INLINE __attribute__((target("avx512f,avx512bw,avx2,fma"), always_inline)) static inline
 
 AVX2_INLINE float hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);

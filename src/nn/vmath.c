@@ -77,7 +77,10 @@ void pm_kern_softmax_c(float *x, int n) {
 }
 
 void pm_kern_silu_mul_c(float *o, const float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) o[i] = u[i] * (g[i] / (1.0f + exp_c(-g[i])));
+    for (size_t i = 0; i < n; i++) {
+        float s = g[i] / (1.0f + exp_c(-g[i]));
+        o[i] = u ? u[i] * s : s;
+    }
 }
 
 /* ---- AVX2 ---- */
@@ -149,9 +152,12 @@ AVX2 static void silu_mul_avx2(float *o, const float *g, const float *u, size_t 
         __m256 gv = _mm256_loadu_ps(g + i);
         __m256 e = exp8(_mm256_xor_ps(gv, sign));
         __m256 s = _mm256_div_ps(gv, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(u + i), s));
+        _mm256_storeu_ps(o + i, u ? _mm256_mul_ps(_mm256_loadu_ps(u + i), s) : s);
     }
-    for (; i < n; i++) o[i] = u[i] * (g[i] / (1.0f + exp_c(-g[i])));
+    for (; i < n; i++) {
+        float s = g[i] / (1.0f + exp_c(-g[i]));
+        o[i] = u ? u[i] * s : s;
+    }
 }
 #endif
 

@@ -98,6 +98,16 @@ static void test_exp_softmax_silu(void **state) {
         double ref = x[i] * (g[i] / (1.0 + exp(-(double)g[i])));
         assert_true(fabs(a[i] - ref) <= 1e-6 * (1.0 + fabs(ref)));
     }
+    /* u == NULL: plain silu, in place */
+    memcpy(a, g, sizeof(float) * N);
+    memcpy(b, g, sizeof(float) * N);
+    pm_kern_silu_mul(a, a, NULL, N);
+    pm_kern_silu_mul_c(b, b, NULL, N);
+    assert_memory_equal(a, b, sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        double ref = g[i] / (1.0 + exp(-(double)g[i]));
+        assert_true(fabs(a[i] - ref) <= 1e-6 * (1.0 + fabs(ref)));
+    }
     free(x); free(a); free(b); free(g);
 }
 
@@ -134,32 +144,39 @@ static void test_attention_kernels(void **state) {
     }
 }
 
-/* Prefill GEMM on bf16: SIMD == twin bit for bit; close to fp64; both modes; ragged shapes
- * (M % 6, N % 16, K % 8 and K > one KC slice); and pm_linear routes n > PM_SMALL_N to it. */
+/* Prefill GEMM on bf16: every SIMD path the CPU has (AVX-512 12 x 32 tiles, AVX2 6 x 16) == the
+ * twin bit for bit; close to fp64; both modes; ragged shapes (M % 12, M % 6, N % 32, N % 16, K % 8,
+ * K > one KC slice, M past one AVX-512 MC block); and pm_linear routes n > PM_SMALL_N to it. */
 static void test_gemm_bf16(void **state) {
     (void)state;
-    int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {7 + PM_SMALL_N, 300, 1100}, {40, 5, 3}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
-        uint16_t *ws;
-        pm_tensor W = make_bf16(out, in, &ws);
-        float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *yc = malloc(sizeof(float) * n * out),
-              *r = malloc(sizeof(float) * n * out);
-        for (int i = 0; i < n * in; i++) x[i] = frand();
-        pm_linear_ref(r, x, n, &W, NULL);
-        pm_kern_gemm_bf16(y, x, n, &W, 1.0f, 0);
-        pm_kern_gemm_bf16_c(yc, x, n, &W, 1.0f, 0);
-        assert_memory_equal(y, yc, sizeof(float) * n * out);
-        for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
-        pm_linear(yc, x, n, &W, NULL);
-        if (n > PM_SMALL_N) assert_memory_equal(y, yc, sizeof(float) * n * out);
-        for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)(i % 7) - 3.0f;
-        pm_kern_gemm_bf16(y, x, n, &W, 0.25f, 1);
-        pm_kern_gemm_bf16_c(yc, x, n, &W, 0.25f, 1);
-        assert_memory_equal(y, yc, sizeof(float) * n * out);
-        for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - ((float)(i % 7) - 3.0f + 0.25f * r[i])) <= 1e-4f * (1.0f + sqrtf((float)in)));
-        free(x); free(y); free(yc); free(r); free(ws);
-    }
+    int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {7 + PM_SMALL_N, 300, 1100}, {40, 5, 3}, {150, 70, 1030}, {13, 33, 64}};
+    pm_kern_level levels[] = {PM_KERN_AVX512, PM_KERN_AVX2};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t l = 0; l < 2; l++) {
+            if (pm_kern_level_in_use() < levels[l]) continue;
+            pm_kern_cap(levels[l]);
+            int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+            uint16_t *ws;
+            pm_tensor W = make_bf16(out, in, &ws);
+            float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *yc = malloc(sizeof(float) * n * out),
+                  *r = malloc(sizeof(float) * n * out);
+            for (int i = 0; i < n * in; i++) x[i] = frand();
+            pm_linear_ref(r, x, n, &W, NULL);
+            pm_kern_gemm_bf16(y, x, n, &W, 1.0f, 0);
+            pm_kern_gemm_bf16_c(yc, x, n, &W, 1.0f, 0);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
+            pm_linear(yc, x, n, &W, NULL);
+            if (n > PM_SMALL_N) assert_memory_equal(y, yc, sizeof(float) * n * out);
+            for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)(i % 7) - 3.0f;
+            pm_kern_gemm_bf16(y, x, n, &W, 0.25f, 1);
+            pm_kern_gemm_bf16_c(yc, x, n, &W, 0.25f, 1);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            for (int i = 0; i < n * out; i++)
+                assert_true(fabsf(y[i] - ((float)(i % 7) - 3.0f + 0.25f * r[i])) <= 1e-4f * (1.0f + sqrtf((float)in)));
+            free(x); free(y); free(yc); free(r); free(ws);
+            pm_kern_cap(PM_KERN_AVX512);
+        }
 }
 
 static void test_convert_rows(void **state) {
@@ -183,6 +200,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_convert_rows),
     };
-    printf("kernels: AVX2 path %s\n", pm_kern_have_avx2() ? "in use" : "NOT available (twins compared with themselves)");
+    printf("kernels: best path %s%s\n", pm_kern_level_name(pm_kern_level_in_use()),
+           pm_kern_have_avx2() ? "" : " (twins compared with themselves)");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
