@@ -7,7 +7,8 @@ BUILD   ?= build
 PKGS    := openblas jansson libpcre2-8 sndfile libmicrohttpd libpng libjpeg libwebp cmocka
 APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev libpcre2-dev libsndfile1-dev \
             libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libcmocka-dev
-TEST_APT_PKGS := python3-numpy python3-scipy python3-pil python3-torch nodejs npm curl
+# tests only: python3-numpy python3-scipy python3-pil python3-torch, nodejs npm, curl (test-deps installs the missing groups;
+# a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -43,8 +44,9 @@ deps:
 
 test-deps: deps
 	@missing=""; \
-	/usr/bin/python3 -c 'import numpy, scipy, PIL, torch' 2>/dev/null || missing="$(TEST_APT_PKGS)"; \
-	command -v node >/dev/null && command -v npm >/dev/null && command -v curl >/dev/null || missing="$(TEST_APT_PKGS)"; \
+	/usr/bin/python3 -c 'import numpy, scipy, PIL, torch' 2>/dev/null || missing="python3-numpy python3-scipy python3-pil python3-torch"; \
+	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	command -v curl >/dev/null || missing="$$missing curl"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "phi4mm: installing test dependencies: $$missing"; \

@@ -12,10 +12,15 @@
  * even elements as fp32 and `& 0xffff0000` the 8 odd ones. The inputs are permuted once per call
  * to match (each 16-block as evens, then odds), so one load + two ALU ops feed 2 x NT FMAs.
  *
- * Determinism (ops.h): output (i, j) is always hsum(acc) of one 8-lane FMA accumulator walked
- * over the 16-blocks in order (evens, then odds), then the scalar tail in order, whatever tile
- * shape, n or thread count produced it. So a sequence decoded alone and inside a batch gets the
- * same bits; the portable twin computes the very same operations. */
+ * AVX-512 does the same at twice the width: a 64-byte load holds a 32-block, one 16-lane
+ * accumulator per output, inputs permuted per 32-block; tiles of 4 rows x 4 inputs for n > 1 (the
+ * batched decode is compute-bound on 2 cores, and 16 lanes double the FMA throughput).
+ *
+ * Determinism (ops.h): output (i, j) is always hsum(acc) of one L-lane FMA accumulator (L = 8 on
+ * AVX2, 16 on AVX-512) walked over the 2L-blocks in order (evens, then odds), then the scalar tail
+ * in order, whatever tile shape, n or thread count produced it. So a sequence decoded alone and
+ * inside a batch gets the same bits; the portable twin computes the very same operations for the
+ * lane count of the level in use. (AVX2 and AVX-512 machines differ in the last bits.) */
 #include "kernels.h"
 #include "ops.h"
 
@@ -27,17 +32,22 @@
 
 /* ---- portable twin ---- */
 
-/* One output at a time with the SIMD path's exact arithmetic: per 16-block, lane l takes the
- * even element 2l then the odd one 2l+1 (fmaf), lanes folded in hsum256's order, then the tail in
- * order. */
-static float dot_row_c(const pm_tensor *W, size_t j, const float *x, int in, float *tmp) {
+/* Accumulator lanes of the SIMD path in use: the twin reproduces its order. */
+static int gemv_lanes(void) { return pm_kern_have_avx512() ? 16 : 8; }
+
+/* One output at a time with the SIMD path's exact arithmetic: per 2L-block, lane l takes the
+ * even element 2l then the odd one 2l+1 (fmaf); 16 lanes fold to 8 as (l, l + 8), then hsum256's
+ * order; then the tail in order. */
+static float dot_row_c(const pm_tensor *W, size_t j, const float *x, int in, float *tmp, int L) {
     pm_tensor_read_f32(W, j * (size_t)in, (size_t)in, tmp);
-    float acc[8] = {0};
+    float acc[16] = {0};
     int c = 0;
-    for (; c + 16 <= in; c += 16) {
-        for (int l = 0; l < 8; l++) acc[l] = fmaf(tmp[c + 2 * l], x[c + 2 * l], acc[l]);
-        for (int l = 0; l < 8; l++) acc[l] = fmaf(tmp[c + 2 * l + 1], x[c + 2 * l + 1], acc[l]);
+    for (; c + 2 * L <= in; c += 2 * L) {
+        for (int l = 0; l < L; l++) acc[l] = fmaf(tmp[c + 2 * l], x[c + 2 * l], acc[l]);
+        for (int l = 0; l < L; l++) acc[l] = fmaf(tmp[c + 2 * l + 1], x[c + 2 * l + 1], acc[l]);
     }
+    if (L == 16)
+        for (int l = 0; l < 8; l++) acc[l] += acc[l + 8];
     float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     for (; c < in; c++) s += tmp[c] * x[c];
     return s;
@@ -48,7 +58,7 @@ void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float s
         pm_kern_gemv_q8_c(y, x, n, W, scale, accumulate);
         return;
     }
-    int out = (int)W->shape[0], in = (int)W->shape[1];
+    int out = (int)W->shape[0], in = (int)W->shape[1], L = W->dtype == PM_DT_BF16 ? gemv_lanes() : 8;
 #pragma omp parallel
     {
         float *tmp = malloc((size_t)in * sizeof(float));
@@ -56,7 +66,7 @@ void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float s
 #pragma omp for schedule(static)
         for (int j = 0; j < out; j++)
             for (int i = 0; i < n; i++) {
-                float d = dot_row_c(W, (size_t)j, x + (size_t)i * in, in, tmp);
+                float d = dot_row_c(W, (size_t)j, x + (size_t)i * in, in, tmp, L);
                 float *yy = &y[(size_t)i * out + j];
                 *yy = accumulate ? *yy + scale * d : d;
             }
@@ -184,16 +194,120 @@ AVX2 static void gemv_bf16_avx2(float *y, const float *xp, const float *x, int n
 }
 #endif
 
-/* x with every full 16-block reordered as (x0 x2 .. x14, x1 x3 .. x15); the tail as is. */
-static void permute_x(float *xp, const float *x, int n, int in) {
+/* ---- AVX-512 ---- */
+
+#ifdef PM_X86
+
+AVX512_INLINE float hsum512(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return hsum256(_mm256_add_ps(lo, hi));
+}
+
+/* The AVX2 tile at 16 lanes: rows wr[0..RT) x inputs [i0, i0 + NT), 32-blocks. */
+AVX512_INLINE void tile512(float *y, int out, int j0, int i0, const uint16_t *const *wr, const float *xp, const float *x, int in, int RT,
+                           int NT, int PF, float scale, int accumulate) {
+    __m512 acc[8][4];
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 8
+    for (int r = 0; r < RT; r++)
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) acc[r][i] = _mm512_setzero_ps();
+    const float *xi[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++) xi[i] = xp + (size_t)(i0 + i) * in;
+    int c = 0;
+    for (; c + 32 <= in; c += 32) {
+        __m512 xv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; r++) {
+            if (PF) _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
+            __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512((const void *)(wr[r] + c)), 16));
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; r++) {
+            __m512 w = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(wr[r] + c)), hi));
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < RT; r++)
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) {
+            float s = hsum512(acc[r][i]);
+            const float *xr = x + (size_t)(i0 + i) * in;
+            for (int k = c; k < in; k++) s += pm_bf16_to_f32(wr[r][k]) * xr[k];
+            float *yy = &y[(size_t)(i0 + i) * out + j0 + r];
+            *yy = accumulate ? *yy + scale * s : s;
+        }
+}
+
+/* Rows [j0, j0 + RT) against all n inputs in groups of G; the first group streams the rows from
+ * memory, later ones re-read them from L1/L2. (2 rows x 8 inputs measured no faster than 4 x 4.) */
+#define ROWS512(RT, G)                                                                                                                \
+    AVX512 static void rows512_##RT(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0,     \
+                                    float scale, int accumulate) {                                                                   \
+        const uint16_t *wr[RT];                                                                                                       \
+        for (int r = 0; r < RT; r++) wr[r] = w + (size_t)(j0 + r) * in;                                                              \
+        int i = 0;                                                                                                                    \
+        for (; i + G <= n; i += G) tile512(y, out, j0, i, wr, xp, x, in, RT, G, i ? 0 : GEMV_PF, scale, accumulate);                  \
+        switch (n - i) {                                                                                                              \
+        case 3: tile512(y, out, j0, i, wr, xp, x, in, RT, 3, i ? 0 : GEMV_PF, scale, accumulate); break;                             \
+        case 2: tile512(y, out, j0, i, wr, xp, x, in, RT, 2, i ? 0 : GEMV_PF, scale, accumulate); break;                             \
+        case 1: tile512(y, out, j0, i, wr, xp, x, in, RT, 1, i ? 0 : GEMV_PF, scale, accumulate); break;                             \
+        }                                                                                                                             \
+    }
+ROWS512(4, 4)
+ROWS512(1, 4)
+
+AVX512 static void rows512_8_n1(float *y, const float *xp, const float *x, const uint16_t *w, int out, int in, int j0, float scale,
+                                int accumulate) {
+    const uint16_t *wr[8];
+    for (int r = 0; r < 8; r++) wr[r] = w + (size_t)(j0 + r) * in;
+    tile512(y, out, j0, 0, wr, xp, x, in, 8, 1, GEMV_PF, scale, accumulate);
+}
+
+/* Same schedule as gemv_bf16_avx2. */
+AVX512 static void gemv_bf16_avx512(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, float scale,
+                                    int accumulate) {
+    int nb = out / 8, nt = omp_get_max_threads();
+    int chunk = (512 << 10) / (16 * (in > 0 ? in : 1));
+    if (chunk > nb / (4 * nt)) chunk = nb / (4 * nt);
+    if (chunk < 1) chunk = 1;
+#pragma omp parallel
+    {
+#pragma omp for schedule(dynamic, chunk) nowait
+        for (int b = 0; b < nb; b++) {
+            int j0 = b * 8;
+            if (n == 1) rows512_8_n1(y, xp, x, w, out, in, j0, scale, accumulate);
+            else {
+                rows512_4(y, xp, x, n, w, out, in, j0, scale, accumulate);
+                rows512_4(y, xp, x, n, w, out, in, j0 + 4, scale, accumulate);
+            }
+        }
+#pragma omp single nowait
+        for (int j = nb * 8; j < out; j++) rows512_1(y, xp, x, n, w, out, in, j, scale, accumulate);
+    }
+}
+#endif
+
+/* x with every full B-block (B = 16 or 32) reordered as its even elements, then its odd ones; the
+ * tail as is. */
+static void permute_x(float *xp, const float *x, int n, int in, int B) {
     for (int i = 0; i < n; i++) {
         const float *xr = x + (size_t)i * in;
         float *o = xp + (size_t)i * in;
         int c = 0;
-        for (; c + 16 <= in; c += 16)
-            for (int l = 0; l < 8; l++) {
+        for (; c + B <= in; c += B)
+            for (int l = 0; l < B / 2; l++) {
                 o[c + l] = xr[c + 2 * l];
-                o[c + 8 + l] = xr[c + 2 * l + 1];
+                o[c + B / 2 + l] = xr[c + 2 * l + 1];
             }
         for (; c < in; c++) o[c] = xr[c];
     }
@@ -212,8 +326,10 @@ void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float sca
         size_t bytes = ((sizeof(float) * (size_t)n * in + 63) & ~(size_t)63);
         float *xp = (size_t)n * in <= 4096 ? stack : aligned_alloc(64, bytes);
         PM_ASSERT(xp);
-        permute_x(xp, x, n, in);
-        gemv_bf16_avx2(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
+        int wide = pm_kern_have_avx512();
+        permute_x(xp, x, n, in, wide ? 32 : 16);
+        if (wide) gemv_bf16_avx512(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
+        else gemv_bf16_avx2(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
         if (xp != stack) free(xp);
         return;
     }

@@ -31,25 +31,44 @@ static pm_tensor make_bf16(int out, int in, uint16_t **store) {
     return t;
 }
 
-/* GEMV (gemv_check.h): SIMD == twin bit for bit and both == the fp64 reference, for tails
- * (in % 16 != 0), odd row counts, widths past the prefetch distance, every n in 1..16, both modes;
- * then the determinism contract on a wide matrix with a tail. */
+/* The SIMD levels this CPU has, best first; each test below runs once per level (pm_kern_cap). */
+static int simd_levels(pm_kern_level *out) {
+    int k = 0;
+    for (int l = PM_KERN_AVX512; l >= PM_KERN_AVX2; l--)
+        if (pm_kern_level_in_use() >= (pm_kern_level)l) out[k++] = (pm_kern_level)l;
+    if (!k) out[k++] = PM_KERN_PORTABLE;
+    return k;
+}
+
+/* GEMV (gemv_check.h), on every SIMD level: SIMD == twin bit for bit and both == the fp64
+ * reference, for tails (in % 32, in % 16 != 0), odd row counts, widths past the prefetch distance,
+ * every n in 1..16, both modes; then the determinism contract on a wide matrix with a tail. */
 static void test_gemv_twin_and_reference(void **state) {
     (void)state;
     int shapes[][2] = {{1, 3}, {5, 10}, {37, 19}, {64, 160}, {130, 96}, {77, 3072 / 8}, {9, 8}, {24, 33}, {16, 256}, {13, 1100}, {17, 2064}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        uint16_t *ws;
-        pm_tensor W = make_bf16(shapes[s][0], shapes[s][1], &ws);
-        gemv_check_twin_and_reference(&W, 0.5f, frand);
-        free(ws);
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++) {
+        pm_kern_cap(lv[l]);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            uint16_t *ws;
+            pm_tensor W = make_bf16(shapes[s][0], shapes[s][1], &ws);
+            gemv_check_twin_and_reference(&W, 0.5f, frand);
+            free(ws);
+        }
     }
+    pm_kern_cap(PM_KERN_AVX512);
 }
 
 static void test_gemv_batch_and_thread_independent(void **state) {
     (void)state;
     uint16_t *ws;
     pm_tensor W = make_bf16(203, 1300, &ws);
-    gemv_check_batch_and_threads(&W, frand);
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++) {
+        pm_kern_cap(lv[l]);
+        gemv_check_batch_and_threads(&W, frand);
+    }
+    pm_kern_cap(PM_KERN_AVX512);
     free(ws);
 }
 
@@ -150,10 +169,10 @@ static void test_attention_kernels(void **state) {
 static void test_gemm_bf16(void **state) {
     (void)state;
     int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {7 + PM_SMALL_N, 300, 1100}, {40, 5, 3}, {150, 70, 1030}, {13, 33, 64}};
-    pm_kern_level levels[] = {PM_KERN_AVX512, PM_KERN_AVX2};
+    pm_kern_level levels[3];
+    int nl = simd_levels(levels);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (size_t l = 0; l < 2; l++) {
-            if (pm_kern_level_in_use() < levels[l]) continue;
+        for (int l = 0; l < nl; l++) {
             pm_kern_cap(levels[l]);
             int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
             uint16_t *ws;

@@ -17,7 +17,7 @@ typedef struct bench_opts {
     int prefill[8], n_prefill;
     int prefill_chunk;
     int audio_secs[4], n_audio;
-    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8;
+    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels;
 } bench_opts;
 
 typedef struct bench_ctx {
@@ -54,5 +54,6 @@ int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */
 int bench_image(bench_ctx *b);  /* HD + SigLIP + projection */
 int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
 int bench_q8(bench_ctx *b);     /* the same decoder runs on --weights q8, as speedups over bf16 */
+int bench_kernels(bench_ctx *b); /* decoder rows capped at AVX2, as AVX-512 speedups (AVX-512 CPUs) */
 
 #endif

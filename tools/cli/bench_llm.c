@@ -17,6 +17,7 @@
 
 #include "bench.h"
 #include "model/llm.h"
+#include "nn/kernels.h"
 
 static uint32_t lcg(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -248,5 +249,47 @@ int bench_q8(bench_ctx *b) {
     b->m = mb;
     pm_model_free(mq);
     if (e.code) fprintf(stderr, "phi4mm bench: q8: %s\n", e.msg);
+    return e.code;
+}
+
+/* The same decoder rows with the kernels capped at AVX2, when this CPU has AVX-512: the speedup of
+ * the AVX-512 paths measured in this run (decode at the first and last batch size, the first
+ * prefill length). */
+int bench_kernels(bench_ctx *b) {
+    if (!pm_kern_have_avx512()) {
+        bench_progress("kernels: no AVX-512 on this CPU, nothing to compare");
+        return 0;
+    }
+    pm_err e = {0};
+    const pm_llm_config *c = &b->m->llm.c;
+    int idx[2] = {0, b->o.n_batches - 1}, n_idx = b->o.n_batches > 1 ? 2 : 1, maxB = b->o.batches[idx[n_idx - 1]];
+    if (b->o.batches[0] > maxB) maxB = b->o.batches[0];
+    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
+    for (int s = 0; kv && s < maxB && !e.code; s++)
+        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, &e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    pm_kern_cap(PM_KERN_AVX2);
+    for (int k = 0; kv && k < n_idx && !e.code; k++) {
+        int i = idx[k];
+        char label[64];
+        double tps = 0;
+        snprintf(label, sizeof label, "avx2 decode batch %d", b->o.batches[i]);
+        bench_progress("kernels: %s", label);
+        decode_one(b, kv, b->o.batches[i], 0, "kernels", label, &tps, &e);
+        if (!e.code && tps > 0 && b->decode_tps[i] > 0)
+            bench_row(b, "kernels", "decode avx512 / avx2", b->decode_tps[i] / tps, "x", -1, -1, json_pack("{s:i}", "batch", b->o.batches[i]),
+                      "batch %d: %.2f tok/s (AVX-512) / %.2f tok/s (AVX2)", b->o.batches[i], b->decode_tps[i], tps);
+    }
+    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
+    free(kv);
+    if (!e.code && b->o.n_prefill > 0) {
+        double tps = 0;
+        bench_progress("kernels: avx2 prefill %d tokens", b->o.prefill[0]);
+        prefill_one(b, b->o.prefill[0], "kernels", &tps, &e);
+        if (!e.code && tps > 0 && b->prefill_tps[0] > 0)
+            bench_row(b, "kernels", "prefill avx512 / avx2", b->prefill_tps[0] / tps, "x", -1, -1, json_pack("{s:i}", "tokens", b->o.prefill[0]),
+                      "%d tokens: %.1f tok/s (AVX-512) / %.1f tok/s (AVX2)", b->o.prefill[0], b->prefill_tps[0], tps);
+    }
+    pm_kern_cap(PM_KERN_AVX512);
+    if (e.code) fprintf(stderr, "phi4mm bench: kernels: %s\n", e.msg);
     return e.code;
 }

@@ -108,7 +108,7 @@ static void usage(void) {
             "  --prefill-chunk N    rows per forward during prefill (default 512, as pm_engine)\n"
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
-            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8\n"
+            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels\n"
             "  --quick              prefill 128,512; batches 1,8; 3 decode steps; audio 10 s; no TTFT\n");
 }
 
@@ -152,6 +152,7 @@ int pm_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--skip-image")) o->skip_image = 1;
         else if (!strcmp(a, "--skip-tok")) o->skip_tok = 1;
         else if (!strcmp(a, "--skip-q8")) o->skip_q8 = 1;
+        else if (!strcmp(a, "--skip-kernels")) o->skip_kernels = 1;
         else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
         else if (!strcmp(a, "--skip-llm")) skip_llm = 1;
         else if (!strcmp(a, "--quick")) {
@@ -185,6 +186,7 @@ int pm_cmd_bench(int argc, char **argv) {
     json_object_set_new(mach, "date", json_string(when));
     json_object_set_new(mach, "threads", json_integer(nt));
     json_object_set_new(mach, "avx2", json_boolean(pm_kern_have_avx2()));
+    json_object_set_new(mach, "kernels", json_string(pm_kern_level_name(pm_kern_level_in_use())));
     json_object_set_new(mach, "blas", json_string(openblas_get_config()));
     json_object_set_new(mach, "model_dir", json_string(o->model_dir));
     const char *wp = getenv("OMP_WAIT_POLICY");
@@ -197,8 +199,8 @@ int pm_cmd_bench(int argc, char **argv) {
     }
     json_object_set_new(mach, "loadavg_start", json_real(la0));
 
-    printf("phi4mm bench — %s, %d threads, AVX2 %s, OMP_WAIT_POLICY %s, %s, load average %.2f\n", host, nt,
-           pm_kern_have_avx2() ? "yes" : "no", wp ? wp : "(default)", openblas_get_config(), la0);
+    printf("phi4mm bench — %s, %d threads, kernels %s, OMP_WAIT_POLICY %s, %s, load average %.2f\n", host, nt,
+           pm_kern_level_name(pm_kern_level_in_use()), wp ? wp : "(default)", openblas_get_config(), la0);
     printf("%-10s %-30s %10s %-7s %10s %6s  %s\n", "section", "measurement", "value", "unit", "bound", "ratio", "notes");
     bench_progress("machine limits");
     b.bw_gbs = bench_read_bandwidth((size_t)512 << 20, 7);
@@ -239,6 +241,7 @@ int pm_cmd_bench(int argc, char **argv) {
     int rc = 0;
     if (!skip_llm) rc = bench_llm(&b);
     if (!rc && !skip_llm && !o->skip_q8) rc = bench_q8(&b);
+    if (!rc && !skip_llm && !o->skip_kernels) rc = bench_kernels(&b);
     if (!rc && !o->skip_audio) rc = bench_audio(&b);
     if (!rc && !o->skip_image) rc = bench_image(&b);
     if (!rc && !o->skip_tok) rc = bench_tok(&b);
