@@ -195,6 +195,16 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
     store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
+/* Interleaved bf16 slivers (pairs (d, 16 + d)) -> fp32 slivers in column order, count bf16 values. */
+AVX512 static void widen_b(float *dst, const uint16_t *src, int count) {
+    const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
+    for (int i = 0; i < count; i += 32) {
+        __m512i raw = _mm512_loadu_si512((const void *)(src + i));
+        _mm512_store_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)));
+        _mm512_store_ps(dst + i + 16, _mm512_castsi512_ps(_mm512_and_si512(raw, mask)));
+    }
+}
+
 /* The 12 x 32 micro-kernel: per k one 64-byte load of B gives both 16-column halves, 12 broadcasts
  * of A, 24 FMAs into 24 zmm accumulators. */
 AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
@@ -207,9 +217,10 @@ AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, floa
         _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + (size_t)i * ldc + 31), _MM_HINT_T0);
     }
+    const float *bf = (const float *)b;
+    (void)mask;
     for (int k = 0; k < kc; k++) {
-        __m512i raw = _mm512_loadu_si512((const void *)(b + (size_t)k * NR5));
-        __m512 b0 = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), b1 = _mm512_castsi512_ps(_mm512_and_si512(raw, mask));
+        __m512 b0 = _mm512_load_ps(bf + (size_t)k * NR5), b1 = _mm512_load_ps(bf + (size_t)k * NR5 + 16);
         const float *ak = a + (size_t)k * MR5;
 #pragma GCC unroll 12
         for (int i = 0; i < MR5; i++) {
@@ -272,7 +283,7 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
 /* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
  * (slice p at p * Mr * GEMM_KC, mr-row slivers of [kc][mr]). */
 static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const uint16_t *w, int out, int in, int j0, int nc,
-                      float alpha, int beta_one, uint16_t *bp, const uint16_t *zero) {
+                      float alpha, int beta_one, uint16_t *bp, float *bpf, const uint16_t *zero) {
     int ncr = (nc + g->nr - 1) / g->nr * g->nr;
     for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
         int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0;
@@ -282,13 +293,20 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
         else
 #endif
             pack_b(bp, w, in, out, j0, ncr, k0, kc, g->nr);
+        const uint16_t *bsrc = bp;
+#ifdef PM_X86
+        if (g->path == PATH_AVX512) {
+            widen_b(bpf, bp, ncr * kc);
+            bsrc = (const uint16_t *)bpf;
+        }
+#endif
         for (int i0 = 0; i0 < M; i0 += g->mc) {
             int mc = M - i0 < g->mc ? M - i0 : g->mc, mcr = (mc + g->mr - 1) / g->mr * g->mr;
             for (int s = 0; s < ncr; s += g->nr) {
                 int nr = nc - s < g->nr ? nc - s : g->nr;
                 for (int r = 0; r < mcr; r += g->mr) {
                     int mr = mc - r < g->mr ? mc - r : g->mr;
-                    run_tile(g, kc, ap + (size_t)(i0 + r) * kc, bp + (size_t)s * kc, y + (size_t)(i0 + r) * out + j0 + s, (size_t)out, mr, nr,
+                    run_tile(g, kc, ap + (size_t)(i0 + r) * kc, g->path == PATH_AVX512 ? bsrc + (size_t)s * kc * 2 : bp + (size_t)s * kc, y + (size_t)(i0 + r) * out + j0 + s, (size_t)out, mr, nr,
                              alpha, first, beta_one);
                 }
             }
@@ -300,7 +318,13 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
     gemm_geom g = geom_for(path);
     int out = (int)W->shape[0], in = (int)W->shape[1];
     const uint16_t *w = (const uint16_t *)W->data;
-    int items = (out + GEMM_NC - 1) / GEMM_NC, slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + g.mr - 1) / g.mr * g.mr;
+    /* Work items: runs of whole slivers, at most GEMM_NC columns each, as many as a multiple of the
+     * thread count and equal to within one sliver (1152 columns on 2 threads: 6 x 192, not 4 x 256
+     * + 128, which left one thread idle for a tenth of the call). */
+    int S = (out + g.nr - 1) / g.nr, per = GEMM_NC / g.nr, nt = omp_get_max_threads();
+    int items = (S + per - 1) / per;
+    if (items % nt && items < S) items = (items + nt - 1) / nt * nt < S ? (items + nt - 1) / nt * nt : S;
+    int slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + g.mr - 1) / g.mr * g.mr;
     int slivers = Mr / g.mr;
     float a = accumulate ? alpha : 1.0f;
     float *apk = aligned_alloc(64, sizeof(float) * (size_t)slices * Mr * GEMM_KC);
@@ -314,13 +338,16 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
             pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc);
         }
         uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * GEMM_NC * GEMM_KC);
-        PM_ASSERT(bp);
+        float *bpf = path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * GEMM_NC * GEMM_KC) : NULL;
+        PM_ASSERT(bp && (bpf || path != PATH_AVX512));
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
-            int j0 = it * GEMM_NC, nc = out - j0 < GEMM_NC ? out - j0 : GEMM_NC;
-            gemm_item(&g, y, apk, n, Mr, w, out, in, j0, nc, a, accumulate, bp, zero);
+            int s0 = (int)((long)it * S / items), s1 = (int)((long)(it + 1) * S / items);
+            int j0 = s0 * g.nr, nc = (s1 * g.nr < out ? s1 * g.nr : out) - j0;
+            gemm_item(&g, y, apk, n, Mr, w, out, in, j0, nc, a, accumulate, bp, bpf, zero);
         }
         free(bp);
+        free(bpf);
     }
     free(apk);
     free(zero);

@@ -299,40 +299,39 @@ int pm_siglip_position_ids(int grid, const float *mask, int *ids, pm_err *e) {
 
 /* Elementwise kernels of the attention softmax and the MLP activation. They dominate after the
  * GEMMs (16M exps per crop-layer each at real dims), so they use a polynomial exp (Cephes expf,
- * ~1 ulp) in loops the compiler vectorises, compiled twice: AVX2+FMA and portable, picked at run
- * time like nn/kernels.c does. */
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
+ * ~1 ulp) in loops the compiler vectorises, compiled three times: AVX-512, AVX2+FMA and portable,
+ * picked at run time like nn/kernels.c does. */
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
 
-/* out[0..8) = exp(in[0..8)); inputs clamped to [-88.376, 88] (results below ~2^-126 flush to 0,
+/* out[0..16) = exp(in[0..16)); inputs clamped to [-88.376, 88] (results below ~2^-126 flush to 0,
  * the top stays finite). Vectors pass through memory so no vector type crosses a function
- * boundary (no ABI dependence). */
-static inline __attribute__((always_inline)) void exp8(const float *in, float *out) {
-    const v8f hi = {88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f};
-    const v8f lo = {-88.3762626647949f, -88.3762626647949f, -88.3762626647949f, -88.3762626647949f,
-                    -88.3762626647949f, -88.3762626647949f, -88.3762626647949f, -88.3762626647949f};
-    v8f x;
+ * boundary (no ABI dependence). Each lane's operations are the same whatever vector width the
+ * clone compiles them to (no FP contraction under -std=c11), so every clone gives the same exps. */
+static inline __attribute__((always_inline)) void exp16(const float *in, float *out) {
+    v16f x;
     memcpy(&x, in, sizeof x);
-    v8i m = x > hi;
-    x = (v8f)(((v8i)x & ~m) | ((v8i)hi & m));
+    const v16f hi = (v16f){0} + 88.0f, lo = (v16f){0} - 88.3762626647949f;
+    v16i m = x > hi;
+    x = (v16f)(((v16i)x & ~m) | ((v16i)hi & m));
     m = x < lo;
-    x = (v8f)(((v8i)x & ~m) | ((v8i)lo & m));
-    v8f fx = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    x = (v16f)(((v16i)x & ~m) | ((v16i)lo & m));
+    v16f fx = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     x = x - fx * 0.693359375f;
     x = x - fx * -2.12194440e-4f;
-    v8f z = x * x;
-    v8f y = x * 1.9875691500e-4f + 1.3981999507e-3f;
+    v16f z = x * x;
+    v16f y = x * 1.9875691500e-4f + 1.3981999507e-3f;
     y = y * x + 8.3334519073e-3f;
     y = y * x + 4.1665795894e-2f;
     y = y * x + 1.6666665459e-1f;
     y = y * x + 5.0000001201e-1f;
     y = y * z + x + 1.0f;
-    v8i n = __builtin_convertvector(fx, v8i);
-    typedef uint32_t v8u __attribute__((vector_size(32)));
-    v8i bits = (v8i)((v8u)(n + 127) << 23); /* 2^n; n = -128 (x = -88.38) is flushed to a 0 factor */
+    v16i n = __builtin_convertvector(fx, v16i);
+    typedef uint32_t v16u __attribute__((vector_size(64)));
+    v16i bits = (v16i)((v16u)(n + 127) << 23); /* 2^n; n = -128 (x = -88.38) is flushed to a 0 factor */
     m = n > -127;
     bits &= m;
-    y = y * (v8f)bits;
+    y = y * (v16f)bits;
     memcpy(out, &y, sizeof y);
 }
 
@@ -356,13 +355,13 @@ static inline __attribute__((always_inline)) void softmax_row_body(float *row, i
     }
 #pragma omp simd
     for (int j = 0; j < n; j++) row[j] -= m;
-    int j8 = n & ~7;
-    for (int j = 0; j < j8; j += 8) exp8(row + j, row + j);
-    if (j8 < n) {
-        float t[8];
-        for (int i = 0; i < 8; i++) t[i] = j8 + i < n ? row[j8 + i] : 0.0f;
-        exp8(t, t);
-        for (int i = 0; j8 + i < n; i++) row[j8 + i] = t[i];
+    int j16 = n & ~15;
+    for (int j = 0; j < j16; j += 16) exp16(row + j, row + j);
+    if (j16 < n) {
+        float t[16];
+        for (int i = 0; i < 16; i++) t[i] = j16 + i < n ? row[j16 + i] : 0.0f;
+        exp16(t, t);
+        for (int i = 0; j16 + i < n; i++) row[j16 + i] = t[i];
     }
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++) sum += row[j];
@@ -381,8 +380,8 @@ static inline __attribute__((always_inline)) void gelu_tanh_body(float *x, size_
         float *v = x + j0;
 #pragma omp simd
         for (size_t i = 0; i < k; i++) t[i] = -2.0f * (0.7978845608028654f * (v[i] + 0.044715f * (v[i] * v[i] * v[i])));
-        for (size_t i = k; i < ((k + 7) & ~(size_t)7); i++) t[i] = 0.0f;
-        for (size_t i = 0; i < k; i += 8) exp8(t + i, t + i);
+        for (size_t i = k; i < ((k + 15) & ~(size_t)15); i++) t[i] = 0.0f;
+        for (size_t i = 0; i < k; i += 16) exp16(t + i, t + i);
 #pragma omp simd
         for (size_t i = 0; i < k; i++) v[i] = v[i] / (1.0f + t[i]);
     }
@@ -390,16 +389,22 @@ static inline __attribute__((always_inline)) void gelu_tanh_body(float *x, size_
 
 static void softmax_row_c(float *row, int n, float scale, const float *madd) { softmax_row_body(row, n, scale, madd); }
 static void gelu_tanh_c(float *x, size_t n) { gelu_tanh_body(x, n); }
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-__attribute__((target("avx2,fma"))) static void softmax_row_avx2(float *row, int n, float scale, const float *madd) {
-    softmax_row_body(row, n, scale, madd);
-}
-__attribute__((target("avx2,fma"))) static void gelu_tanh_avx2(float *x, size_t n) { gelu_tanh_body(x, n); }
-#define HAVE_AVX2_CLONES 1
+#if defined(__GNUC__) && defined(__x86_64__)
+#define AVX512_CLONE __attribute__((target("avx512f,avx512bw,avx2,fma")))
+#define AVX2_CLONE __attribute__((target("avx2,fma")))
+AVX512_CLONE static void softmax_row_avx512(float *row, int n, float scale, const float *madd) { softmax_row_body(row, n, scale, madd); }
+AVX512_CLONE static void gelu_tanh_avx512(float *x, size_t n) { gelu_tanh_body(x, n); }
+AVX2_CLONE static void softmax_row_avx2(float *row, int n, float scale, const float *madd) { softmax_row_body(row, n, scale, madd); }
+AVX2_CLONE static void gelu_tanh_avx2(float *x, size_t n) { gelu_tanh_body(x, n); }
+#define HAVE_SIMD_CLONES 1
 #endif
 
 static void softmax_row(float *row, int n, float scale, const float *madd) {
-#ifdef HAVE_AVX2_CLONES
+#ifdef HAVE_SIMD_CLONES
+    if (pm_kern_have_avx512()) {
+        softmax_row_avx512(row, n, scale, madd);
+        return;
+    }
     if (pm_kern_have_avx2()) {
         softmax_row_avx2(row, n, scale, madd);
         return;
@@ -409,7 +414,11 @@ static void softmax_row(float *row, int n, float scale, const float *madd) {
 }
 
 static void gelu_tanh_inplace(float *x, size_t n) {
-#ifdef HAVE_AVX2_CLONES
+#ifdef HAVE_SIMD_CLONES
+    if (pm_kern_have_avx512()) {
+        gelu_tanh_avx512(x, n);
+        return;
+    }
     if (pm_kern_have_avx2()) {
         gelu_tanh_avx2(x, n);
         return;

@@ -364,10 +364,10 @@ static void test_synthetic_dims(void **state) {
     for (int i = 0; i < NP; i++) mask[i] = 1.0f;                           /* crop 0 full */
     for (int i = 0; i < NP; i++) mask[NP + i] = (i / G < 2 && i % G < 2); /* crop 1: 2x2 valid */
     float feat[NC * NP * D], emb[NC * NP * D];
-    for (int portable = 0; portable <= 1; portable++) {
-        pm_kern_force_portable(portable);
+    for (int level = PM_KERN_AVX512; level >= PM_KERN_PORTABLE; level--) { /* every path this CPU has */
+        pm_kern_cap((pm_kern_level)level);
         if (pm_siglip_forward(m, pix, mask, NC, feat, emb, &e)) fail_msg("%s", e.msg);
-        pm_kern_force_portable(0);
+        pm_kern_cap(PM_KERN_AVX512);
 
         /* reference */
         double x[NC * NP * D], h[NC * NP * D], q[NC * NP * D], k[NC * NP * D], v[NC * NP * D], a[NC * NP * D], mid[NC * NP * I];
@@ -435,7 +435,7 @@ static void test_synthetic_dims(void **state) {
         double df = 0, mr = 0;
         for (int i = 0; i < NC * NP * D; i++) df = fmax(df, fabs(x[i] - feat[i])), mr = fmax(mr, fabs(x[i]));
         printf("  synthetic dims (%s): embeddings max|d| = %.3e, features max|d| = %.3e (max|ref| = %.3g)\n",
-               portable ? "portable" : "dispatched", de, df, mr);
+               pm_kern_level_name(pm_kern_level_in_use()), de, df, mr);
         assert_true(de <= 1e-4);
         assert_true(df <= 1e-4 * (1 + mr));
     }

@@ -46,6 +46,10 @@ void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * compared with the limit of its own moment) and also update the run's best values. */
 double bench_bw_now(bench_ctx *b);
 double bench_peak_now(bench_ctx *b);
+/* Re-measures after a row and returns max(before, after): each row is held to the stricter of the
+ * limits that bracket it (on a VM whose speed drifts, a limit measured only before can be low). */
+double bench_bw_bracket(bench_ctx *b, double before);
+double bench_peak_bracket(bench_ctx *b, double before);
 double bench_read_bandwidth(size_t bytes, int reps);   /* GB/s, best of reps */
 double bench_sgemm_peak(int n, int reps);              /* GFLOP/s of an n^3 NT sgemm, best of reps */
 

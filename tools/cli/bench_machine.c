@@ -113,3 +113,13 @@ double bench_peak_now(bench_ctx *b) {
     if (v > b->peak_best) b->peak_best = v;
     return v;
 }
+
+double bench_bw_bracket(bench_ctx *b, double before) {
+    double after = bench_bw_now(b);
+    return after > before ? after : before;
+}
+
+double bench_peak_bracket(bench_ctx *b, double before) {
+    double after = bench_peak_now(b);
+    return after > before ? after : before;
+}
