@@ -61,6 +61,49 @@ static void pack_b(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int
 }
 
 #ifdef PM_X86
+/* In-place 8 x 8 transpose of 32-bit lanes: r[i] lane j -> r[j] lane i. */
+AVX2_INLINE void transpose8(__m256 *r) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* pack_a (below) 8 k at a time: rows in groups of 8 (missing rows read as zeros), one 8 x 8
+ * transpose per group, each k-row's mr floats stored as 8 + 4 (mr = 12) or 4 + 2 (mr = 6). */
+AVX2 static void pack_a_avx2(float *dst, const float *const *src, int mr, int kc, const float *zero) {
+    int k = 0;
+    for (; k + 8 <= kc; k += 8)
+        for (int g = 0; g < mr; g += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps((g + i < mr ? src[g + i] : zero) + k);
+            transpose8(r);
+            int w = mr - g < 8 ? mr - g : 8;
+            for (int i = 0; i < 8; i++) {
+                float *d = dst + (size_t)(k + i) * mr + g;
+                if (w == 8) _mm256_storeu_ps(d, r[i]);
+                else {
+                    _mm_storeu_ps(d, _mm256_castps256_ps128(r[i]));
+                    if (w == 6) _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[i], 1));
+                }
+            }
+        }
+    for (; k < kc; k++)
+        for (int r = 0; r < mr; r++) dst[(size_t)k * mr + r] = src[r][k];
+}
+
 /* Same as pack_b, 8 k at a time: per column pair (d, nr/2 + d) an unpack of the two rows' 8 bf16
  * gives 8 dwords over k; an 8 x 8 dword transpose per 8 pairs turns them into 8 packed k-rows. */
 AVX2 static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0, int kc, int nr,
@@ -79,23 +122,9 @@ AVX2 static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, i
                             hi = _mm_loadu_si128((const __m128i *)(rows[half + g + e] + k));
                     r[e] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi)));
                 }
-                __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-                __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-                __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-                __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                transpose8(r);
                 float *o = (float *)(dst + (size_t)k * nr) + g; /* k-row k + i starts i * half floats on */
-                _mm256_storeu_ps(o + 0 * half, _mm256_permute2f128_ps(u0, u4, 0x20));
-                _mm256_storeu_ps(o + 1 * half, _mm256_permute2f128_ps(u1, u5, 0x20));
-                _mm256_storeu_ps(o + 2 * half, _mm256_permute2f128_ps(u2, u6, 0x20));
-                _mm256_storeu_ps(o + 3 * half, _mm256_permute2f128_ps(u3, u7, 0x20));
-                _mm256_storeu_ps(o + 4 * half, _mm256_permute2f128_ps(u0, u4, 0x31));
-                _mm256_storeu_ps(o + 5 * half, _mm256_permute2f128_ps(u1, u5, 0x31));
-                _mm256_storeu_ps(o + 6 * half, _mm256_permute2f128_ps(u2, u6, 0x31));
-                _mm256_storeu_ps(o + 7 * half, _mm256_permute2f128_ps(u3, u7, 0x31));
+                for (int i = 0; i < 8; i++) _mm256_storeu_ps(o + i * half, r[i]);
             }
         for (; k < kc; k++)
             for (int d = 0; d < half; d++) {
@@ -108,15 +137,17 @@ AVX2 static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, i
 
 /* Packs the mr rows of x from row i0 x cols [k0, k0 + kc) into one sliver [kc][mr]; rows past M
  * are zero. */
-static void pack_a(float *dst, const float *x, int in, int M, int i0, int mr, int k0, int kc) {
-    for (int r = 0; r < mr; r++) {
-        int i = i0 + r;
-        if (i < M) {
-            const float *src = x + (size_t)i * in + k0;
-            for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[k];
-        } else
-            for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f;
+static void pack_a(float *dst, const float *x, int in, int M, int i0, int mr, int k0, int kc, int simd, const float *zero) {
+    const float *src[MR5];
+    for (int r = 0; r < mr; r++) src[r] = i0 + r < M ? x + (size_t)(i0 + r) * in + k0 : zero;
+#ifdef PM_X86
+    if (simd && (mr == 6 || mr == 12)) {
+        pack_a_avx2(dst, src, mr, kc, zero);
+        return;
     }
+#endif
+    for (int k = 0; k < kc; k++)
+        for (int r = 0; r < mr; r++) dst[(size_t)k * mr + r] = src[r][k];
 }
 
 /* Writes a finished tile t (row stride ldt) into C: rows < mr, cols < nr. */
@@ -329,13 +360,14 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
     float a = accumulate ? alpha : 1.0f;
     float *apk = aligned_alloc(64, sizeof(float) * (size_t)slices * Mr * GEMM_KC);
     uint16_t *zero = calloc(GEMM_KC + 16, sizeof(uint16_t));
-    PM_ASSERT(apk && zero);
+    float *zero_f = calloc(GEMM_KC + 16, sizeof(float)); /* the rows past M */
+    PM_ASSERT(apk && zero && zero_f);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (long q = 0; q < (long)slices * slivers; q++) {
             int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
-            pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc);
+            pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
         }
         uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * GEMM_NC * GEMM_KC);
         float *bpf = path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * GEMM_NC * GEMM_KC) : NULL;
@@ -351,6 +383,7 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
     }
     free(apk);
     free(zero);
+    free(zero_f);
 }
 
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {

@@ -63,6 +63,42 @@ static void test_gemv_batch_independent(void **state) {
     free(x); free(y); free(y1); free(ws);
 }
 
+/* LayerNorm against an fp64 two-pass reference: rows in parallel (n >= 16) and alone, dims with a
+ * tail (% 4), a large common offset (the variance must not cancel), with and without bias, and in
+ * place. */
+static void test_layernorm(void **state) {
+    (void)state;
+    int dims[] = {1, 7, 64, 1027};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+        int n = 21, dim = dims[d];
+        float *x = malloc(sizeof(float) * n * dim), *y = malloc(sizeof(float) * n * dim), *w = malloc(sizeof(float) * dim),
+              *b = malloc(sizeof(float) * dim), *y1 = malloc(sizeof(float) * dim);
+        for (int i = 0; i < n * dim; i++) x[i] = 100.0f + frand();
+        for (int c = 0; c < dim; c++) w[c] = 1.0f + 0.5f * frand(), b[c] = frand();
+        for (int withb = 0; withb <= 1; withb++) {
+            pm_layernorm(y, x, w, withb ? b : NULL, n, dim, 1e-5f);
+            for (int i = 0; i < n; i++) {
+                const float *xi = x + (size_t)i * dim;
+                double mean = 0, var = 0;
+                for (int c = 0; c < dim; c++) mean += xi[c];
+                mean /= dim;
+                for (int c = 0; c < dim; c++) var += (xi[c] - mean) * (xi[c] - mean);
+                var /= dim;
+                for (int c = 0; c < dim; c++) {
+                    double ref = (xi[c] - mean) / sqrt(var + 1e-5) * w[c] + (withb ? b[c] : 0.0);
+                    assert_true(fabs(y[(size_t)i * dim + c] - ref) <= 2e-4 * (1.0 + fabs(ref)));
+                }
+                pm_layernorm(y1, xi, w, withb ? b : NULL, 1, dim, 1e-5f); /* a row alone == the row in a batch */
+                assert_memory_equal(y1, y + (size_t)i * dim, sizeof(float) * dim);
+            }
+        }
+        pm_layernorm(y, x, w, b, n, dim, 1e-5f); /* in place == out of place */
+        pm_layernorm(x, x, w, b, n, dim, 1e-5f);
+        assert_memory_equal(x, y, sizeof(float) * n * dim);
+        free(x); free(y); free(w); free(b); free(y1);
+    }
+}
+
 static void test_safetensors_rejects_bad_headers(void **state) {
     (void)state;
     pm_tensor *t;
@@ -107,6 +143,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemv_matches_reference),
         cmocka_unit_test(test_gemv_batch_independent),
+        cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_safetensors_rejects_bad_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
