@@ -20,6 +20,7 @@
  * panels instead). */
 #include "kernels.h"
 #include "ops.h"
+#include "quant.h"
 
 #include <math.h>
 #include <omp.h>
@@ -236,6 +237,37 @@ AVX512 static void widen_b(float *dst, const uint16_t *src, int count) {
     }
 }
 
+/* Int8 weights (quant.h) straight into fp32 slivers [kc][32] for the AVX-512 kernel: each row's
+ * blocks are dequantized ((float)q * scale, the decode kernel's w) into tmp [32][kc], then 8 x 8
+ * transposes lay them out k-major. kc and k0 are multiples of the 32-weight block. */
+AVX512 static void pack_b_q8(float *dst, float *tmp, const pm_tensor *W, int out, int j0, int nc, int k0, int kc) {
+    size_t nb = (size_t)W->shape[1] / PM_Q8_BLOCK;
+    for (int s = 0; s < nc; s += NR5, dst += (size_t)NR5 * kc) {
+        for (int c = 0; c < NR5; c++) {
+            int j = j0 + s + c;
+            float *t = tmp + (size_t)c * kc;
+            if (j >= out) {
+                memset(t, 0, sizeof(float) * (size_t)kc);
+                continue;
+            }
+            for (int b = k0 / PM_Q8_BLOCK; b < (k0 + kc) / PM_Q8_BLOCK; b++, t += PM_Q8_BLOCK) {
+                const uint8_t *rec = pm_q8_record(W, (size_t)j / PM_Q8_ROWS, (size_t)b, nb);
+                const int8_t *q = pm_q8_quants(rec, j % PM_Q8_ROWS);
+                __m512 sc = _mm512_set1_ps(pm_q8_scale(rec, j % PM_Q8_ROWS));
+                for (int v = 0; v < PM_Q8_BLOCK; v += 16)
+                    _mm512_storeu_ps(t + v, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + v)))), sc));
+            }
+        }
+        for (int k = 0; k < kc; k += 8)
+            for (int c = 0; c < NR5; c += 8) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(tmp + (size_t)(c + i) * kc + k);
+                transpose8(r);
+                for (int i = 0; i < 8; i++) _mm256_store_ps(dst + (size_t)(k + i) * NR5 + c, r[i]);
+            }
+    }
+}
+
 /* The 12 x 32 micro-kernel: per k one 64-byte load of B gives both 16-column halves, 12 broadcasts
  * of A, 24 FMAs into 24 zmm accumulators. */
 AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
@@ -313,24 +345,27 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
 
 /* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
  * (slice p at p * Mr * GEMM_KC, mr-row slivers of [kc][mr]). */
-static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const uint16_t *w, int out, int in, int j0, int nc,
+static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const pm_tensor *W, int out, int in, int j0, int nc,
                       float alpha, int beta_one, uint16_t *bp, float *bpf, const uint16_t *zero) {
     int ncr = (nc + g->nr - 1) / g->nr * g->nr;
+    const uint16_t *w = (const uint16_t *)W->data;
     for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
         int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0;
         const float *ap = apk + (size_t)p * Mr * GEMM_KC;
-#ifdef PM_X86
-        if (g->path != PATH_C) pack_b_avx2(bp, w, in, out, j0, ncr, k0, kc, g->nr, zero);
-        else
-#endif
-            pack_b(bp, w, in, out, j0, ncr, k0, kc, g->nr);
         const uint16_t *bsrc = bp;
 #ifdef PM_X86
-        if (g->path == PATH_AVX512) {
-            widen_b(bpf, bp, ncr * kc);
+        if (W->dtype == PM_DT_Q8) { /* AVX-512 only (pm_kern_gemm_bf16 checks) */
+            pack_b_q8(bpf, (float *)bp, W, out, j0, ncr, k0, kc);
             bsrc = (const uint16_t *)bpf;
-        }
+        } else if (g->path != PATH_C) {
+            pack_b_avx2(bp, w, in, out, j0, ncr, k0, kc, g->nr, zero);
+            if (g->path == PATH_AVX512) {
+                widen_b(bpf, bp, ncr * kc);
+                bsrc = (const uint16_t *)bpf;
+            }
+        } else
 #endif
+            pack_b(bp, w, in, out, j0, ncr, k0, kc, g->nr);
         for (int i0 = 0; i0 < M; i0 += g->mc) {
             int mc = M - i0 < g->mc ? M - i0 : g->mc, mcr = (mc + g->mr - 1) / g->mr * g->mr;
             for (int s = 0; s < ncr; s += g->nr) {
@@ -348,7 +383,7 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
 static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
     gemm_geom g = geom_for(path);
     int out = (int)W->shape[0], in = (int)W->shape[1];
-    const uint16_t *w = (const uint16_t *)W->data;
+    PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
     /* Work items: runs of whole slivers, at most GEMM_NC columns each, as many as a multiple of the
      * thread count and equal to within one sliver (1152 columns on 2 threads: 6 x 192, not 4 x 256
      * + 128, which left one thread idle for a tenth of the call). */
@@ -376,7 +411,7 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
         for (int it = 0; it < items; it++) {
             int s0 = (int)((long)it * S / items), s1 = (int)((long)(it + 1) * S / items);
             int j0 = s0 * g.nr, nc = (s1 * g.nr < out ? s1 * g.nr : out) - j0;
-            gemm_item(&g, y, apk, n, Mr, w, out, in, j0, nc, a, accumulate, bp, bpf, zero);
+            gemm_item(&g, y, apk, n, Mr, W, out, in, j0, nc, a, accumulate, bp, bpf, zero);
         }
         free(bp);
         free(bpf);
@@ -393,4 +428,8 @@ void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, fl
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
     gemm_path p = pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C;
     gemm_run(y, x, n, W, alpha, accumulate, p);
+}
+
+int pm_kern_gemm_takes(const pm_tensor *W) {
+    return W->dtype == PM_DT_BF16 ? pm_kern_have_avx2() : W->dtype == PM_DT_Q8 ? pm_kern_have_avx512() : 0;
 }

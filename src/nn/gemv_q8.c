@@ -6,10 +6,14 @@
  * sign-extended to 8 int32 (vpmovsxbd), converted to fp32, multiplied by the scale, and one FMA
  * per input row. Activations stay fp32.
  *
- * Determinism (ops.h): output (i, j) is hsum(acc) of one 8-lane FMA accumulator walked over the
- * row in order, lane l taking element c + l of each 8-group, with w = (float)q * scale rounded
- * before the FMA. Tile shape, n and thread count do not change it; the portable twin performs the
- * same operations, and pm_tensor_read_f32 / pm_kern_dequant_q8_rows give the same w. */
+ * AVX-512: the same per 16 weights (vpmovsxbd of 16 bytes), tiles of 4 rows x up to 4 inputs; at
+ * n = 1 two groups at once (two streams per thread).
+ *
+ * Determinism (ops.h): output (i, j) is hsum(acc) of one L-lane FMA accumulator (L = 8 on AVX2, 16
+ * on AVX-512; 16 lanes fold to 8 as (l, l + 8)) walked over the row in order, lane l taking element
+ * c + l of each L-group, with w = (float)q * scale rounded before the FMA. Tile shape, n and thread
+ * count do not change it; the portable twin performs the same operations for the lane count of
+ * the level in use, and pm_tensor_read_f32 / pm_kern_dequant_q8_rows give the same w. */
 #include "kernels.h"
 #include "ops.h"
 #include "quant.h"
@@ -21,30 +25,32 @@
 
 /* ---- portable twin ---- */
 
-static float dot_row_q8_c(const pm_tensor *W, size_t j, const float *x, int in) {
+static float dot_row_q8_c(const pm_tensor *W, size_t j, const float *x, int in, int L) {
     size_t nb = (size_t)in / PM_Q8_BLOCK, g = j / PM_Q8_ROWS;
     int r = (int)(j % PM_Q8_ROWS);
-    float acc[8] = {0};
+    float acc[16] = {0};
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *rec = pm_q8_record(W, g, b, nb);
         const int8_t *q = pm_q8_quants(rec, r);
         float s = pm_q8_scale(rec, r);
         const float *xb = x + b * PM_Q8_BLOCK;
-        for (int v = 0; v < PM_Q8_BLOCK; v += 8)
-            for (int l = 0; l < 8; l++) {
+        for (int v = 0; v < PM_Q8_BLOCK; v += L)
+            for (int l = 0; l < L; l++) {
                 float w = (float)q[v + l] * s;
                 acc[l] = fmaf(w, xb[v + l], acc[l]);
             }
     }
+    if (L == 16)
+        for (int l = 0; l < 8; l++) acc[l] += acc[l + 8];
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
 void pm_kern_gemv_q8_c(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
-    int out = (int)W->shape[0], in = (int)W->shape[1];
+    int out = (int)W->shape[0], in = (int)W->shape[1], L = pm_kern_have_avx512() ? 16 : 8;
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < out; j++)
         for (int i = 0; i < n; i++) {
-            float d = dot_row_q8_c(W, (size_t)j, x + (size_t)i * in, in);
+            float d = dot_row_q8_c(W, (size_t)j, x + (size_t)i * in, in, L);
             float *yy = &y[(size_t)i * out + j];
             *yy = accumulate ? *yy + scale * d : d;
         }
@@ -150,6 +156,131 @@ AVX2 static void gemv_q8_avx2(float *y, const float *x, int n, const pm_tensor *
     for (int g = 0; g < ng; g++) group_all(y, out, g, W, x, n, in, scale, accumulate);
 }
 
+/* ---- AVX-512 ---- */
+
+AVX512_INLINE __m512 load_w16(const uint8_t *rec, int r, int v, __m512 s) {
+    __m512i qi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pm_q8_quants(rec, r) + v)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(qi), s);
+}
+
+AVX512_INLINE float hsum512_q8(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return hsum256(_mm256_add_ps(lo, hi));
+}
+
+/* The AVX2 tile at 16 lanes: the 4 rows of group g x inputs i0 .. i0 + NT (NT <= 4). */
+AVX512_INLINE void tile512(float *y, int out, int g, int i0, const pm_tensor *W, const float *x, int in, int NT, float scale,
+                           int accumulate) {
+    size_t nb = (size_t)in / PM_Q8_BLOCK;
+    const uint8_t *rec = pm_q8_record(W, (size_t)g, 0, nb);
+    __m512 acc[PM_Q8_ROWS][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < PM_Q8_ROWS; r++)
+#pragma GCC unroll 4
+        for (int i = 0; i < NT; i++) acc[r][i] = _mm512_setzero_ps();
+    const float *xi[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < NT; i++) xi[i] = x + (size_t)(i0 + i) * in;
+    for (size_t b = 0; b < nb; b++, rec += PM_Q8_RECORD) {
+        if (i0 == 0) {
+            const char *pf = (const char *)rec + GEMV_Q8_PF * PM_Q8_RECORD;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+        }
+        __m512 sv[PM_Q8_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < PM_Q8_ROWS; r++) sv[r] = _mm512_set1_ps(((const float *)rec)[r]);
+#pragma GCC unroll 2
+        for (int v = 0; v < PM_Q8_BLOCK; v += 16) {
+            __m512 xv[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + b * PM_Q8_BLOCK + v);
+#pragma GCC unroll 4
+            for (int r = 0; r < PM_Q8_ROWS; r++) {
+                __m512 w = load_w16(rec, r, v, sv[r]);
+#pragma GCC unroll 4
+                for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < PM_Q8_ROWS; r++) {
+        int j = g * PM_Q8_ROWS + r;
+        if (j >= out) break;
+#pragma GCC unroll 4
+        for (int i = 0; i < NT; i++) {
+            float s = hsum512_q8(acc[r][i]);
+            float *yy = &y[(size_t)(i0 + i) * out + j];
+            *yy = accumulate ? *yy + scale * s : s;
+        }
+    }
+}
+
+/* n = 1 on groups g and g + 1 together: two record streams per thread (one stream alone kept too
+ * few reads in flight; the bf16 kernel walks 8 rows at once for the same reason). */
+AVX512 static void pair512(float *y, int out, int g, const pm_tensor *W, const float *x, int in, float scale, int accumulate) {
+    size_t nb = (size_t)in / PM_Q8_BLOCK;
+    const uint8_t *rec[2] = {pm_q8_record(W, (size_t)g, 0, nb), pm_q8_record(W, (size_t)g + 1, 0, nb)};
+    __m512 acc[2][PM_Q8_ROWS];
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < PM_Q8_ROWS; r++) acc[h][r] = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *rc = rec[h] + b * PM_Q8_RECORD;
+            const char *pf = (const char *)rc + GEMV_Q8_PF * PM_Q8_RECORD;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+#pragma GCC unroll 2
+            for (int v = 0; v < PM_Q8_BLOCK; v += 16) {
+                __m512 xv = _mm512_loadu_ps(x + b * PM_Q8_BLOCK + v);
+#pragma GCC unroll 4
+                for (int r = 0; r < PM_Q8_ROWS; r++)
+                    acc[h][r] = _mm512_fmadd_ps(load_w16(rc, r, v, _mm512_set1_ps(((const float *)rc)[r])), xv, acc[h][r]);
+            }
+        }
+    }
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < PM_Q8_ROWS; r++) {
+            int j = (g + h) * PM_Q8_ROWS + r;
+            if (j >= out) break;
+            float s = hsum512_q8(acc[h][r]);
+            y[j] = accumulate ? y[j] + scale * s : s;
+        }
+}
+
+AVX512 static void group_all512(float *y, int out, int g, const pm_tensor *W, const float *x, int n, int in, float scale, int accumulate) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) tile512(y, out, g, i, W, x, in, 4, scale, accumulate);
+    switch (n - i) {
+    case 3: tile512(y, out, g, i, W, x, in, 3, scale, accumulate); break;
+    case 2: tile512(y, out, g, i, W, x, in, 2, scale, accumulate); break;
+    case 1: tile512(y, out, g, i, W, x, in, 1, scale, accumulate); break;
+    }
+}
+
+/* Same schedule as gemv_q8_avx2. */
+AVX512 static void gemv_q8_avx512(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS, nt = omp_get_max_threads();
+    int chunk = (int)((512 << 10) / ((size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD));
+    if (chunk > ng / (4 * nt)) chunk = ng / (4 * nt);
+    if (chunk < 1) chunk = 1;
+    if (n == 1) {
+        int np = (ng + 1) / 2;
+        chunk = (chunk + 1) / 2;
+#pragma omp parallel for schedule(dynamic, chunk)
+        for (int p = 0; p < np; p++) {
+            if (2 * p + 1 < ng) pair512(y, out, 2 * p, W, x, in, scale, accumulate);
+            else group_all512(y, out, 2 * p, W, x, 1, in, scale, accumulate);
+        }
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, chunk)
+    for (int g = 0; g < ng; g++) group_all512(y, out, g, W, x, n, in, scale, accumulate);
+}
+
 AVX2 static void dequant_rows_avx2(float *out, const pm_tensor *W, size_t row0, size_t rows) {
     size_t in = (size_t)W->shape[1], nb = in / PM_Q8_BLOCK;
     for (size_t j = row0; j < row0 + rows; j++, out += in)
@@ -174,6 +305,10 @@ void pm_kern_dequant_q8_rows(float *out, const pm_tensor *W, size_t row0, size_t
 
 void pm_kern_gemv_q8(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
 #ifdef PM_X86
+    if (pm_kern_have_avx512()) {
+        gemv_q8_avx512(y, x, n, W, scale, accumulate);
+        return;
+    }
     if (pm_kern_have_avx2()) {
         gemv_q8_avx2(y, x, n, W, scale, accumulate);
         return;

@@ -34,6 +34,10 @@ void pm_kern_dequant_q8_rows(float *out, const pm_tensor *W, size_t row0, size_t
  * Threads take blocks of output columns; each output's arithmetic does not depend on them. */
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate);
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate);
+/* 1 when pm_kern_gemm_bf16 is the fast path for W at the level in use: bf16 with AVX2 or better;
+ * int8 (PM_DT_Q8, dequantized into the packed slivers) with AVX-512. Otherwise ops.c converts
+ * panels for BLAS. */
+int pm_kern_gemm_takes(const pm_tensor *W);
 
 /* y[i] = exp(x[i]) (Cephes polynomial, ~2 ulp; exactly 0 below -87.3; NaN passes). y may be x. */
 void pm_kern_exp(float *y, const float *x, size_t n);

@@ -84,7 +84,7 @@ void pm_linear_ref(float *y, const float *x, int n, const pm_tensor *W, const pm
  * memory (at most PANEL rows x in floats). */
 static void linear_sgemm(float *y, const float *x, int n, const pm_tensor *W, float beta_scale, int accumulate) {
     int out = (int)W->shape[0], in = (int)W->shape[1];
-    if (W->dtype == PM_DT_BF16 && pm_kern_have_avx2()) {
+    if (pm_kern_gemm_takes(W)) {
         pm_kern_gemm_bf16(y, x, n, W, beta_scale, accumulate);
         return;
     }

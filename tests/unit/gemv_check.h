@@ -8,6 +8,16 @@
 #include "nn/kernels.h"
 #include "nn/ops.h"
 
+/* The SIMD levels this CPU has, best first (the portable level alone when it has none); tests run
+ * once per level with pm_kern_cap and restore PM_KERN_AVX512 after. */
+static int simd_levels(pm_kern_level *out) {
+    int k = 0;
+    for (int l = PM_KERN_AVX512; l >= PM_KERN_AVX2; l--)
+        if (pm_kern_level_in_use() >= (pm_kern_level)l) out[k++] = (pm_kern_level)l;
+    if (!k) out[k++] = PM_KERN_PORTABLE;
+    return k;
+}
+
 /* SIMD == portable twin bit for bit, both within 1e-5 (scaled by sqrt(in)) of the fp64 reference
  * (pm_linear_ref, which reads the weights through pm_tensor_read_f32), for n = 1..PM_SMALL_N in both
  * modes: y = dot, and y += acc_scale * dot. */

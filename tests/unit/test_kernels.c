@@ -31,15 +31,6 @@ static pm_tensor make_bf16(int out, int in, uint16_t **store) {
     return t;
 }
 
-/* The SIMD levels this CPU has, best first; each test below runs once per level (pm_kern_cap). */
-static int simd_levels(pm_kern_level *out) {
-    int k = 0;
-    for (int l = PM_KERN_AVX512; l >= PM_KERN_AVX2; l--)
-        if (pm_kern_level_in_use() >= (pm_kern_level)l) out[k++] = (pm_kern_level)l;
-    if (!k) out[k++] = PM_KERN_PORTABLE;
-    return k;
-}
-
 /* GEMV (gemv_check.h), on every SIMD level: SIMD == twin bit for bit and both == the fp64
  * reference, for tails (in % 32, in % 16 != 0), odd row counts, widths past the prefetch distance,
  * every n in 1..16, both modes; then the determinism contract on a wide matrix with a tail. */

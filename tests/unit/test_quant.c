@@ -121,15 +121,20 @@ static void test_quantize(void **state) {
 static void test_gemv_q8_twin_and_reference(void **state) {
     (void)state;
     int shapes[][2] = {{1, 32}, {5, 64}, {37, 96}, {64, 160}, {130, 384}, {9, 32}, {24, 3072 / 8}, {8, 1024}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        uint16_t *ws;
-        pm_tensor W = make_bf16(shapes[s][0], shapes[s][1], &ws), Q;
-        pm_err e = {0};
-        assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
-        gemv_check_twin_and_reference(&Q, -0.5f, frand); /* the reference reads the dequantized weights */
-        pm_q8_free(&Q);
-        free(ws);
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++) {
+        pm_kern_cap(lv[l]);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            uint16_t *ws;
+            pm_tensor W = make_bf16(shapes[s][0], shapes[s][1], &ws), Q;
+            pm_err e = {0};
+            assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
+            gemv_check_twin_and_reference(&Q, -0.5f, frand); /* the reference reads the dequantized weights */
+            pm_q8_free(&Q);
+            free(ws);
+        }
     }
+    pm_kern_cap(PM_KERN_AVX512);
 }
 
 static void test_gemv_q8_batch_and_thread_independent(void **state) {
@@ -138,30 +143,52 @@ static void test_gemv_q8_batch_and_thread_independent(void **state) {
     pm_tensor W = make_bf16(203, 288, &ws), Q;
     pm_err e = {0};
     assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
-    gemv_check_batch_and_threads(&Q, frand);
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++) {
+        pm_kern_cap(lv[l]);
+        gemv_check_batch_and_threads(&Q, frand);
+    }
+    pm_kern_cap(PM_KERN_AVX512);
     pm_q8_free(&Q);
     free(ws);
 }
 
-/* n > PM_SMALL_N: dequantized panels + sgemm, same weights as the decode kernel. */
+/* n > PM_SMALL_N on every level: AVX-512 packs the int8 weights straight into the GEMM's fp32
+ * slivers, the others dequantize panels for sgemm; both within 1e-4 of the fp64 reference on the
+ * same dequantized weights, K over one 512-column slice, ragged N; on the GEMM path a row's result
+ * does not depend on how many rows the call has (the first 17 rows alone == the same rows of 40),
+ * and accumulate mode adds alpha times the product. */
 static void test_linear_q8_prefill(void **state) {
     (void)state;
-    int out = 600, in = 128, n = 40;
+    int out = 600, in = 640, n = 40;
     uint16_t *ws;
     pm_tensor W = make_bf16(out, in, &ws), Q;
     pm_err e = {0};
     assert_int_equal(pm_q8_quantize(&Q, &W, &e), PM_OK);
-    float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *r = malloc(sizeof(float) * n * out);
+    float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *r = malloc(sizeof(float) * n * out),
+          *y17 = malloc(sizeof(float) * 17 * out);
     for (int i = 0; i < n * in; i++) x[i] = frand();
-    pm_linear(y, x, n, &Q, NULL);
     pm_linear_ref(r, x, n, &Q, NULL);
-    for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-4f * (1.0f + fabsf(r[i])));
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++) {
+        pm_kern_cap(lv[l]);
+        pm_linear(y, x, n, &Q, NULL);
+        for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-4f * (1.0f + fabsf(r[i])));
+        if (pm_kern_gemm_takes(&Q)) {
+            pm_linear(y17, x, 17, &Q, NULL);
+            assert_memory_equal(y17, y, sizeof(float) * 17 * out);
+        }
+        for (int i = 0; i < n * out; i++) y[i] = 1.0f;
+        pm_linear_acc(y, x, n, &Q, 0.5f);
+        for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - (1.0f + 0.5f * r[i])) <= 1e-4f * (1.0f + fabsf(r[i])));
+    }
+    pm_kern_cap(PM_KERN_AVX512);
     float *row = malloc(sizeof(float) * out * in);
     pm_kern_convert_rows(row, &Q, 0, (size_t)out);
     float d0;
     pm_q8_read_f32(&Q, (size_t)out * in - 1, 1, &d0);
     assert_true(row[(size_t)out * in - 1] == d0);
-    free(row); free(x); free(y); free(r); free(ws);
+    free(row); free(x); free(y); free(r); free(y17); free(ws);
     pm_q8_free(&Q);
 }
 
