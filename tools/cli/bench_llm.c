@@ -246,7 +246,8 @@ int bench_q8(bench_ctx *b) {
         prefill_one(b, b->o.prefill[0], "q8", &tps, &e);
         if (!e.code && b->prefill_tps[0] > 0)
             bench_row(b, "q8", "prefill speedup vs bf16", tps / b->prefill_tps[0], "x", -1, -1, json_pack("{s:i}", "tokens", b->o.prefill[0]),
-                      "%d tokens: %.1f tok/s (q8, dequantized panels + sgemm) / %.1f tok/s (bf16)", b->o.prefill[0], tps, b->prefill_tps[0]);
+                      "%d tokens: %.1f tok/s (q8, %s) / %.1f tok/s (bf16)", b->o.prefill[0], tps,
+                      pm_kern_have_avx512() ? "int8 packed into the GEMM" : "dequantized panels + sgemm", b->prefill_tps[0]);
     }
     b->m = mb;
     pm_model_free(mq);
