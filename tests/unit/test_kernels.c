@@ -121,12 +121,16 @@ static void test_exp_softmax_silu(void **state) {
     free(x); free(a); free(b); free(g);
 }
 
-/* Decode attention inner loops: SIMD == twin for g in 1..5 (3 is Phi-4-mini's group), head dims
- * with and without tails, strided rows; and against a double reference. */
+/* Decode attention inner loops, on every SIMD level: SIMD == twin for g in 1..5 (3 is Phi-4-mini's
+ * group), head dims with and without tails (past 64, 16 and 8 columns), strided rows; and against a
+ * double reference. */
 static void test_attention_kernels(void **state) {
     (void)state;
-    int dims[] = {16, 128, 20, 40};
+    int dims[] = {16, 128, 20, 40, 72};
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++)
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        pm_kern_cap(lv[l]);
         int D = dims[di];
         for (int g = 1; g <= 5; g++) {
             int n = 37, ks = 3 * D + 8, qs = D + 4, lds = n + 3, os = D + 8;
@@ -152,6 +156,7 @@ static void test_attention_kernels(void **state) {
             free(K); free(q); free(s1); free(s2); free(o1); free(o2);
         }
     }
+    pm_kern_cap(PM_KERN_AVX512);
 }
 
 /* Prefill GEMM on bf16: every SIMD path the CPU has (AVX-512 12 x 32 tiles, AVX2 6 x 16) == the
