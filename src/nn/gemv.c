@@ -255,12 +255,19 @@ AVX512_INLINE void tile512(float *y, int out, int j0, int i0, const uint16_t *co
                                     float scale, int accumulate) {                                                                   \
         const uint16_t *wr[RT];                                                                                                       \
         for (int r = 0; r < RT; r++) wr[r] = w + (size_t)(j0 + r) * in;                                                              \
-        int i = 0;                                                                                                                    \
-        for (; i + G <= n; i += G) tile512(y, out, j0, i, wr, xp, x, in, RT, G, i ? 0 : GEMV_PF, scale, accumulate);                  \
+        /* the prefetch distance is a literal at every call: a runtime one left a branch in the k loop */                          \
+        int i = n < G ? n : G;                                                                                                        \
+        switch (i) {                                                                                                                  \
+        case G: tile512(y, out, j0, 0, wr, xp, x, in, RT, G, GEMV_PF, scale, accumulate); break;                                      \
+        case 3: tile512(y, out, j0, 0, wr, xp, x, in, RT, 3, GEMV_PF, scale, accumulate); break;                                      \
+        case 2: tile512(y, out, j0, 0, wr, xp, x, in, RT, 2, GEMV_PF, scale, accumulate); break;                                      \
+        case 1: tile512(y, out, j0, 0, wr, xp, x, in, RT, 1, GEMV_PF, scale, accumulate); break;                                      \
+        }                                                                                                                             \
+        for (; i + G <= n; i += G) tile512(y, out, j0, i, wr, xp, x, in, RT, G, 0, scale, accumulate);                                \
         switch (n - i) {                                                                                                              \
-        case 3: tile512(y, out, j0, i, wr, xp, x, in, RT, 3, i ? 0 : GEMV_PF, scale, accumulate); break;                             \
-        case 2: tile512(y, out, j0, i, wr, xp, x, in, RT, 2, i ? 0 : GEMV_PF, scale, accumulate); break;                             \
-        case 1: tile512(y, out, j0, i, wr, xp, x, in, RT, 1, i ? 0 : GEMV_PF, scale, accumulate); break;                             \
+        case 3: tile512(y, out, j0, i, wr, xp, x, in, RT, 3, 0, scale, accumulate); break;                                            \
+        case 2: tile512(y, out, j0, i, wr, xp, x, in, RT, 2, 0, scale, accumulate); break;                                            \
+        case 1: tile512(y, out, j0, i, wr, xp, x, in, RT, 1, 0, scale, accumulate); break;                                            \
         }                                                                                                                             \
     }
 ROWS512(4, 4)
