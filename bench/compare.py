@@ -3,7 +3,8 @@
 
 Usage: bench/compare.py OLD.json NEW.json [MORE.json ...]
 
-Rows are matched by (section, name). For each file the value and the ratio against the machine
+Rows are matched by (section, name), plus the batch size or token count where a row has one (the
+speedup rows repeat a name per batch size). For each file the value and the ratio against the machine
 limit measured in that same run are shown, then the change of the last file versus the first.
 Compare ratios rather than raw values across machines or across differently loaded runs: the
 ratio is relative to the bandwidth / sgemm peak measured in the same run. Standard library only.
@@ -17,7 +18,12 @@ def load(path):
         doc = json.load(f)
     rows = {}
     for r in doc.get("rows", []):
-        rows[(r["section"], r["name"])] = r
+        name = r["name"]
+        if "batch" in r and "batch" not in name:
+            name += f" (batch {r['batch']})"
+        elif "tokens" in r and "tokens" not in name:
+            name += f" ({r['tokens']} tokens)"
+        rows[(r["section"], name)] = r
     return doc.get("machine", {}), rows
 
 
@@ -40,13 +46,13 @@ def main(argv):
         for k in rows:
             if k not in keys:
                 keys.append(k)
-    head = f"{'section':<10} {'measurement':<30}"
+    head = f"{'section':<10} {'measurement':<36}"
     for i in range(len(runs)):
         head += f" {'value' + str(i):>10} {'ratio' + str(i):>7}"
     head += f" {'change':>8}"
     print(head)
     for k in keys:
-        line = f"{k[0]:<10} {k[1]:<30}"
+        line = f"{k[0]:<10} {k[1]:<36}"
         vals = []
         for _, rows in runs:
             r = rows.get(k)
