@@ -205,20 +205,35 @@ static int lora_linear(float *y, const float *x, int N, const pm_lora_linear *L,
     return PM_OK;
 }
 
-/* One query row (at position pos, heads of KV head kh) against cache positions [0, pos]:
- * out[g*D] for the g query heads of the group. s: scratch [g * (pos + 1)]. */
-static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int pos, int kh, float *out, float *s) {
-    int D = c->head_dim, g = c->n_heads / c->n_kv_heads, len = pos + 1;
+enum { ROW_KEYS = 16 }; /* keys per step of the single-query path */
+_Static_assert(PM_KV_PAGE % ROW_KEYS == 0, "a step of keys must not cross a cache page");
+
+/* One query row (at position pos) against cache positions [0, pos], for KV heads [kh0, kh1) and
+ * their query heads: out[(kh - kh0) * g * D ...]. Keys go in steps of ROW_KEYS with every KV head
+ * of the range inside a step, so the cache rows (all KV heads side by side) are read as whole
+ * consecutive rows, not one head-slice per row at a row stride. Per head the scores are the same
+ * dots and the weighted sum the same in-order chains as one head at a time, so the bits do not
+ * depend on the range. s: scratch [(kh1 - kh0) * g * (pos + 1)]. */
+static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int pos, int kh0, int kh1, float *out,
+                       float *s) {
+    int D = c->head_dim, g = c->n_heads / c->n_kv_heads, len = pos + 1, nh = kh1 - kh0;
+    size_t ldh = (size_t)g * len; /* scratch per KV head */
     float scale = 1.0f / sqrtf((float)D);
-    for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
-        int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
-        pm_kern_attn_scores(s + t0, (size_t)len, q, (size_t)D, g, pm_kv_k(kv, layer, t0) + (size_t)kh * D, (size_t)kv->row, tn, D, scale);
+    for (int t0 = 0; t0 < len; t0 += ROW_KEYS) {
+        int tn = len - t0 < ROW_KEYS ? len - t0 : ROW_KEYS; /* ROW_KEYS divides PM_KV_PAGE: one page per step */
+        const float *K = pm_kv_k(kv, layer, t0);
+        for (int k = 0; k < nh; k++)
+            pm_kern_attn_scores(s + (size_t)k * ldh + t0, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K + (size_t)(kh0 + k) * D,
+                                (size_t)kv->row, tn, D, scale);
     }
-    for (int h = 0; h < g; h++) pm_kern_softmax(s + (size_t)h * len, len);
-    memset(out, 0, sizeof(float) * (size_t)g * D);
-    for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
-        int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
-        pm_kern_attn_accum(out, (size_t)D, s + t0, (size_t)len, g, pm_kv_v(kv, layer, t0) + (size_t)kh * D, (size_t)kv->row, tn, D);
+    for (int h = 0; h < nh * g; h++) pm_kern_softmax(s + (size_t)h * len, len);
+    memset(out, 0, sizeof(float) * (size_t)nh * g * D);
+    for (int t0 = 0; t0 < len; t0 += ROW_KEYS) {
+        int tn = len - t0 < ROW_KEYS ? len - t0 : ROW_KEYS;
+        const float *V = pm_kv_v(kv, layer, t0);
+        for (int k = 0; k < nh; k++)
+            pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0, (size_t)len, g, V + (size_t)(kh0 + k) * D,
+                               (size_t)kv->row, tn, D);
     }
 }
 
@@ -280,18 +295,23 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
                       float *att, pm_err *e) {
     const pm_llm_config *c = &m->c;
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads, H = c->hidden;
-    /* work items: (chunk, row, kv head) for small chunks, (chunk, q-block, head) for large ones */
-    long n_items = 0;
-    int maxlen = 1;
+    /* work items: (chunk, row, range of hpi kv heads) for small chunks, (chunk, q-block, head) for
+     * large ones. Whole rows (every kv head in one item) read the cache best; with few rows the
+     * ranges shrink until every thread has a few items. */
+    long n_items = 0, small_rows = 0;
+    int maxlen = 1, nt = omp_get_max_threads(), hpi = c->n_kv_heads;
+    for (int i = 0; i < nc; i++)
+        if (ch[i].n <= PM_SMALL_N) small_rows += ch[i].n;
+    while (hpi > 1 && small_rows * ((c->n_kv_heads + hpi - 1) / hpi) < 4L * nt) hpi = (hpi + 1) / 2;
+    int ranges = (c->n_kv_heads + hpi - 1) / hpi;
     for (int i = 0; i < nc; i++) {
         int n = ch[i].n, L = ch[i].kv->len + n;
         if (n <= PM_SMALL_N) {
-            n_items += (long)n * c->n_kv_heads;
+            n_items += (long)n * ranges;
             if (L > maxlen) maxlen = L;
         } else n_items += (long)((n + FLASH_BQ - 1) / FLASH_BQ) * c->n_heads;
     }
-    int nt = omp_get_max_threads();
-    size_t per = (size_t)g * maxlen;
+    size_t per = (size_t)g * maxlen * hpi;
     size_t fl = (size_t)FLASH_BQ * (PM_KV_PAGE + D + 2);
     if (fl > per) per = fl;
     float *ws = pm_malloc(sizeof(float) * per * (size_t)nt, e);
@@ -303,7 +323,7 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
         int i = 0;
         for (;; i++) { /* find the chunk of item `it` */
             int n = ch[i].n;
-            long cnt = n <= PM_SMALL_N ? (long)n * c->n_kv_heads : (long)((n + FLASH_BQ - 1) / FLASH_BQ) * c->n_heads;
+            long cnt = n <= PM_SMALL_N ? (long)n * ranges : (long)((n + FLASH_BQ - 1) / FLASH_BQ) * c->n_heads;
             if (k < cnt) break;
             k -= cnt;
         }
@@ -311,8 +331,9 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
         const float *q = qkv + (size_t)off[i] * qkv_dim;
         float *o = att + (size_t)off[i] * H;
         if (ch[i].n <= PM_SMALL_N) {
-            int j = (int)(k / c->n_kv_heads), kh = (int)(k % c->n_kv_heads);
-            attend_row(c, kv, layer, q + (size_t)j * qkv_dim + (size_t)kh * g * D, kv->len + j, kh, o + (size_t)j * H + (size_t)kh * g * D, w);
+            int j = (int)(k / ranges), kh0 = (int)(k % ranges) * hpi, kh1 = kh0 + hpi < c->n_kv_heads ? kh0 + hpi : c->n_kv_heads;
+            attend_row(c, kv, layer, q + (size_t)j * qkv_dim + (size_t)kh0 * g * D, kv->len + j, kh0, kh1, o + (size_t)j * H + (size_t)kh0 * g * D,
+                       w);
         } else {
             int b = (int)(k / c->n_heads), h = (int)(k % c->n_heads), j0 = b * FLASH_BQ;
             int bq = ch[i].n - j0 < FLASH_BQ ? ch[i].n - j0 : FLASH_BQ;

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,23 @@ static void test_batch_isolation_bitexact(void **state) {
     run_seqs(f, 3, plen, ad, steps, 0, solo);
     run_seqs(f, 3, plen, ad, steps, 1, bat);
     for (int s = 0; s < 3; s++) assert_memory_equal(solo[s], bat[s], sizeof(float) * (size_t)steps * V);
+    /* the single-query attention hands whole rows (every KV head) to one item when there are enough
+     * rows per thread, one KV head per item otherwise: 4 rows on 1 thread take the first, the same
+     * rows alone on 2 threads the second; the bits must not care */
+    {
+        int plen4[4] = {9, 14, 5, 21};
+        pm_adapter ad4[4] = {PM_ADAPTER_SPEECH, PM_ADAPTER_NONE, PM_ADAPTER_VISION, PM_ADAPTER_NONE};
+        float *s4[4], *b4[4];
+        for (int k = 0; k < 4; k++) s4[k] = malloc(sizeof(float) * (size_t)steps * V), b4[k] = malloc(sizeof(float) * (size_t)steps * V);
+        int nt = omp_get_max_threads();
+        omp_set_num_threads(2);
+        run_seqs(f, 4, plen4, ad4, steps, 0, s4);
+        omp_set_num_threads(1);
+        run_seqs(f, 4, plen4, ad4, steps, 1, b4);
+        omp_set_num_threads(nt);
+        for (int k = 0; k < 4; k++) assert_memory_equal(s4[k], b4[k], sizeof(float) * (size_t)steps * V);
+        for (int k = 0; k < 4; k++) free(s4[k]), free(b4[k]);
+    }
     /* and the adapters really differ: the speech sequence without its adapter changes */
     pm_adapter ad2[3] = {PM_ADAPTER_NONE, PM_ADAPTER_NONE, PM_ADAPTER_VISION};
     run_seqs(f, 3, plen, ad2, steps, 1, bat);
