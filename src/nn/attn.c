@@ -120,26 +120,32 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
         for (int b = 0; b < CB; b++) _mm256_storeu_ps(o + (size_t)h * os + c + 8 * b, acc[h][b]);
 }
 
-#define ACCUM_GROUP(GH)                                                                              \
+/* The column blocks of one head group: tiles of 4 and 1 vectors of W lanes, then a scalar tail
+ * (the same in-order chain per element, so the bits do not depend on the split). */
+#define ACCUM_GROUP(TILE, W, GH)                                                                     \
     do {                                                                                             \
         int c = 0;                                                                                   \
-        for (; c + 32 <= D; c += 32) accum_tile(oh, os, ph, ldp, V, vs, n, c, 4, GH);                 \
-        for (; c + 8 <= D; c += 8) accum_tile(oh, os, ph, ldp, V, vs, n, c, 1, GH);                   \
+        for (; c + 4 * (W) <= D; c += 4 * (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 4, GH);            \
+        for (; c + (W) <= D; c += (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 1, GH);                    \
         for (; c < D; c++)                                                                           \
             for (int h = 0; h < GH; h++)                                                             \
                 for (int t = 0; t < n; t++)                                                          \
                     oh[(size_t)h * os + c] = fmaf(ph[(size_t)h * ldp + t], V[(size_t)t * vs + c], oh[(size_t)h * os + c]); \
     } while (0)
 
-AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
-    for (int h0 = 0; h0 < g; h0 += 3) {
-        int gh = g - h0 < 3 ? g - h0 : 3;
-        float *oh = o + (size_t)h0 * os;
-        const float *ph = p + (size_t)h0 * ldp;
-        if (gh == 3) ACCUM_GROUP(3);
-        else if (gh == 2) ACCUM_GROUP(2);
-        else ACCUM_GROUP(1);
+/* The query heads of one KV head in groups of 3 (Phi-4-mini's g), then 2 or 1. */
+#define ACCUM_HEADS(TILE, W)                                                                         \
+    for (int h0 = 0; h0 < g; h0 += 3) {                                                              \
+        int gh = g - h0 < 3 ? g - h0 : 3;                                                            \
+        float *oh = o + (size_t)h0 * os;                                                             \
+        const float *ph = p + (size_t)h0 * ldp;                                                      \
+        if (gh == 3) ACCUM_GROUP(TILE, W, 3);                                                        \
+        else if (gh == 2) ACCUM_GROUP(TILE, W, 2);                                                   \
+        else ACCUM_GROUP(TILE, W, 1);                                                                \
     }
+
+AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+    ACCUM_HEADS(accum_tile, 8)
 }
 #endif
 
@@ -171,27 +177,8 @@ AVX512_INLINE void accum_tile512(float *o, size_t os, const float *p, size_t ldp
         for (int b = 0; b < CB; b++) _mm512_storeu_ps(o + (size_t)h * os + c + 16 * b, acc[h][b]);
 }
 
-#define ACCUM_GROUP512(GH)                                                                           \
-    do {                                                                                             \
-        int c = 0;                                                                                   \
-        for (; c + 64 <= D; c += 64) accum_tile512(oh, os, ph, ldp, V, vs, n, c, 4, GH);              \
-        for (; c + 16 <= D; c += 16) accum_tile512(oh, os, ph, ldp, V, vs, n, c, 1, GH);              \
-        for (; c + 8 <= D; c += 8) accum_tile(oh, os, ph, ldp, V, vs, n, c, 1, GH);                   \
-        for (; c < D; c++)                                                                           \
-            for (int h = 0; h < GH; h++)                                                             \
-                for (int t = 0; t < n; t++)                                                          \
-                    oh[(size_t)h * os + c] = fmaf(ph[(size_t)h * ldp + t], V[(size_t)t * vs + c], oh[(size_t)h * os + c]); \
-    } while (0)
-
 AVX512 static void accum_avx512(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
-    for (int h0 = 0; h0 < g; h0 += 3) {
-        int gh = g - h0 < 3 ? g - h0 : 3;
-        float *oh = o + (size_t)h0 * os;
-        const float *ph = p + (size_t)h0 * ldp;
-        if (gh == 3) ACCUM_GROUP512(3);
-        else if (gh == 2) ACCUM_GROUP512(2);
-        else ACCUM_GROUP512(1);
-    }
+    ACCUM_HEADS(accum_tile512, 16)
 }
 #endif
 

@@ -161,47 +161,19 @@ AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const 
     for (; i < n; i++) tile(y, out, j0, i, wr, xp, x, in, 1, 1, 0, scale, accumulate);
 }
 
-AVX2 static void rows_8_n1(float *y, const float *xp, const float *x, const uint16_t *w, int out, int in, int j0, float scale,
+AVX2 static void rows_8_n1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale,
                            int accumulate) {
+    (void)n;
     const uint16_t *wr[8];
     for (int r = 0; r < 8; r++) wr[r] = w + (size_t)(j0 + r) * in;
     tile(y, out, j0, 0, wr, xp, x, in, 8, 1, GEMV_PF, scale, accumulate);
 }
 
-/* Threads take chunks of ~512 KB of consecutive 8-row blocks dynamically: each chunk is one long
- * sequential stream for the hardware prefetcher, and a thread that gets descheduled (a shared or
- * noisy machine) does not leave the others spinning at the barrier with half the matrix undone. */
-AVX2 static void gemv_bf16_avx2(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, float scale,
-                                int accumulate) {
-    int nb = out / 8, nt = omp_get_max_threads();
-    int chunk = (512 << 10) / (16 * (in > 0 ? in : 1));
-    if (chunk > nb / (4 * nt)) chunk = nb / (4 * nt);
-    if (chunk < 1) chunk = 1;
-#pragma omp parallel
-    {
-#pragma omp for schedule(dynamic, chunk) nowait
-        for (int b = 0; b < nb; b++) {
-            int j0 = b * 8;
-            if (n == 1) rows_8_n1(y, xp, x, w, out, in, j0, scale, accumulate);
-            else {
-                rows_4(y, xp, x, n, w, out, in, j0, scale, accumulate);
-                rows_4(y, xp, x, n, w, out, in, j0 + 4, scale, accumulate);
-            }
-        }
-#pragma omp single nowait
-        for (int j = nb * 8; j < out; j++) rows_1(y, xp, x, n, w, out, in, j, scale, accumulate);
-    }
-}
 #endif
 
 /* ---- AVX-512 ---- */
 
 #ifdef PM_X86
-
-AVX512_INLINE float hsum512(__m512 v) {
-    __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    return hsum256(_mm256_add_ps(lo, hi));
-}
 
 /* The AVX2 tile at 16 lanes: rows wr[0..RT) x inputs [i0, i0 + NT), 32-blocks. */
 AVX512_INLINE void tile512(float *y, int out, int j0, int i0, const uint16_t *const *wr, const float *xp, const float *x, int in, int RT,
@@ -273,33 +245,41 @@ AVX512_INLINE void tile512(float *y, int out, int j0, int i0, const uint16_t *co
 ROWS512(4, 4)
 ROWS512(1, 4)
 
-AVX512 static void rows512_8_n1(float *y, const float *xp, const float *x, const uint16_t *w, int out, int in, int j0, float scale,
-                                int accumulate) {
+AVX512 static void rows512_8_n1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0,
+                                float scale, int accumulate) {
+    (void)n;
     const uint16_t *wr[8];
     for (int r = 0; r < 8; r++) wr[r] = w + (size_t)(j0 + r) * in;
     tile512(y, out, j0, 0, wr, xp, x, in, 8, 1, GEMV_PF, scale, accumulate);
 }
 
-/* Same schedule as gemv_bf16_avx2. */
-AVX512 static void gemv_bf16_avx512(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, float scale,
-                                    int accumulate) {
-    int nb = out / 8, nt = omp_get_max_threads();
-    int chunk = (512 << 10) / (16 * (in > 0 ? in : 1));
-    if (chunk > nb / (4 * nt)) chunk = nb / (4 * nt);
-    if (chunk < 1) chunk = 1;
+#endif
+
+#ifdef PM_X86
+/* One ISA's row routines: 8 rows at n = 1, 4 rows and 1 row against all n inputs. */
+typedef void (*rows_fn)(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale,
+                        int accumulate);
+typedef struct gemv_rows {
+    rows_fn n1_8, all_4, all_1;
+} gemv_rows;
+
+/* Threads take chunks of ~512 KB of consecutive 8-row blocks dynamically (pm_gemv_chunk). */
+static void gemv_schedule(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
+                          float scale, int accumulate) {
+    int nb = out / 8, chunk = pm_gemv_chunk(nb, (size_t)16 * (in > 0 ? in : 1), omp_get_max_threads());
 #pragma omp parallel
     {
 #pragma omp for schedule(dynamic, chunk) nowait
         for (int b = 0; b < nb; b++) {
             int j0 = b * 8;
-            if (n == 1) rows512_8_n1(y, xp, x, w, out, in, j0, scale, accumulate);
+            if (n == 1) R->n1_8(y, xp, x, 1, w, out, in, j0, scale, accumulate);
             else {
-                rows512_4(y, xp, x, n, w, out, in, j0, scale, accumulate);
-                rows512_4(y, xp, x, n, w, out, in, j0 + 4, scale, accumulate);
+                R->all_4(y, xp, x, n, w, out, in, j0, scale, accumulate);
+                R->all_4(y, xp, x, n, w, out, in, j0 + 4, scale, accumulate);
             }
         }
 #pragma omp single nowait
-        for (int j = nb * 8; j < out; j++) rows512_1(y, xp, x, n, w, out, in, j, scale, accumulate);
+        for (int j = nb * 8; j < out; j++) R->all_1(y, xp, x, n, w, out, in, j, scale, accumulate);
     }
 }
 #endif
@@ -335,8 +315,8 @@ void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float sca
         PM_ASSERT(xp);
         int wide = pm_kern_have_avx512();
         permute_x(xp, x, n, in, wide ? 32 : 16);
-        if (wide) gemv_bf16_avx512(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
-        else gemv_bf16_avx2(y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
+        static const gemv_rows avx512 = {rows512_8_n1, rows512_4, rows512_1}, avx2 = {rows_8_n1, rows_4, rows_1};
+        gemv_schedule(wide ? &avx512 : &avx2, y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
         if (xp != stack) free(xp);
         return;
     }

@@ -151,10 +151,8 @@ AVX2 static void group_all(float *y, int out, int g, const pm_tensor *W, const f
 /* Threads take chunks of ~512 KB of consecutive groups dynamically (one sequential stream each;
  * a descheduled thread does not leave the others idle at the barrier). */
 AVX2 static void gemv_q8_avx2(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
-    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS, nt = omp_get_max_threads();
-    int chunk = (int)((512 << 10) / ((size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD));
-    if (chunk > ng / (4 * nt)) chunk = ng / (4 * nt);
-    if (chunk < 1) chunk = 1;
+    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
+    int chunk = pm_gemv_chunk(ng, (size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD, omp_get_max_threads());
 #pragma omp parallel for schedule(dynamic, chunk)
     for (int g = 0; g < ng; g++) group_all(y, out, g, W, x, n, in, scale, accumulate);
 }
@@ -164,11 +162,6 @@ AVX2 static void gemv_q8_avx2(float *y, const float *x, int n, const pm_tensor *
 AVX512_INLINE __m512 load_w16(const uint8_t *rec, int r, int v, __m512 s) {
     __m512i qi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pm_q8_quants(rec, r) + v)));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(qi), s);
-}
-
-AVX512_INLINE float hsum512_q8(__m512 v) {
-    __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    return hsum256(_mm256_add_ps(lo, hi));
 }
 
 /* The AVX2 tile at 16 lanes: the 4 rows of group g x inputs i0 .. i0 + NT (NT <= 4). */
@@ -213,7 +206,7 @@ AVX512_INLINE void tile512(float *y, int out, int g, int i0, const pm_tensor *W,
         if (j >= out) break;
 #pragma GCC unroll 4
         for (int i = 0; i < NT; i++) {
-            float s = hsum512_q8(acc[r][i]);
+            float s = hsum512(acc[r][i]);
             float *yy = &y[(size_t)(i0 + i) * out + j];
             *yy = accumulate ? *yy + scale * s : s;
         }
@@ -252,7 +245,7 @@ AVX512 static void groups512(float *y, int out, int g, const pm_tensor *W, const
         for (int r = 0; r < PM_Q8_ROWS; r++) {
             int j = (g + h) * PM_Q8_ROWS + r;
             if (j >= out) break;
-            float s = hsum512_q8(acc[h][r]);
+            float s = hsum512(acc[h][r]);
             y[j] = accumulate ? y[j] + scale * s : s;
         }
 }
@@ -269,10 +262,8 @@ AVX512 static void group_all512(float *y, int out, int g, const pm_tensor *W, co
 
 /* Same schedule as gemv_q8_avx2. */
 AVX512 static void gemv_q8_avx512(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
-    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS, nt = omp_get_max_threads();
-    int chunk = (int)((512 << 10) / ((size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD));
-    if (chunk > ng / (4 * nt)) chunk = ng / (4 * nt);
-    if (chunk < 1) chunk = 1;
+    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
+    int chunk = pm_gemv_chunk(ng, (size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD, omp_get_max_threads());
     if (n == 1) {
         int np = (ng + Q8_NG - 1) / Q8_NG;
         chunk = (chunk + Q8_NG - 1) / Q8_NG;

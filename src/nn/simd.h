@@ -22,6 +22,21 @@ AVX2_INLINE float hsum256(__m256 v) {
     lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
     return _mm_cvtss_f32(lo);
 }
+
+/* 16-lane fold: lanes (l, l + 8) first, then hsum256's order (the 16-lane twins reproduce it). */
+AVX512_INLINE float hsum512(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return hsum256(_mm256_add_ps(lo, hi));
+}
 #endif
+
+/* Dynamic-schedule chunk of the decode kernels: ~512 KB of weights per grab (one long sequential
+ * stream for the prefetchers; a descheduled thread does not leave the others idle at the barrier
+ * with half the matrix undone), at least 4 grabs per thread, at least one block. */
+static inline int pm_gemv_chunk(int blocks, size_t block_bytes, int threads) {
+    long chunk = (long)((512u << 10) / (block_bytes ? block_bytes : 1));
+    if (chunk > blocks / (4 * threads)) chunk = blocks / (4 * threads);
+    return chunk < 1 ? 1 : (int)chunk;
+}
 
 #endif

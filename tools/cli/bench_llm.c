@@ -155,17 +155,18 @@ static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out
     return e->code;
 }
 
+static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e);
+static void caches_free(pm_kv_cache *kv, int maxB);
+
 int bench_llm(bench_ctx *b) {
     pm_err e = {0};
     const pm_llm *m = &b->m->llm;
     const pm_llm_config *c = &m->c;
     int maxB = 1;
     for (int i = 0; i < b->o.n_batches; i++) maxB = b->o.batches[i] > maxB ? b->o.batches[i] : maxB;
-    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
-    if (!kv) return PM_ENOMEM;
     bench_progress("decode: filling %d caches of %d positions", maxB, b->o.decode_ctx);
-    for (int s = 0; s < maxB && !e.code; s++)
-        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, &e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    pm_kv_cache *kv = caches_new(b, maxB, &e);
+    if (!kv) return e.code;
     for (int i = 0; i < b->o.n_batches && !e.code; i++) {
         int B = b->o.batches[i];
         char label[64];
@@ -188,8 +189,7 @@ int bench_llm(bench_ctx *b) {
                             "kv_gb", kvb / 1e9),
                   "anon %.2f GB (KV %.2f GB) + file %.2f GB (LLM+speech-LoRA weights %.2f GB); bound = weights + KV", anon / 1e9,
                   kvb / 1e9, file / 1e9, wb / 1e9);
-    for (int s = 0; s < maxB; s++) pm_kv_free(&kv[s]);
-    free(kv);
+    caches_free(kv, maxB);
     for (int i = 0; i < b->o.n_prefill && !e.code; i++) {
         bench_progress("prefill %d tokens", b->o.prefill[i]);
         prefill_one(b, b->o.prefill[i], "prefill", &b->prefill_tps[i], &e);
@@ -198,9 +198,62 @@ int bench_llm(bench_ctx *b) {
     return e.code;
 }
 
-/* The decode batches and the first prefill length again on a q8 load of the same checkpoint.
- * Each row's bound is the bf16 figure of this run and its ratio the speedup. The bf16 model stays
- * loaded (its pages are file-backed); the q8 copies are the anon growth reported. */
+/* Filled caches for up to maxB sequences (NULL and e set on failure). */
+static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e) {
+    const pm_llm_config *c = &b->m->llm.c;
+    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
+    if (!kv) {
+        pm_errf(e, PM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int s = 0; s < maxB && !e->code; s++)
+        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    return kv;
+}
+
+static void caches_free(pm_kv_cache *kv, int maxB) {
+    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
+    free(kv);
+}
+
+/* A variant of the decoder runs (another weight format, capped kernels): decode at the batch sizes
+ * o.batches[idx[k]] and prefill at o.prefill[0] again, each row followed by "variant / first run"
+ * (invert = 0) or "first run / variant" (invert = 1) as a speedup row. `tag` names the variant in
+ * labels and notes, `base` the first run. */
+static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, const char *base, const int *idx, int n_idx, int invert,
+                         const char *decode_name, const char *prefill_name, const char *prefill_note, pm_err *e) {
+    int maxB = 1;
+    for (int k = 0; k < n_idx; k++) maxB = b->o.batches[idx[k]] > maxB ? b->o.batches[idx[k]] : maxB;
+    pm_kv_cache *kv = caches_new(b, maxB, e);
+    for (int k = 0; kv && k < n_idx && !e->code; k++) {
+        int i = idx[k], B = b->o.batches[i];
+        char label[64];
+        double tps = 0, ref = b->decode_tps[i];
+        snprintf(label, sizeof label, "%s decode batch %d", tag, B);
+        bench_progress("%s", label);
+        decode_one(b, kv, B, 0, section, label, &tps, e);
+        if (!e->code && tps > 0 && ref > 0)
+            bench_row(b, section, decode_name, invert ? ref / tps : tps / ref, "x", -1, -1, json_pack("{s:i}", "batch", B),
+                      "batch %d: %.2f tok/s (%s) / %.2f tok/s (%s)", B, invert ? ref : tps, invert ? base : tag, invert ? tps : ref,
+                      invert ? tag : base);
+    }
+    caches_free(kv, maxB);
+    if (!e->code && b->o.n_prefill > 0) {
+        double tps = 0, ref = b->prefill_tps[0];
+        int P = b->o.prefill[0];
+        bench_progress("%s prefill %d tokens", tag, P);
+        prefill_one(b, P, section, &tps, e);
+        if (!e->code && tps > 0 && ref > 0)
+            bench_row(b, section, prefill_name, invert ? ref / tps : tps / ref, "x", -1, -1, json_pack("{s:i}", "tokens", P),
+                      "%d tokens: %.1f tok/s (%s) / %.1f tok/s (%s); %s", P, invert ? ref : tps, invert ? base : tag, invert ? tps : ref,
+                      invert ? tag : base, prefill_note);
+    }
+    return e->code;
+}
+
+/* The decode batches and the first prefill length again on a q8 load of the same checkpoint, as
+ * speedups over the bf16 rows of this run. The bf16 model stays loaded (its pages are
+ * file-backed); the q8 copies are the anon growth reported. */
 int bench_q8(bench_ctx *b) {
     pm_err e = {0};
     char err[1024];
@@ -222,33 +275,10 @@ int bench_q8(bench_ctx *b) {
     bench_row(b, "q8", "load + quantize (warm cache)", tl, "s", -1, -1, json_pack("{s:f}", "q8_gb", info.q8_bytes / 1e9),
               "%.2f GB of int8 weights + scales; anon RSS grew %.2f GB", info.q8_bytes / 1e9, ((double)a1 - (double)a0) / 1e9);
     b->m = mq;
-    const pm_llm_config *c = &mq->llm.c;
-    int maxB = 1;
-    for (int i = 0; i < b->o.n_batches; i++) maxB = b->o.batches[i] > maxB ? b->o.batches[i] : maxB;
-    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
-    for (int s = 0; kv && s < maxB && !e.code; s++)
-        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, &e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
-    for (int i = 0; kv && i < b->o.n_batches && !e.code; i++) {
-        char label[64];
-        double tps = 0;
-        snprintf(label, sizeof label, "q8 decode batch %d", b->o.batches[i]);
-        bench_progress("%s", label);
-        decode_one(b, kv, b->o.batches[i], 0, "q8", label, &tps, &e);
-        if (!e.code && b->decode_tps[i] > 0)
-            bench_row(b, "q8", "decode speedup vs bf16", tps / b->decode_tps[i], "x", -1, -1, json_pack("{s:i}", "batch", b->o.batches[i]),
-                      "batch %d: %.2f tok/s (q8) / %.2f tok/s (bf16)", b->o.batches[i], tps, b->decode_tps[i]);
-    }
-    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
-    free(kv);
-    if (!e.code && b->o.n_prefill > 0) {
-        double tps = 0;
-        bench_progress("q8 prefill %d tokens", b->o.prefill[0]);
-        prefill_one(b, b->o.prefill[0], "q8", &tps, &e);
-        if (!e.code && b->prefill_tps[0] > 0)
-            bench_row(b, "q8", "prefill speedup vs bf16", tps / b->prefill_tps[0], "x", -1, -1, json_pack("{s:i}", "tokens", b->o.prefill[0]),
-                      "%d tokens: %.1f tok/s (q8, %s) / %.1f tok/s (bf16)", b->o.prefill[0], tps,
-                      pm_kern_have_avx512() ? "int8 packed into the GEMM" : "dequantized panels + sgemm", b->prefill_tps[0]);
-    }
+    int idx[8];
+    for (int i = 0; i < b->o.n_batches; i++) idx[i] = i;
+    rerun_decoder(b, "q8", "q8", "bf16", idx, b->o.n_batches, 0, "decode speedup vs bf16", "prefill speedup vs bf16",
+                  pm_kern_have_avx512() ? "q8 prefill packs int8 into the GEMM" : "q8 prefill: dequantized panels + sgemm", &e);
     b->m = mb;
     pm_model_free(mq);
     if (e.code) fprintf(stderr, "phi4mm bench: q8: %s\n", e.msg);
@@ -264,34 +294,9 @@ int bench_kernels(bench_ctx *b) {
         return 0;
     }
     pm_err e = {0};
-    const pm_llm_config *c = &b->m->llm.c;
-    int idx[2] = {0, b->o.n_batches - 1}, n_idx = b->o.n_batches > 1 ? 2 : 1, maxB = b->o.batches[idx[n_idx - 1]];
-    if (b->o.batches[0] > maxB) maxB = b->o.batches[0];
-    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
-    for (int s = 0; kv && s < maxB && !e.code; s++)
-        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, &e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    int idx[2] = {0, b->o.n_batches - 1}, n_idx = b->o.n_batches > 1 ? 2 : 1;
     pm_kern_cap(PM_KERN_AVX2);
-    for (int k = 0; kv && k < n_idx && !e.code; k++) {
-        int i = idx[k];
-        char label[64];
-        double tps = 0;
-        snprintf(label, sizeof label, "avx2 decode batch %d", b->o.batches[i]);
-        bench_progress("kernels: %s", label);
-        decode_one(b, kv, b->o.batches[i], 0, "kernels", label, &tps, &e);
-        if (!e.code && tps > 0 && b->decode_tps[i] > 0)
-            bench_row(b, "kernels", "decode avx512 / avx2", b->decode_tps[i] / tps, "x", -1, -1, json_pack("{s:i}", "batch", b->o.batches[i]),
-                      "batch %d: %.2f tok/s (AVX-512) / %.2f tok/s (AVX2)", b->o.batches[i], b->decode_tps[i], tps);
-    }
-    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
-    free(kv);
-    if (!e.code && b->o.n_prefill > 0) {
-        double tps = 0;
-        bench_progress("kernels: avx2 prefill %d tokens", b->o.prefill[0]);
-        prefill_one(b, b->o.prefill[0], "kernels", &tps, &e);
-        if (!e.code && tps > 0 && b->prefill_tps[0] > 0)
-            bench_row(b, "kernels", "prefill avx512 / avx2", b->prefill_tps[0] / tps, "x", -1, -1, json_pack("{s:i}", "tokens", b->o.prefill[0]),
-                      "%d tokens: %.1f tok/s (AVX-512) / %.1f tok/s (AVX2)", b->o.prefill[0], b->prefill_tps[0], tps);
-    }
+    rerun_decoder(b, "kernels", "avx2", "avx512", idx, n_idx, 1, "decode avx512 / avx2", "prefill avx512 / avx2", "same weights", &e);
     pm_kern_cap(PM_KERN_AVX512);
     if (e.code) fprintf(stderr, "phi4mm bench: kernels: %s\n", e.msg);
     return e.code;
