@@ -10,8 +10,11 @@
  * and `& 0xffff0000`, the sliver is packed interleaved for that), 6 broadcasts of A, 12 FMAs into
  * 12 register accumulators.
  *
- * The AVX-512 path is the same design at twice the width: 32-column slivers (one 64-byte load per
- * k, pairs (d, 16 + d)), 12-row A slivers, a 12 x 32 micro-kernel with 24 zmm accumulators.
+ * The AVX-512 path is the same design at twice the width: 32-column slivers packed the same way
+ * (pairs (d, 16 + d)), then widened to fp32 once per slice so that the inner loop has no conversion
+ * µops on the FMA ports (int8 weights are dequantized straight into such fp32 slivers), 12-row A
+ * slivers, a 12 x 32 micro-kernel with 24 zmm accumulators. (A direct pack with 16 x 16 transposes
+ * and, for few rows, a variant with the operands' roles swapped were measured: no gain / slower.)
  *
  * Arithmetic: each C element accumulates its KC-slice in k order with FMA from 0, then C =
  * (first slice ? beta * C : C) + alpha * slice. That does not depend on the tile shape, so the

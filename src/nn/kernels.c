@@ -12,8 +12,9 @@ static pm_kern_level level_cap = PM_KERN_AVX512; /* tests and the benchmark lowe
 void pm_kern_cap(pm_kern_level max) { level_cap = max; }
 void pm_kern_force_portable(int on) { pm_kern_cap(on ? PM_KERN_PORTABLE : PM_KERN_AVX512); }
 
-/* What the CPU offers, read once. AVX-512 needs F (the 16-lane FMAs, conversions and masks) and
- * BW (16-bit element loads under a mask); its kernels also use everything the AVX2 ones do. */
+/* What the CPU offers, read once. The AVX-512 kernels use F only (16-lane FMAs, widening loads,
+ * lane shuffles) plus everything the AVX2 ones do; BW is required too so that the level means "a
+ * Skylake-SP or later core" (every such core has it; the Xeon Phi ones, which lack it, stay on AVX2). */
 static pm_kern_level cpu_level(void) {
 #ifdef PM_X86
     static int cached = -1;

@@ -29,9 +29,10 @@ void pm_kern_gemv_q8_c(float *y, const float *x, int n, const pm_tensor *W, floa
 /* fp32 copy of rows [row0, row0 + rows) of a Q8 weight (single-threaded; exact (float)q * scale). */
 void pm_kern_dequant_q8_rows(float *out, const pm_tensor *W, size_t row0, size_t rows);
 
-/* Large-n matmul on bf16 weights (prefill, encoders): y[n, out] = x @ W^T (accumulate = 0) or
- * y += alpha * x @ W^T (accumulate = 1). W must be bf16. Packs bf16 slivers, no fp32 copy of W.
- * Threads take blocks of output columns; each output's arithmetic does not depend on them. */
+/* Large-n matmul (prefill, encoders): y[n, out] = x @ W^T (accumulate = 0) or y += alpha * x @ W^T
+ * (accumulate = 1). W bf16, or int8 on AVX-512 (see pm_kern_gemm_takes); the _c twin takes bf16.
+ * Packs slivers of W per call, no fp32 copy of W. Threads take blocks of output columns; each
+ * output's arithmetic depends on neither them nor the level (gemm.c). */
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate);
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate);
 /* 1 when pm_kern_gemm_bf16 is the fast path for W at the level in use: bf16 with AVX2 or better;

@@ -78,10 +78,10 @@ void pm_linear_ref(float *y, const float *x, int n, const pm_tensor *W, const pm
     free(row);
 }
 
-/* Big-n path. bf16 weights on an AVX2 machine: our own blocked GEMM that packs bf16 slivers
- * (gemm.c: no fp32 copy of W, ~10-25% faster than convert + sgemm here). Otherwise: convert a
- * panel of weight rows to fp32 and let BLAS sgemm do the heavy lifting; panels bound the scratch
- * memory (at most PANEL rows x in floats). */
+/* Big-n path. bf16 weights on an AVX2 or AVX-512 machine, int8 ones on AVX-512: our own blocked
+ * GEMM that packs slivers of W per call (gemm.c: no fp32 copy of W, faster than convert + sgemm
+ * here). Otherwise: convert a panel of weight rows to fp32 and let BLAS sgemm do the heavy
+ * lifting; panels bound the scratch memory (at most PANEL rows x in floats). */
 static void linear_sgemm(float *y, const float *x, int n, const pm_tensor *W, float beta_scale, int accumulate) {
     int out = (int)W->shape[0], in = (int)W->shape[1];
     if (pm_kern_gemm_takes(W)) {
