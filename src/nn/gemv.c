@@ -253,9 +253,6 @@ AVX512 static void rows512_8_n1(float *y, const float *xp, const float *x, int n
     tile512(y, out, j0, 0, wr, xp, x, in, 8, 1, GEMV_PF, scale, accumulate);
 }
 
-#endif
-
-#ifdef PM_X86
 /* One ISA's row routines: 8 rows at n = 1, 4 rows and 1 row against all n inputs. */
 typedef void (*rows_fn)(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, float scale,
                         int accumulate);
