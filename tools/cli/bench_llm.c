@@ -155,8 +155,23 @@ static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out
     return e->code;
 }
 
-static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e);
-static void caches_free(pm_kv_cache *kv, int maxB);
+/* Filled caches for up to maxB sequences (NULL and e set on failure). */
+static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e) {
+    const pm_llm_config *c = &b->m->llm.c;
+    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
+    if (!kv) {
+        pm_errf(e, PM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int s = 0; s < maxB && !e->code; s++)
+        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
+    return kv;
+}
+
+static void caches_free(pm_kv_cache *kv, int maxB) {
+    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
+    free(kv);
+}
 
 int bench_llm(bench_ctx *b) {
     pm_err e = {0};
@@ -196,24 +211,6 @@ int bench_llm(bench_ctx *b) {
     }
     if (e.code) fprintf(stderr, "phi4mm bench: decoder: %s\n", e.msg);
     return e.code;
-}
-
-/* Filled caches for up to maxB sequences (NULL and e set on failure). */
-static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e) {
-    const pm_llm_config *c = &b->m->llm.c;
-    pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
-    if (!kv) {
-        pm_errf(e, PM_ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (int s = 0; s < maxB && !e->code; s++)
-        if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
-    return kv;
-}
-
-static void caches_free(pm_kv_cache *kv, int maxB) {
-    for (int s = 0; kv && s < maxB; s++) pm_kv_free(&kv[s]);
-    free(kv);
 }
 
 /* A variant of the decoder runs (another weight format, capped kernels): decode at the batch sizes
