@@ -315,7 +315,8 @@ AVX512_INLINE void tile512(float *y, int out, int j0, int i0, const uint16_t *co
 }
 
 /* One group's pass over [c0, c1) of a k-block: its accumulators come from and go back to buf
- * (16 floats per output, stored exactly, so the chain is the same as in registers). */
+ * (16 floats per output, (r * PM_SMALL_N + i) * 16; stored exactly, so the chain is the one in
+ * registers). */
 AVX512_INLINE void group512(float *buf, const uint16_t *const *wr, const uint16_t *const *pf, int NPF, const float *xp, int in, int i0,
                             int c0, int c1, int RT, int NT) {
     __m512 acc[8][4];
@@ -325,12 +326,12 @@ AVX512_INLINE void group512(float *buf, const uint16_t *const *wr, const uint16_
 #pragma GCC unroll 8
     for (int r = 0; r < RT; r++)
 #pragma GCC unroll 8
-        for (int i = 0; i < NT; i++) acc[r][i] = c0 ? _mm512_load_ps(buf + ((size_t)r * 16 + i0 + i) * 16) : _mm512_setzero_ps();
+        for (int i = 0; i < NT; i++) acc[r][i] = c0 ? _mm512_load_ps(buf + ((size_t)r * PM_SMALL_N + i0 + i) * 16) : _mm512_setzero_ps();
     span512(acc, wr, xi, c0, c1, RT, NT, 0, pf, NPF);
 #pragma GCC unroll 8
     for (int r = 0; r < RT; r++)
 #pragma GCC unroll 8
-        for (int i = 0; i < NT; i++) _mm512_store_ps(buf + ((size_t)r * 16 + i0 + i) * 16, acc[r][i]);
+        for (int i = 0; i < NT; i++) _mm512_store_ps(buf + ((size_t)r * PM_SMALL_N + i0 + i) * 16, acc[r][i]);
 }
 
 /* Each group shape as its own function: inlined into the row routine, the 16-accumulator loop got
@@ -377,10 +378,10 @@ GROUP512(1, 1, 0, 0, group512_1_1)
         case 3: tile512(y, out, j0, 0, wr, xp, x, in, RT, 3, GEMV_PF, scale, accumulate); return;                                     \
         case 4: tile512(y, out, j0, 0, wr, xp, x, in, RT, 4, GEMV_PF, scale, accumulate); return;                                     \
         }                                                                                                                             \
-        _Alignas(64) float buf[RT * 16 * 16];                                                                                         \
+        _Alignas(64) float buf[RT * PM_SMALL_N * 16];                                                                                 \
         __m512 acc[8][4];                                                                                                             \
         const uint16_t *pf[RT];                                                                                                       \
-        int c1 = in & ~31, more = j0 + 2 * RT <= out;                                                                                                        \
+        int c1 = in & ~31, more = j0 + 2 * RT <= out;                                                                                 \
         for (int c0 = 0; c0 < c1; c0 += kb) {                                                                                         \
             int ce = c1 - c0 < kb ? c1 : c0 + kb, i = 4;                                                                              \
             /* what the next k-block reads: the rows' next slice, or the next rows' first one */                                       \
@@ -399,7 +400,7 @@ GROUP512(1, 1, 0, 0, group512_1_1)
             }                                                                                                                         \
         }                                                                                                                             \
         for (int i = 0; i < n; i++) {                                                                                                 \
-            for (int r = 0; r < RT; r++) acc[r][0] = c1 ? _mm512_load_ps(buf + ((size_t)r * 16 + i) * 16) : _mm512_setzero_ps();     \
+            for (int r = 0; r < RT; r++) acc[r][0] = c1 ? _mm512_load_ps(buf + ((size_t)r * PM_SMALL_N + i) * 16) : _mm512_setzero_ps(); \
             finish512(y, out, j0, i, wr, x, in, c1, acc, RT, 1, scale, accumulate);                                                    \
         }                                                                                                                             \
     }
