@@ -30,7 +30,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "simd.h"
 
 /* ---- portable twin ---- */
@@ -84,14 +83,6 @@ void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float s
  * a multiple of 4 KB, and a 12-way L1 then holds at most 12 of them). */
 static inline int gemv_ldx(int in) { return ((in + 15) & ~15) + 16; }
 
-/* k-block length (a multiple of 32) for n > 4 inputs: their slices fill half of the L1 data cache,
- * the other half holds the rows' slice and the next one being prefetched. */
-static inline int gemv_kblock(int n) {
-    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    if (l1 < 16384 || l1 > (1 << 20)) l1 = 32768; /* unknown: the smallest L1 of AVX2 parts */
-    int kb = (int)(l1 / 2 / (long)sizeof(float) / n) & ~31;
-    return kb < 128 ? 128 : kb;
-}
 
 #ifdef PM_X86
 
@@ -361,7 +352,7 @@ GROUP512(1, 1, 0, 0, group512_1_1)
  * streams from memory with a prefetch GEMV_PF bytes ahead (a literal at every call: a runtime
  * distance left a branch in the k loop).
  * n > 4, the batched decode (compute-bound on 2 cores), in groups of 4 inputs: the rows are walked
- * in k-blocks small enough that the n inputs' slices stay in L1 (gemv_kblock) while every group
+ * in k-blocks small enough that the n inputs' slices stay in L1 (pm_gemv_kblock) while every group
  * passes over the block, the accumulators waiting in buf between blocks. While the first groups
  * compute on a block (rows in L1), they prefetch the next one, so no group waits on DRAM. Measured
  * in one process against the unblocked 4 x 4 tiles, whose groups each re-read a row's inputs from
@@ -425,7 +416,7 @@ typedef struct gemv_rows {
 /* Threads take chunks of ~512 KB of consecutive 8-row blocks dynamically (pm_gemv_chunk). */
 static void gemv_schedule(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                           float scale, int accumulate) {
-    int nb = out / 8, chunk = pm_gemv_chunk(nb, (size_t)16 * (in > 0 ? in : 1), omp_get_max_threads()), kb = gemv_kblock(n);
+    int nb = out / 8, chunk = pm_gemv_chunk(nb, (size_t)16 * (in > 0 ? in : 1), omp_get_max_threads()), kb = pm_gemv_kblock(n);
 #pragma omp parallel
     {
 #pragma omp for schedule(dynamic, chunk) nowait

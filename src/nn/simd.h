@@ -2,9 +2,12 @@
  * x86-64, the AVX2 / AVX-512 function attributes (each kernel is compiled for its ISA by attribute, so the
  * binary still runs on any x86-64; kernels.c dispatches at run time), and hsum256, the one lane
  * fold every 8-lane dot product uses ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)); the portable twins
- * reproduce that order to get the same bits. */
+ * reproduce that order to get the same bits; and the decode kernels' chunk and k-block rules. */
 #ifndef PM_NN_SIMD_H
 #define PM_NN_SIMD_H
+
+#include <stddef.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -37,6 +40,16 @@ static inline int pm_gemv_chunk(int blocks, size_t block_bytes, int threads) {
     long chunk = (long)((512u << 10) / (block_bytes ? block_bytes : 1));
     if (chunk > blocks / (4 * threads)) chunk = blocks / (4 * threads);
     return chunk < 1 ? 1 : (int)chunk;
+}
+
+/* k-block length (a multiple of 32) of the batched decode kernels for n inputs: their slices of
+ * the block fill half of the L1 data cache, the other half holds the weights' slice and the next
+ * one being prefetched. */
+static inline int pm_gemv_kblock(int n) {
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    if (l1 < 16384 || l1 > (1 << 20)) l1 = 32768; /* unknown: the smallest L1 of AVX2 parts */
+    int kb = (int)(l1 / 2 / (long)sizeof(float) / (n > 0 ? n : 1)) & ~31;
+    return kb < 128 ? 128 : kb;
 }
 
 #endif
