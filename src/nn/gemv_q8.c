@@ -7,8 +7,8 @@
  * per input row. Activations stay fp32.
  *
  * AVX-512: the same per 16 weights (vpmovsxbd of 16 bytes), tiles of 4 rows x up to 4 inputs; at
- * n = 1 four groups at once (four streams per thread); for n > 4 the group is walked in L1-sized
- * k-blocks, converted once per block by the first 4 inputs' pass (group_kblocked512).
+ * n = 1 four groups at once (four streams per thread). For n > 4 both widths walk a group in
+ * L1-sized k-blocks, converted once per block by the first pass (group_kblocked256/512).
  *
  * Determinism (ops.h): output (i, j) is hsum(acc) of one L-lane FMA accumulator (L = 8 on AVX2, 16
  * on AVX-512; 16 lanes fold to 8 as (l, l + 8)) walked over the row in order, lane l taking element
@@ -151,10 +151,113 @@ AVX2 static void group_all(float *y, int out, int g, const pm_tensor *W, const f
     if (i < n) tile(y, out, g, i, W, x, in, 1, 1, scale, accumulate);
 }
 
+/* n > 4 at 8 lanes, as group_kblocked512: per k-block, the first pass (2 inputs) streams and
+ * converts the records into wb, passes of 3 inputs (12 accumulators: the 16 ymm registers hold no
+ * more) run their FMAs from it. AVX2 converts at 3 µops per 8 weights against 2 FMAs of a 2-input
+ * tile, so converting once matters more here than at 16 lanes: measured in one process at the
+ * AVX2 level against those tiles, +14-16 % at n = 5-6, +47 % at 8, +25-32 % at 12-16. */
+AVX2_INLINE void kgroup256(float *buf, float *wb, const uint8_t *rec, int kw, const float *x, int ldx, int i0, int c0, int NT, int CONV) {
+    __m256 acc[PM_Q8_ROWS][3];
+    const float *xi[3];
+#pragma GCC unroll 3
+    for (int i = 0; i < NT; i++) xi[i] = x + (size_t)(i0 + i) * ldx + c0;
+#pragma GCC unroll 4
+    for (int r = 0; r < PM_Q8_ROWS; r++)
+#pragma GCC unroll 3
+        for (int i = 0; i < NT; i++) acc[r][i] = c0 ? _mm256_load_ps(buf + ((size_t)r * PM_SMALL_N + i0 + i) * 8) : _mm256_setzero_ps();
+    for (int v = 0; v < kw; v += 8) {
+        const uint8_t *rc = rec + (size_t)(v / PM_Q8_BLOCK) * PM_Q8_RECORD;
+        if (CONV && v % PM_Q8_BLOCK == 0) { /* the group's record stream, ahead */
+            const char *pf = (const char *)rc + GEMV_Q8_PF * PM_Q8_RECORD;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+        }
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int i = 0; i < NT; i++) xv[i] = _mm256_loadu_ps(xi[i] + v);
+#pragma GCC unroll 4
+        for (int r = 0; r < PM_Q8_ROWS; r++) {
+            __m256 w;
+            if (CONV) {
+                w = load_w(rc, r, v % PM_Q8_BLOCK, _mm256_broadcast_ss((const float *)rc + r));
+                _mm256_store_ps(wb + (size_t)r * kw + v, w);
+            } else
+                w = _mm256_load_ps(wb + (size_t)r * kw + v);
+#pragma GCC unroll 3
+            for (int i = 0; i < NT; i++) acc[r][i] = _mm256_fmadd_ps(w, xv[i], acc[r][i]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < PM_Q8_ROWS; r++)
+#pragma GCC unroll 3
+        for (int i = 0; i < NT; i++) _mm256_store_ps(buf + ((size_t)r * PM_SMALL_N + i0 + i) * 8, acc[r][i]);
+}
+
+#define KGROUP256(NT, CONV, NAME)                                                                                                     \
+    AVX2 __attribute__((noinline)) static void NAME(float *buf, float *wb, const uint8_t *rec, int kw, const float *x, int ldx,       \
+                                                    int i0, int c0) {                                                                \
+        kgroup256(buf, wb, rec, kw, x, ldx, i0, c0, NT, CONV);                                                                        \
+    }
+KGROUP256(2, 1, kgroup256_conv)
+KGROUP256(3, 0, kgroup256_3)
+KGROUP256(2, 0, kgroup256_2)
+KGROUP256(1, 0, kgroup256_1)
+
+AVX2 static void group_kblocked256(float *y, int out, int g, const pm_tensor *W, const float *x, int ldx, int n, int in, int kbw,
+                                   float *wb, float scale, int accumulate) {
+    size_t nb = (size_t)in / PM_Q8_BLOCK;
+    _Alignas(32) float buf[PM_Q8_ROWS * PM_SMALL_N * 8];
+    for (int c0 = 0; c0 < in; c0 += kbw) {
+        int kw = in - c0 < kbw ? in - c0 : kbw, i = 2;
+        const uint8_t *rec = pm_q8_record(W, (size_t)g, (size_t)c0 / PM_Q8_BLOCK, nb);
+        kgroup256_conv(buf, wb, rec, kw, x, ldx, 0, c0);
+        for (; i + 3 <= n; i += 3) kgroup256_3(buf, wb, rec, kw, x, ldx, i, c0);
+        if (n - i == 2) kgroup256_2(buf, wb, rec, kw, x, ldx, i, c0);
+        else if (n - i == 1) kgroup256_1(buf, wb, rec, kw, x, ldx, i, c0);
+    }
+    for (int r = 0; r < PM_Q8_ROWS; r++) {
+        int j = g * PM_Q8_ROWS + r;
+        if (j >= out) break; /* padding rows of the last group */
+        for (int i = 0; i < n; i++) {
+            float s = hsum256(_mm256_load_ps(buf + ((size_t)r * PM_SMALL_N + i) * 8));
+            float *yy = &y[(size_t)i * out + j];
+            *yy = accumulate ? *yy + scale * s : s;
+        }
+    }
+}
+
+/* The k-blocked batched path of either width: the inputs copied with a row stride one line past
+ * a multiple of 64 bytes (in = 3072 or 8192 floats is a multiple of 4 KB: the k-block slices of
+ * rows 12 KB apart all fell into the same L1 sets), a conversion buffer per thread. */
+typedef void (*kgroup_fn)(float *y, int out, int g, const pm_tensor *W, const float *x, int ldx, int n, int in, int kbw, float *wb,
+                          float scale, int accumulate);
+static void gemv_q8_kblocked(kgroup_fn group, float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
+    int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
+    int chunk = pm_gemv_chunk(ng, (size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD, omp_get_max_threads());
+    int kbw = pm_gemv_kblock(n), ldx = in + 16;
+    float *xp = aligned_alloc(64, sizeof(float) * (size_t)n * ldx);
+    PM_ASSERT(xp);
+    for (int i = 0; i < n; i++) memcpy(xp + (size_t)i * ldx, x + (size_t)i * in, sizeof(float) * (size_t)in);
+#pragma omp parallel
+    {
+        float *wb = aligned_alloc(64, sizeof(float) * PM_Q8_ROWS * (size_t)kbw);
+        PM_ASSERT(wb);
+#pragma omp for schedule(dynamic, chunk)
+        for (int g = 0; g < ng; g++) group(y, out, g, W, xp, ldx, n, in, kbw, wb, scale, accumulate);
+        free(wb);
+    }
+    free(xp);
+}
+
 /* Threads take chunks of ~512 KB of consecutive groups dynamically (one sequential stream each;
  * a descheduled thread does not leave the others idle at the barrier). */
 AVX2 static void gemv_q8_avx2(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
     int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
+    if (n > 4 && n <= PM_SMALL_N) { /* measured at n = 3-4: 0.81-0.87 x the tiles */
+        gemv_q8_kblocked(group_kblocked256, y, x, n, W, scale, accumulate);
+        return;
+    }
     int chunk = pm_gemv_chunk(ng, (size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD, omp_get_max_threads());
 #pragma omp parallel for schedule(dynamic, chunk)
     for (int g = 0; g < ng; g++) group_all(y, out, g, W, x, n, in, scale, accumulate);
@@ -370,21 +473,7 @@ AVX512 static void gemv_q8_avx512(float *y, const float *x, int n, const pm_tens
         for (int g = 0; g < ng; g++) group_all512(y, out, g, W, x, n, in, scale, accumulate);
         return;
     }
-    /* the inputs with a row stride one line past a multiple of 64 bytes: their k-block slices then
-     * spread over the L1 sets (in = 3072 or 8192 floats is a multiple of 4 KB) */
-    int kbw = pm_gemv_kblock(n), ldx = in + 16;
-    float *xp = aligned_alloc(64, sizeof(float) * (size_t)n * ldx);
-    PM_ASSERT(xp);
-    for (int i = 0; i < n; i++) memcpy(xp + (size_t)i * ldx, x + (size_t)i * in, sizeof(float) * (size_t)in);
-#pragma omp parallel
-    {
-        float *wb = aligned_alloc(64, sizeof(float) * PM_Q8_ROWS * (size_t)kbw);
-        PM_ASSERT(wb);
-#pragma omp for schedule(dynamic, chunk)
-        for (int g = 0; g < ng; g++) group_kblocked512(y, out, g, W, xp, ldx, n, in, kbw, wb, scale, accumulate);
-        free(wb);
-    }
-    free(xp);
+    gemv_q8_kblocked(group_kblocked512, y, x, n, W, scale, accumulate);
 }
 
 AVX2 static void dequant_rows_avx2(float *out, const pm_tensor *W, size_t row0, size_t rows) {
