@@ -7,7 +7,7 @@ Rows are matched by (section, name), plus the batch size or token count where a 
 speedup rows repeat a name per batch size). For each file the value and the ratio against the machine
 limit measured in that same run are shown, then the change of the last file versus the first.
 Compare ratios rather than raw values across machines or across differently loaded runs: the
-ratio is relative to the bandwidth / sgemm peak measured in the same run. Standard library only.
+ratio is relative to the bandwidth / compute peak measured in the same run. Standard library only.
 """
 import json
 import sys
@@ -40,7 +40,8 @@ def main(argv):
     runs = [load(p) for p in argv[1:]]
     for p, (m, _) in zip(argv[1:], runs):
         print(f"# {p}: {m.get('host', '?')} {m.get('date', '?')} threads={m.get('threads', '?')} "
-              f"bw={fmt(m.get('read_bw_gbs'))} GB/s sgemm={fmt(m.get('sgemm_gflops'))} GFLOP/s")
+              f"bw={fmt(m.get('read_bw_gbs'))} GB/s sgemm={fmt(m.get('sgemm_gflops'))} "
+              f"compute peak={fmt(m.get('compute_peak_gflops', m.get('sgemm_gflops')))} GFLOP/s")
     keys = []
     for _, rows in runs:
         for k in rows:

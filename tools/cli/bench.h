@@ -24,7 +24,7 @@ typedef struct bench_ctx {
     bench_opts o;
     json_t *root;            /* {"machine": {...}, "rows": [...]} */
     double bw_gbs;           /* measured read bandwidth, GB/s */
-    double peak_gflops;      /* measured sgemm peak, GFLOP/s */
+    double peak_gflops;      /* measured compute peak (max of BLAS sgemm and the engine's GEMM), GFLOP/s */
     double bw_best, peak_best; /* best values seen over the whole run */
     pm_model *m;
     double decode_tps[8];    /* bf16 decode tok/s per o.batches entry (for the q8 speedups) */
@@ -41,7 +41,7 @@ double bench_now(void);
 void bench_rss(size_t *rss, size_t *anon, size_t *file, size_t *hwm);
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Machine limits at the current OpenMP thread count. The _now variants re-measure quickly right
+/* Machine limits at the current OpenMP thread count (the compute limit is bench_compute_peak). The _now variants re-measure quickly right
  * before a measurement (other load on the machine changes over a 10-minute run, so each row is
  * compared with the limit of its own moment) and also update the run's best values. */
 double bench_bw_now(bench_ctx *b);
@@ -52,6 +52,8 @@ double bench_bw_bracket(bench_ctx *b, double before);
 double bench_peak_bracket(bench_ctx *b, double before);
 double bench_read_bandwidth(size_t bytes, int reps);   /* GB/s, best of reps */
 double bench_sgemm_peak(int n, int reps);              /* GFLOP/s of an n^3 NT sgemm, best of reps */
+double bench_engine_gemm_peak(int n, int reps);        /* GFLOP/s of the engine's bf16 GEMM, n^3 (0 where it has none) */
+double bench_compute_peak(int n, int reps);            /* the larger of the two: the bound for compute-bound rows */
 
 int bench_llm(bench_ctx *b);    /* decode and prefill */
 int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */

@@ -4,11 +4,11 @@
  * random K/V (the attention then reads a realistic context without spending minutes on prefill),
  * one warm-up step, then --decode-steps timed steps of one token per sequence in one batched
  * forward (logits for every sequence). Bound = (bf16 weight bytes + K/V bytes read) / measured
- * bandwidth; the compute bound (2 x params x B / sgemm peak) is reported next to it, as batches
+ * bandwidth; the compute bound (2 x params x B / compute peak) is reported next to it, as batches
  * of 8+ on few cores cross over from memory- to compute-bound.
  * Prefill: a fresh sequence of P random tokens fed in engine-sized chunks (--prefill-chunk,
  * default 512 like pm_engine), logits at the end. Bound = FLOPs (linear layers + causal attention
- * + one lm_head row) / measured sgemm peak. */
+ * + one lm_head row) / measured compute peak. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -144,9 +144,9 @@ static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out
             char label[64];
             snprintf(label, sizeof label, "prefill %d tokens", P);
             json_t *x = json_pack("{s:i, s:i, s:f, s:f, s:f, s:f}", "tokens", P, "chunk", chunk, "seconds", t, "tflop", flops / 1e12,
-                                  "gflops", gf, "sgemm_gflops_now", peak);
+                                  "gflops", gf, "peak_gflops_now", peak);
             if (tps_out) *tps_out = P / t;
-            bench_row(b, section, label, P / t, "tok/s", bound_tps, gf / peak, x, "%.1f s, %.2f TFLOP, %.1f GFLOP/s vs sgemm %.1f (bracketing)", t,
+            bench_row(b, section, label, P / t, "tok/s", bound_tps, gf / peak, x, "%.1f s, %.2f TFLOP, %.1f GFLOP/s vs compute peak %.1f (bracketing)", t,
                       flops / 1e12, gf, peak);
         }
     }
