@@ -29,6 +29,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "simd.h"
 
 #define MR 6 /* AVX2 and portable tile */
@@ -42,8 +43,9 @@
 #define GEMM_MC 72
 #endif
 #ifndef GEMM_NC
-#define GEMM_NC 256
+#define GEMM_NC 256 /* the most columns per work item; gemm_nc() may take fewer (small L2) */
 #endif
+#define PACK_PF 64 /* pack_b_avx2 prefetches each weight row this many bf16 (two lines) ahead */
 
 /* Packs W rows [j0, j0 + nc) x cols [k0, k0 + kc) into nc/nr slivers of [kc][nr] bf16 (nr = 16 or
  * 32), each interleaved as (col d, col nr/2 + d) pairs so that a dword's low half is column d and its
@@ -118,7 +120,10 @@ AVX2 static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, i
         const uint16_t *rows[NR5];
         for (int c = 0; c < nr; c++) rows[c] = j0 + s + c < out ? w + (size_t)(j0 + s + c) * in + k0 : zero;
         int k = 0;
-        for (; k + 8 <= kc; k += 8)
+        for (; k + 8 <= kc; k += 8) {
+            /* 16-32 row streams at once are more than the hardware prefetcher follows (Zen 5: +1-5 %) */
+            if ((k & 31) == 0)
+                for (int c = 0; c < nr; c++) _mm_prefetch((const char *)(rows[c] + k + PACK_PF), _MM_HINT_T0);
             for (int g = 0; g < half; g += 8) {
                 __m256 r[8];
                 for (int e = 0; e < 8; e++) {
@@ -130,6 +135,7 @@ AVX2 static void pack_b_avx2(uint16_t *bp, const uint16_t *w, int in, int out, i
                 float *o = (float *)(dst + (size_t)k * nr) + g; /* k-row k + i starts i * half floats on */
                 for (int i = 0; i < 8; i++) _mm256_storeu_ps(o + i * half, r[i]);
             }
+        }
         for (; k < kc; k++)
             for (int d = 0; d < half; d++) {
                 dst[(size_t)k * nr + 2 * d] = rows[d][k];
@@ -320,12 +326,24 @@ AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, floa
 typedef enum { PATH_C, PATH_AVX2, PATH_AVX512 } gemm_path;
 typedef struct {
     gemm_path path;
-    int mr, nr, mc;
+    int mr, nr, mc, nc;
 } gemm_geom;
 
+/* Columns per work item: its packed weight block (bf16, plus the fp32 widening on AVX-512: 6 bytes
+ * per weight) should fill at most half of L2, the rest holding the A panel. 256 on 2 MB L2s
+ * (Sapphire Rapids), 128 on Zen 5's 1 MB, where 256 put 1 MB of packed data through it (+6-20 % on
+ * the Conformer's 125-row products, same bits: NC only partitions the columns). */
+static int gemm_nc(gemm_path p) {
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 < (128 << 10) || l2 > (64L << 20)) return GEMM_NC; /* unknown */
+    int bytes = p == PATH_AVX512 ? 6 : 2;
+    int nc = (int)(l2 / 2 / ((long)GEMM_KC * bytes)) & ~63;
+    return nc < 64 ? 64 : nc > GEMM_NC ? GEMM_NC : nc;
+}
+
 static gemm_geom geom_for(gemm_path p) {
-    gemm_geom g = {p, MR, NR, GEMM_MC};
-    if (p == PATH_AVX512) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC};
+    gemm_geom g = {p, MR, NR, GEMM_MC, gemm_nc(p)};
+    if (p == PATH_AVX512) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC, g.nc};
     return g;
 }
 
@@ -387,10 +405,10 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
     gemm_geom g = geom_for(path);
     int out = (int)W->shape[0], in = (int)W->shape[1];
     PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
-    /* Work items: runs of whole slivers, at most GEMM_NC columns each, as many as a multiple of the
+    /* Work items: runs of whole slivers, at most g.nc columns each, as many as a multiple of the
      * thread count and equal to within one sliver (1152 columns on 2 threads: 6 x 192, not 4 x 256
      * + 128, which left one thread idle for a tenth of the call). */
-    int S = (out + g.nr - 1) / g.nr, per = GEMM_NC / g.nr, nt = omp_get_max_threads();
+    int S = (out + g.nr - 1) / g.nr, per = g.nc / g.nr, nt = omp_get_max_threads();
     int items = (S + per - 1) / per;
     if (items % nt && items < S) items = (items + nt - 1) / nt * nt < S ? (items + nt - 1) / nt * nt : S;
     int slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + g.mr - 1) / g.mr * g.mr;
@@ -407,8 +425,8 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
             int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
             pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
         }
-        uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * GEMM_NC * GEMM_KC);
-        float *bpf = path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * GEMM_NC * GEMM_KC) : NULL;
+        uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * g.nc * GEMM_KC);
+        float *bpf = path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL;
         PM_ASSERT(bp && (bpf || path != PATH_AVX512));
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
