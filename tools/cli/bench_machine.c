@@ -2,9 +2,10 @@
  * STREAM-style read bandwidth (every thread sums its share of a large buffer through 4 interleaved
  * streams, AVX2 loads when available, with and without software prefetch: the best counts) and the
  * compute peak: the larger of the linked BLAS sgemm (square NT product, the shape pm_linear uses) and
- * the engine's own bf16 GEMM on the same shape. The second matters where the BLAS does not know the
- * CPU (Debian's OpenBLAS 0.3.21 runs its AVX2 Haswell kernel on Zen 5, below our AVX-512 tile): a
- * bound the engine beats would only flatter the ratios. Both report the best of several repetitions. */
+ * the engine's own bf16 GEMM on the same shape. The second matters where the BLAS runs below the
+ * CPU's vector width (a machine here had OPENBLAS_CORETYPE=Haswell in its environment on a Zen 5,
+ * AVX2 kernels at half our AVX-512 tile's speed): a bound the engine beats would only flatter the
+ * ratios. Both report the best of several repetitions. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
