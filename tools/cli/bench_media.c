@@ -87,46 +87,61 @@ static double conformer_flops(const pm_model *m, int T, int Tp) {
     return blocks + att + sub;
 }
 
+/* One pass of features + Conformer + projection; times in t[3]. */
+static int audio_pass(const pm_model *m, const double *x, size_t n, double t[3], int *frames, int *t_enc, pm_err *e) {
+    pm_logmel mel = {0};
+    float *feats = NULL, *enc = NULL, *proj = NULL;
+    uint8_t *mask = NULL;
+    int t_max = 0;
+    int64_t es = 0;
+    double t0 = bench_now();
+    if (pm_audio_logmel(x, n, 16000, &mel, e) || pm_audio_batch(&mel, 1, &feats, &mask, &t_max, &es, e)) goto done;
+    double t1 = bench_now();
+    if (pm_conformer_forward(m->conformer, feats, 1, t_max, &mel.frames, 0, &enc, t_enc, NULL, e)) goto done;
+    double t2 = bench_now();
+    proj = malloc(sizeof(float) * (size_t)*t_enc * m->llm.c.hidden);
+    if (!proj) {
+        pm_errf(e, PM_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (pm_audio_proj_forward(m->audio_proj, PM_AUDIO_PROJ_SPEECH, enc, *t_enc, proj, e)) goto done;
+    t[0] = t1 - t0, t[1] = t2 - t1, t[2] = bench_now() - t2;
+    *frames = mel.frames;
+done:
+    pm_logmel_free(&mel);
+    free(feats); free(mask); free(enc); free(proj);
+    return e->code;
+}
+
+/* The median of three passes (one pass of a 10 s clip is ~0.5 s: a single one mostly measures
+ * the VM's mood), against the compute peak bracketing all three. */
 static int audio_one(bench_ctx *b, int secs, pm_err *e) {
     const pm_model *m = b->m;
     size_t n;
     double *x = synth_audio(secs, &n);
     if (!x) return pm_errf(e, PM_ENOMEM, "out of memory");
-    pm_logmel mel = {0};
-    float *feats = NULL, *enc = NULL, *proj = NULL;
-    uint8_t *mask = NULL;
-    int t_max = 0, t_enc = 0;
-    int64_t es = 0;
+    double t[3][3], tot[3];
+    int frames = 0, t_enc = 0;
     double peak = bench_peak_now(b);
-    double t0 = bench_now();
-    if (pm_audio_logmel(x, n, 16000, &mel, e) || pm_audio_batch(&mel, 1, &feats, &mask, &t_max, &es, e)) goto done;
-    double t1 = bench_now();
-    if (pm_conformer_forward(m->conformer, feats, 1, t_max, &mel.frames, 0, &enc, &t_enc, NULL, e)) goto done;
-    double t2 = bench_now();
-    int H = m->llm.c.hidden;
-    proj = malloc(sizeof(float) * (size_t)t_enc * H);
-    if (!proj) {
-        pm_errf(e, PM_ENOMEM, "out of memory");
-        goto done;
-    }
-    if (pm_audio_proj_forward(m->audio_proj, PM_AUDIO_PROJ_SPEECH, enc, t_enc, proj, e)) goto done;
-    double t3 = bench_now();
+    for (int r = 0; r < 3 && !e->code; r++)
+        if (!audio_pass(m, x, n, t[r], &frames, &t_enc, e)) tot[r] = t[r][0] + t[r][1] + t[r][2];
+    free(x);
+    if (e->code) return e->code;
     peak = bench_peak_bracket(b, peak);
-    double fc = conformer_flops(m, mel.frames, t_enc);
+    int md = (tot[0] <= tot[1]) == (tot[1] <= tot[2]) ? 1 : (tot[1] <= tot[0]) == (tot[0] <= tot[2]) ? 0 : 2;
+    double fc = conformer_flops(m, frames, t_enc);
     double fp = 2.0 * numel_where(m->w, "model.embed_tokens_extend.audio_embed.audio_projection.speech.", NULL, 2) * t_enc;
-    double total = t3 - t0, gf = (fc + fp) / (t3 - t1) / 1e9;
+    double total = tot[md], gf = (fc + fp) / (t[md][1] + t[md][2]) / 1e9;
     char label[64];
     snprintf(label, sizeof label, "audio %d s clip", secs);
-    json_t *xj = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "seconds_audio", secs, "frames", mel.frames,
-                           "encoder_frames", t_enc, "features_s", t1 - t0, "conformer_s", t2 - t1, "projection_s", t3 - t2, "rtf",
-                           total / secs, "conformer_tflop", fc / 1e12, "encoder_gflops", gf, "peak_gflops_now", peak);
+    json_t *xj = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:[f, f, f]}", "seconds_audio", secs, "frames", frames,
+                           "encoder_frames", t_enc, "features_s", t[md][0], "conformer_s", t[md][1], "projection_s", t[md][2], "rtf",
+                           total / secs, "conformer_tflop", fc / 1e12, "encoder_gflops", gf, "peak_gflops_now", peak, "passes_s", tot[0],
+                           tot[1], tot[2]);
     bench_row(b, "audio", label, total / secs, "RTF", -1, gf / peak, xj,
-              "features %.2f s + Conformer %.2f s + projection %.3f s = %.2f s; %.0f GFLOP -> %.1f GFLOP/s (ratio vs the compute peak bracketing the row)", t1 - t0,
-              t2 - t1, t3 - t2, total, (fc + fp) / 1e9, gf);
-done:
-    pm_logmel_free(&mel);
-    free(x); free(feats); free(mask); free(enc); free(proj);
-    return e->code;
+              "median of 3 (%.2f/%.2f/%.2f s): features %.2f s + Conformer %.2f s + projection %.3f s; %.0f GFLOP -> %.1f GFLOP/s (ratio vs the compute peak bracketing the row)",
+              tot[0], tot[1], tot[2], t[md][0], t[md][1], t[md][2], (fc + fp) / 1e9, gf);
+    return PM_OK;
 }
 
 typedef struct ttft_state {
