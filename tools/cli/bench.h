@@ -41,9 +41,10 @@ double bench_now(void);
 void bench_rss(size_t *rss, size_t *anon, size_t *file, size_t *hwm);
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Machine limits at the current OpenMP thread count (the compute limit is bench_compute_peak). The _now variants re-measure quickly right
- * before a measurement (other load on the machine changes over a 10-minute run, so each row is
- * compared with the limit of its own moment) and also update the run's best values. */
+/* Machine limits at the current OpenMP thread count; the compute limit is bench_compute_peak. The
+ * _now variants re-measure quickly right before a measurement (other load on the machine changes
+ * over a 10-minute run, so each row is compared with the limit of its own moment) and also update
+ * the run's best values. */
 double bench_bw_now(bench_ctx *b);
 double bench_peak_now(bench_ctx *b);
 /* Re-measures after a row and returns max(before, after): each row is held to the stricter of the
