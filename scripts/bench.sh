@@ -7,10 +7,9 @@
 #   PHI4MM_BENCH_JSON   where to write the JSON results (default: bench/results-<host>-<date>.json)
 #   PHI4MM_FIXTURES     if it holds phi4mm-tiny/tiny_model/tokenizer.json (the real o200k vocabulary),
 #                       the tokenizer row uses it instead of the synthetic checkpoint's small BPE
-#   OMP_WAIT_POLICY     default passive here: idle OpenMP threads sleep instead of spinning. On a quiet
-#                       machine that costs < 1% (a futex wake per parallel region); on a shared one it
-#                       made batch-1 decode 2.3x faster (spinning threads steal the CPU their partner
-#                       needs to reach the barrier). Set OMP_WAIT_POLICY=active to compare.
+#   OMP_WAIT_POLICY / GOMP_SPINCOUNT  passed through; unset, the binary spins 1000 times before an
+#                       idle OpenMP worker sleeps (tools/cli/main.c); OMP_WAIT_POLICY=passive or active
+#                       to compare. The header of the table prints both.
 # Whole run on a 2-core machine: ~10-12 min (synthesis excluded). Not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +26,6 @@ avail_kb=$(awk '/MemAvailable/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
 if [ "$avail_kb" -gt 0 ] && [ "$avail_kb" -lt $((14 * 1024 * 1024)) ]; then
   echo "bench: warning: only $((avail_kb / 1024)) MB available; the decoder needs ~8 GB of page cache plus ~3 GB of KV and activations" >&2
 fi
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p bench
 JSON=${PHI4MM_BENCH_JSON:-bench/results-$(hostname)-$(date -u +%Y%m%dT%H%M%SZ).json}
 TOK=()

@@ -191,8 +191,9 @@ int pm_cmd_bench(int argc, char **argv) {
     const char *coretype = getenv("OPENBLAS_CORETYPE"); /* forces OpenBLAS's kernels, whatever the CPU */
     if (coretype) json_object_set_new(mach, "openblas_coretype_env", json_string(coretype));
     json_object_set_new(mach, "model_dir", json_string(o->model_dir));
-    const char *wp = getenv("OMP_WAIT_POLICY");
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
     json_object_set_new(mach, "omp_wait_policy", json_string(wp ? wp : "(default)"));
+    json_object_set_new(mach, "gomp_spincount", json_string(sc ? sc : "(default)"));
     double la0 = 0;
     FILE *lf0 = fopen("/proc/loadavg", "r");
     if (lf0) {
@@ -201,8 +202,8 @@ int pm_cmd_bench(int argc, char **argv) {
     }
     json_object_set_new(mach, "loadavg_start", json_real(la0));
 
-    printf("phi4mm bench — %s, %d threads, kernels %s, OMP_WAIT_POLICY %s, %s%s%s, load average %.2f\n", host, nt,
-           pm_kern_level_name(pm_kern_level_in_use()), wp ? wp : "(default)", openblas_get_config(),
+    printf("phi4mm bench — %s, %d threads, kernels %s, OMP_WAIT_POLICY %s, GOMP_SPINCOUNT %s, %s%s%s, load average %.2f\n", host, nt,
+           pm_kern_level_name(pm_kern_level_in_use()), wp ? wp : "(default)", sc ? sc : "(default)", openblas_get_config(),
            coretype ? ", OPENBLAS_CORETYPE from the environment: " : "", coretype ? coretype : "", la0);
     printf("%-10s %-30s %10s %-7s %10s %6s  %s\n", "section", "measurement", "value", "unit", "bound", "ratio", "notes");
     bench_progress("machine limits");

@@ -32,18 +32,22 @@ static void usage(const command *cmds, int n) {
     fprintf(stderr, "\nRun `phi4mm <command> --help` for the options of one command.\n");
 }
 
-/* libgomp reads OMP_WAIT_POLICY before main(). Spinning workers cost little on an idle machine but
- * stall everything when cores are shared (measured: decode 2x slower, the Conformer 2x slower under
- * load), so the binary defaults to passive waiting by re-executing itself once with it set. An
- * explicit OMP_WAIT_POLICY in the environment is respected. */
-static void default_passive_wait(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
-    execv("/proc/self/exe", argv); /* on failure we simply run with the default policy */
+/* libgomp reads its wait settings before main(), so the binary sets one and re-executes itself once.
+ * How long an idle worker spins before it sleeps on a futex decides two costs: libgomp's default
+ * (300000 spins, ~10 ms) stalls everything when cores are shared (measured: decode and the Conformer
+ * 2x slower with a busy neighbour); sleeping at once (OMP_WAIT_POLICY=passive, this binary's default
+ * until session 5) pays a futex wake-up at each of the hundreds of parallel regions per forward: the
+ * Conformer on a 10 s clip took 0.48 s passive against 0.38-0.45 s with 1000 spins (tens of
+ * microseconds) on an idle Zen 5, and the same within noise with a CPU hog beside it (decode,
+ * prefill and the Conformer alike). An explicit OMP_WAIT_POLICY or GOMP_SPINCOUNT is respected. */
+static void default_short_spin(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("GOMP_SPINCOUNT", "1000", 1)) return;
+    execv("/proc/self/exe", argv); /* on failure we simply run with libgomp's defaults */
 }
 
 int main(int argc, char **argv) {
-    default_passive_wait(argv);
+    default_short_spin(argv);
     const command cmds[] = {
         {"generate", pm_cmd_generate, "generate text from a prompt with optional --audio/--image inputs"},
         {"transcribe", pm_cmd_transcribe, "speech recognition with the official ASR prompt"},
