@@ -401,7 +401,7 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
     }
 }
 
-static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
+static void gemm_rows(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
     gemm_geom g = geom_for(path);
     int out = (int)W->shape[0], in = (int)W->shape[1];
     PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
@@ -440,6 +440,25 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
     free(apk);
     free(zero);
     free(zero_f);
+}
+
+/* A is packed whole per call (every slice), which for SigLIP's 4096-row chunks meant a 75 MB buffer:
+ * past glibc's largest mmap threshold (32 MB), so every call mapped, faulted and zeroed it afresh
+ * (~12 % of a 1344 x 896 image). Row blocks keep the packed A under GEMM_APK_MAX; rows do not
+ * depend on each other, so the bits are the same, and the weights are packed once more per block
+ * (~1-2 % at >= 1000 rows). */
+#ifndef GEMM_APK_MAX
+#define GEMM_APK_MAX (24u << 20)
+#endif
+static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
+    gemm_geom g = geom_for(path);
+    int out = (int)W->shape[0], in = (int)W->shape[1];
+    size_t row_bytes = sizeof(float) * (size_t)((in + GEMM_KC - 1) / GEMM_KC) * GEMM_KC;
+    int cap = (int)(GEMM_APK_MAX / row_bytes) / g.mc * g.mc;
+    if (cap < g.mc) cap = g.mc;
+    int blocks = (n + cap - 1) / cap, rows = ((n + blocks - 1) / blocks + g.mr - 1) / g.mr * g.mr; /* even blocks, whole tiles */
+    for (int i0 = 0; i0 < n; i0 += rows)
+        gemm_rows(y + (size_t)i0 * out, x + (size_t)i0 * in, n - i0 < rows ? n - i0 : rows, W, alpha, accumulate, path);
 }
 
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
