@@ -210,6 +210,15 @@ static void test_batch_isolation_bitexact(void **state) {
         for (int k = 0; k < 4; k++) assert_memory_equal(s4[k], b4[k], sizeof(float) * (size_t)steps * V);
         for (int k = 0; k < 4; k++) free(s4[k]), free(b4[k]);
     }
+    /* two speech sequences around a plain one: batched, the adapter's rows are not one block and
+     * lora_linear gathers them; alone, each is one block and B adds into y in place: same bits */
+    {
+        pm_adapter ad3[3] = {PM_ADAPTER_SPEECH, PM_ADAPTER_NONE, PM_ADAPTER_SPEECH};
+        run_seqs(f, 3, plen, ad3, steps, 0, solo);
+        run_seqs(f, 3, plen, ad3, steps, 1, bat);
+        for (int s = 0; s < 3; s++) assert_memory_equal(solo[s], bat[s], sizeof(float) * (size_t)steps * V);
+        run_seqs(f, 3, plen, ad, steps, 0, solo); /* back to the first set for the check below */
+    }
     /* and the adapters really differ: the speech sequence without its adapter changes */
     pm_adapter ad2[3] = {PM_ADAPTER_NONE, PM_ADAPTER_NONE, PM_ADAPTER_VISION};
     run_seqs(f, 3, plen, ad2, steps, 1, bat);
