@@ -159,6 +159,57 @@ static void test_attention_kernels(void **state) {
     pm_kern_cap(PM_KERN_AVX512);
 }
 
+/* Many-input GEMV (pm_kern_gemv_many): == the twin bit for bit at every level, for ragged shapes
+ * (n % 4, out % 4 and % 32, in % 32) in both modes; each row == its one-input GEMV (so rows do
+ * not depend on n, nor on the thread count); pm_linear routes n > PM_SMALL_N to it exactly where
+ * pm_kern_gemv_many_takes says so. */
+static void test_gemv_many(void **state) {
+    (void)state;
+    int shapes[][3] = {{17, 37, 64}, {37, 203, 1030}, {96, 70, 512}, {130, 33, 96}, {21, 4, 31}};
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            pm_kern_cap(lv[l]);
+            int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+            uint16_t *ws;
+            pm_tensor W = make_bf16(out, in, &ws);
+            float *x = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out), *yc = malloc(sizeof(float) * n * out),
+                  *y1 = malloc(sizeof(float) * out);
+            for (int i = 0; i < n * in; i++) x[i] = frand();
+            pm_kern_gemv_many(y, x, n, &W, 0.0f, 0);
+            pm_kern_gemv_c(yc, x, n, &W, 0.0f, 0);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            for (int i = 0; i < n; i += 5) {
+                pm_kern_gemv(y1, x + (size_t)i * in, 1, &W, 0.0f, 0);
+                assert_memory_equal(y1, y + (size_t)i * out, sizeof(float) * out);
+            }
+            int nt = omp_get_max_threads();
+            omp_set_num_threads(1);
+            pm_kern_gemv_many(yc, x, n, &W, 0.0f, 0);
+            omp_set_num_threads(nt);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)(i % 5) - 2.0f;
+            pm_kern_gemv_many(y, x, n, &W, 0.5f, 1);
+            pm_kern_gemv_c(yc, x, n, &W, 0.5f, 1);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            pm_linear(y, x, n, &W, NULL);
+            if (pm_kern_gemv_many_takes(&W, n)) pm_kern_gemv_c(yc, x, n, &W, 0.0f, 0);
+            else pm_kern_gemm_bf16(yc, x, n, &W, 1.0f, 0);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            free(x); free(y); free(yc); free(y1); free(ws);
+        }
+    pm_kern_cap(PM_KERN_AVX512);
+    /* where it applies: few rows, short inputs, bf16, AVX-512 */
+    uint16_t *ws;
+    pm_tensor W = make_bf16(8, 512, &ws);
+    assert_int_equal(pm_kern_gemv_many_takes(&W, 40), pm_kern_have_avx512());
+    assert_false(pm_kern_gemv_many_takes(&W, 97));
+    free(ws);
+    W = make_bf16(8, 8192, &ws);
+    assert_false(pm_kern_gemv_many_takes(&W, 40));
+    free(ws);
+}
+
 /* Prefill GEMM on bf16: every SIMD path the CPU has (AVX-512 12 x 32 tiles, AVX2 6 x 16) == the
  * twin bit for bit; close to fp64; both modes; ragged shapes (M % 12, M % 6, N % 32, N % 16, K % 8,
  * K > one KC slice, M past one AVX-512 MC block, M in several row blocks); and pm_linear routes n > PM_SMALL_N to it. */
@@ -184,7 +235,7 @@ static void test_gemm_bf16(void **state) {
             assert_memory_equal(y, yc, sizeof(float) * n * out);
             for (int i = 0; i < n * out; i++) assert_true(fabsf(y[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
             pm_linear(yc, x, n, &W, NULL);
-            if (n > PM_SMALL_N) assert_memory_equal(y, yc, sizeof(float) * n * out);
+            if (n > PM_SMALL_N && !pm_kern_gemv_many_takes(&W, n)) assert_memory_equal(y, yc, sizeof(float) * n * out);
             for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)(i % 7) - 3.0f;
             pm_kern_gemm_bf16(y, x, n, &W, 0.25f, 1);
             pm_kern_gemm_bf16_c(yc, x, n, &W, 0.25f, 1);
@@ -212,6 +263,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemv_twin_and_reference),
         cmocka_unit_test(test_gemv_batch_and_thread_independent),
+        cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_exp_softmax_silu),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_gemm_bf16),
