@@ -42,14 +42,16 @@ typedef struct ctx {
 static json_t *load_json_file(const char *path, char *err, size_t n) {
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
-    if (!j) snprintf(err, n, "%s: %s (line %d)", path, je.text, je.line);
+    if (!j) snprintf(err, n, "%.1024s: %s (line %d)", path, je.text, je.line);
     return j;
 }
 
-/* File name of a named clip: inputs.json "clips".<name>.file, else <name>.wav. */
-static void clip_path(ctx *c, const char *name, char *out, size_t n) {
+/* File name of a named clip: inputs.json "clips".<name>.file, else <name>.wav; -1 when it does not
+ * fit in out (a truncated path would open another file, or fail with a misleading name). */
+static int clip_path(ctx *c, const char *name, char *out, size_t n) {
     json_t *f = json_object_get(json_object_get(json_object_get(c->inputs, "clips"), name), "file");
-    snprintf(out, n, "%s/%s%s", c->inputs_dir, json_is_string(f) ? json_string_value(f) : name, json_is_string(f) ? "" : ".wav");
+    int len = snprintf(out, n, "%s/%s%s", c->inputs_dir, json_is_string(f) ? json_string_value(f) : name, json_is_string(f) ? "" : ".wav");
+    return len < 0 || (size_t)len >= n ? -1 : 0;
 }
 
 static int read_audio(const char *path, pm_audio_in *a, char *err, size_t n) {
@@ -203,7 +205,10 @@ static int case_inputs(ctx *c, const char *cs, json_t *cj, case_in *ci) {
     ci->aud = calloc((size_t)ci->na + 1, sizeof *ci->aud);
     for (int i = 0; i < ci->na; i++) {
         char path[4096];
-        clip_path(c, json_string_value(json_array_get(clips, (size_t)i)), path, sizeof path);
+        if (clip_path(c, json_string_value(json_array_get(clips, (size_t)i)), path, sizeof path)) {
+            pm_parity_fail(&c->p, cs, "inputs", "clip path longer than %zu bytes", sizeof path - 1);
+            return -1;
+        }
         if (read_audio(path, &ci->aud[i], err, sizeof err)) {
             pm_parity_fail(&c->p, cs, "inputs", "%s", err);
             return -1;
@@ -212,7 +217,11 @@ static int case_inputs(ctx *c, const char *cs, json_t *cj, case_in *ci) {
     if (ci->has_image) {
         json_t *f = json_object_get(json_object_get(c->inputs, "image"), "file");
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", c->inputs_dir, json_is_string(f) ? json_string_value(f) : "image.png");
+        int len = snprintf(path, sizeof path, "%s/%s", c->inputs_dir, json_is_string(f) ? json_string_value(f) : "image.png");
+        if (len < 0 || (size_t)len >= sizeof path) {
+            pm_parity_fail(&c->p, cs, "inputs", "image path longer than %zu bytes", sizeof path - 1);
+            return -1;
+        }
         if (read_image(path, &ci->img, err, sizeof err)) {
             pm_parity_fail(&c->p, cs, "inputs", "%s", err);
             return -1;
@@ -527,7 +536,10 @@ static void run_long_clips(ctx *c) {
             pm_parity_mark_seen(&c->p, rel2);
             continue;
         }
-        clip_path(c, name, path, sizeof path);
+        if (clip_path(c, name, path, sizeof path)) {
+            pm_parity_fail(&c->p, "features", st1, "clip path longer than %zu bytes", sizeof path - 1);
+            continue;
+        }
         pm_audio_in a = {0};
         pm_logmel lm = {0};
         pm_err e = {0};

@@ -39,21 +39,23 @@ static void clip_free(clip_run *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* Path of a clip's audio file: inputs.json's "file" when listed, else <clip>.wav. */
-static void clip_path(const pm_parity *p, json_t *inputs, const char *clip, char *out, size_t cap) {
+/* Path of a clip's audio file: inputs.json's "file" when listed, else <clip>.wav; -1 when it does
+ * not fit in out. */
+static int clip_path(const pm_parity *p, json_t *inputs, const char *clip, char *out, size_t cap) {
     const char *file = NULL;
     json_t *c = inputs ? json_object_get(json_object_get(inputs, "clips"), clip) : NULL;
     if (c) file = json_string_value(json_object_get(c, "file"));
-    if (file)
-        snprintf(out, cap, "%s/inputs/%s", p->dir, file);
-    else
-        snprintf(out, cap, "%s/inputs/%s.wav", p->dir, clip);
+    int len = file ? snprintf(out, cap, "%s/inputs/%s", p->dir, file) : snprintf(out, cap, "%s/inputs/%s.wav", p->dir, clip);
+    return len < 0 || (size_t)len >= cap ? -1 : 0;
 }
 
 static void clip_compute(const pm_parity *p, json_t *inputs, const char *clip, clip_run *c) {
     memset(c, 0, sizeof *c);
     char path[2048];
-    clip_path(p, inputs, clip, path, sizeof path);
+    if (clip_path(p, inputs, clip, path, sizeof path)) {
+        snprintf(c->err, sizeof c->err, "clip %.100s: path longer than %zu bytes", clip, sizeof path - 1);
+        return;
+    }
     pm_err e = {0};
     if (pm_wave_read_file(&c->wave, path, &e) ||
         pm_audio_resample_policy(c->wave.samples, c->wave.n, c->wave.sample_rate, &c->resampled, &c->n_resampled, &c->sr_used, &e) ||
