@@ -496,17 +496,20 @@ static void permute_x(float *xp, const float *x, int n, int in, int B) {
 #define GEMV_MANY_RB 32
 #endif
 
-/* Where the GEMV tiles beat the GEMM's pack: few rows (the GEMM packs every weight for them) and
- * inputs short enough that a 4-input group's rows (16 bytes x in) sit in half of L1 while the
- * tiles of a row block pass over them. In-process A/B on the Conformer's weights (in = 1024),
- * Zen 5, 2 threads: 1.88 x the GEMM at 20 rows, 1.73 x at 32, 1.56 x at 48, 1.20 x at 64, 1.05 x at
- * 96, 1.0 at 125; on the LLM's (in 3072 / 8192, inputs past L1) 0.98 x at 64, 0.87 x at 128. */
+/* Where the GEMV tiles beat the GEMM's pack: few rows (the GEMM packs every weight for them), up
+ * to 96 when the inputs are short enough that a 4-input group's rows (16 bytes x in) sit in half of
+ * L1 while the tiles of a row block pass over them, up to 48 otherwise. In-process A/B, Zen 5,
+ * 2 threads: on the Conformer's weights (in = 1024 / 1536) 1.88 x the GEMM at 20 rows, 1.73 x at 32,
+ * 1.56 x at 48, 1.20 x at 64, 1.05 x at 96, 1.0 at 125; on the LLM's (in 3072 / 8192) 1.47 x at 20,
+ * 1.35 x at 32, 1.02 x at 48, 0.98-1.01 x at 64, 0.87 x at 128. */
 #define GEMV_MANY_MAX_N 96
+#define GEMV_MANY_MAX_N_LONG 48
 int pm_kern_gemv_many_takes(const pm_tensor *W, int n) {
 #ifdef PM_X86
     long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
     if (l1 < 16384 || l1 > (1 << 20)) l1 = 32768;
-    return W->dtype == PM_DT_BF16 && pm_kern_have_avx512() && n <= GEMV_MANY_MAX_N && 16L * W->shape[1] <= l1 / 2;
+    int max_n = 16L * W->shape[1] <= l1 / 2 ? GEMV_MANY_MAX_N : GEMV_MANY_MAX_N_LONG;
+    return W->dtype == PM_DT_BF16 && pm_kern_have_avx512() && n <= max_n;
 #else
     (void)W, (void)n;
     return 0;
