@@ -16,6 +16,7 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "model/llm.h"
+#include "nn/kernels.h"
 
 typedef struct fx {
     pm_weights *w;
@@ -152,8 +153,10 @@ static float *embeds_for(fx *f, int n, uint32_t seed) {
 static void run_seqs(fx *f, int nseq, const int *plen, const pm_adapter *ad, int steps, int batched, float **logits_out) {
     pm_err e = {0};
     int H = f->llm.c.hidden, V = f->llm.c.vocab;
-    pm_kv_cache kv[4] = {{0}};
-    float *pe[4], *te[4];
+    enum { MAXSEQ = 24 };
+    assert_true(nseq <= MAXSEQ);
+    pm_kv_cache kv[MAXSEQ] = {{0}};
+    float *pe[MAXSEQ], *te[MAXSEQ];
     for (int s = 0; s < nseq; s++) {
         pe[s] = embeds_for(f, plen[s], 77u + (uint32_t)s);
         te[s] = embeds_for(f, steps, 999u + (uint32_t)s);
@@ -164,7 +167,7 @@ static void run_seqs(fx *f, int nseq, const int *plen, const pm_adapter *ad, int
         assert_int_equal(pm_llm_forward(&f->llm, &ch, 1, &e), 0);
     }
     for (int t = 0; t < steps; t++) {
-        pm_llm_chunk ch[4];
+        pm_llm_chunk ch[MAXSEQ];
         for (int s = 0; s < nseq; s++) {
             pm_llm_chunk c = {&kv[s], te[s] + (size_t)t * H, 1, ad[s], kv[s].len + 1 > L0, logits_out[s] + (size_t)t * V, NULL};
             ch[s] = c;
@@ -218,6 +221,24 @@ static void test_batch_isolation_bitexact(void **state) {
         run_seqs(f, 3, plen, ad3, steps, 1, bat);
         for (int s = 0; s < 3; s++) assert_memory_equal(solo[s], bat[s], sizeof(float) * (size_t)steps * V);
         run_seqs(f, 3, plen, ad, steps, 0, solo); /* back to the first set for the check below */
+    }
+    /* 20 sequences, past PM_SMALL_N: the linear layers take more than 16 rows at once (the few-row
+     * GEMV path on AVX-512, the GEMM elsewhere), 7 of them through each LoRA */
+    if (pm_kern_gemv_many_takes(f->llm.layers[0].qkv.W, 20)) {
+        enum { NS = 20 };
+        int plen20[NS];
+        pm_adapter ad20[NS];
+        float *s20[NS], *b20[NS];
+        for (int k = 0; k < NS; k++) {
+            plen20[k] = 3 + (k * 7) % 17;
+            ad20[k] = (pm_adapter)(k % 3);
+            s20[k] = malloc(sizeof(float) * (size_t)steps * V);
+            b20[k] = malloc(sizeof(float) * (size_t)steps * V);
+        }
+        run_seqs(f, NS, plen20, ad20, steps, 0, s20);
+        run_seqs(f, NS, plen20, ad20, steps, 1, b20);
+        for (int k = 0; k < NS; k++) assert_memory_equal(s20[k], b20[k], sizeof(float) * (size_t)steps * V);
+        for (int k = 0; k < NS; k++) free(s20[k]), free(b20[k]);
     }
     /* and the adapters really differ: the speech sequence without its adapter changes */
     pm_adapter ad2[3] = {PM_ADAPTER_NONE, PM_ADAPTER_NONE, PM_ADAPTER_VISION};
