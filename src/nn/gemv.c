@@ -30,7 +30,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "simd.h"
 
 /* ---- portable twin ---- */
@@ -506,9 +505,7 @@ static void permute_x(float *xp, const float *x, int n, int in, int B) {
 #define GEMV_MANY_MAX_N_LONG 48
 int pm_kern_gemv_many_takes(const pm_tensor *W, int n) {
 #ifdef PM_X86
-    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    if (l1 < 16384 || l1 > (1 << 20)) l1 = 32768;
-    int max_n = 16L * W->shape[1] <= l1 / 2 ? GEMV_MANY_MAX_N : GEMV_MANY_MAX_N_LONG;
+    int max_n = 16L * W->shape[1] <= pm_l1d_bytes() / 2 ? GEMV_MANY_MAX_N : GEMV_MANY_MAX_N_LONG;
     return W->dtype == PM_DT_BF16 && pm_kern_have_avx512() && n <= max_n;
 #else
     (void)W, (void)n;

@@ -42,12 +42,17 @@ static inline int pm_gemv_chunk(int blocks, size_t block_bytes, int threads) {
     return chunk < 1 ? 1 : (int)chunk;
 }
 
+/* The L1 data cache in bytes; unknown: the smallest L1 of AVX2 parts. */
+static inline long pm_l1d_bytes(void) {
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return l1 < 16384 || l1 > (1 << 20) ? 32768 : l1;
+}
+
 /* k-block length (a multiple of 32) of the batched decode kernels for n inputs: their slices of
  * the block fill half of the L1 data cache, the other half holds the weights' slice and the next
  * one being prefetched. */
 static inline int pm_gemv_kblock(int n) {
-    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    if (l1 < 16384 || l1 > (1 << 20)) l1 = 32768; /* unknown: the smallest L1 of AVX2 parts */
+    long l1 = pm_l1d_bytes();
     int kb = (int)(l1 / 2 / (long)sizeof(float) / (n > 0 ? n : 1)) & ~31;
     return kb < 128 ? 128 : kb;
 }
