@@ -222,8 +222,9 @@ static void test_batch_isolation_bitexact(void **state) {
         for (int s = 0; s < 3; s++) assert_memory_equal(solo[s], bat[s], sizeof(float) * (size_t)steps * V);
         run_seqs(f, 3, plen, ad, steps, 0, solo); /* back to the first set for the check below */
     }
-    /* 20 sequences, past PM_SMALL_N: the linear layers take more than 16 rows at once (the few-row
-     * GEMV path on AVX-512, the GEMM elsewhere), 7 of them through each LoRA */
+    /* 20 sequences, past PM_SMALL_N: the linear layers take 20 rows at once on the few-row GEMV path
+     * (AVX-512; elsewhere such rows go to the GEMM, whose rows may depend on n: not checked), 6-7 of
+     * them through each LoRA */
     if (pm_kern_gemv_many_takes(f->llm.layers[0].qkv.W, 20)) {
         enum { NS = 20 };
         int plen20[NS];
