@@ -401,8 +401,9 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
     }
 }
 
-static void gemm_rows(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
-    gemm_geom g = geom_for(path);
+static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
+    gemm_geom g = *geom;
+    gemm_path path = g.path;
     int out = (int)W->shape[0], in = (int)W->shape[1];
     PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
     /* Work items: runs of whole slivers, at most g.nc columns each, as many as a multiple of the
@@ -458,7 +459,7 @@ static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float 
     if (cap < g.mc) cap = g.mc;
     int blocks = (n + cap - 1) / cap, rows = ((n + blocks - 1) / blocks + g.mr - 1) / g.mr * g.mr; /* even blocks, whole tiles */
     for (int i0 = 0; i0 < n; i0 += rows)
-        gemm_rows(y + (size_t)i0 * out, x + (size_t)i0 * in, n - i0 < rows ? n - i0 : rows, W, alpha, accumulate, path);
+        gemm_rows(&g, y + (size_t)i0 * out, x + (size_t)i0 * in, n - i0 < rows ? n - i0 : rows, W, alpha, accumulate);
 }
 
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
