@@ -29,6 +29,8 @@ typedef struct pm_tensor {
     size_t nbytes;
     int shard;          /* index into the shard list, for messages */
     int consumed;       /* set by pm_wget */
+    const uint16_t *gemm_pack; /* NULL, or W as GEMM-ready slivers (pm_kern_gemm_pack), owned by the model
+                                  that made it; pm_linear then always takes the GEMM */
 } pm_tensor;
 
 typedef struct pm_weights pm_weights;

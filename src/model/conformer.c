@@ -126,6 +126,7 @@ static void free_block(pm_cf_block *b) {
 
 void pm_conformer_free(pm_conformer *m) {
     if (!m) return;
+    pm_cf_packs_free(m);
     free(m->mean); free(m->invstd); free(m->conv0_w); free(m->conv0_b); free(m->out_b); free(m->t5);
     if (m->stages)
         for (int s = 0; s < m->n_stages - 1; s++) {
@@ -175,6 +176,7 @@ int pm_conformer_load(pm_conformer **out, pm_weights *w, const pm_conformer_conf
     }
     if (!e->code) m->blocks = pm_calloc((size_t)c->num_blocks, sizeof *m->blocks, e);
     for (int i = 0; !e->code && i < c->num_blocks; i++) load_block(&L, &m->blocks[i], i, c);
+    if (!e->code) pm_cf_packs_new(m, w, e);
     /* a checkpoint with more blocks than num_blocks shows up as unconsumed tensors at model load */
     if (e->code) {
         int rc = e->code;
@@ -344,6 +346,7 @@ int pm_conformer_forward(const pm_conformer *m, const float *feats, int n_clips,
     pm_cf_work w = {0};
     int rc;
 
+    pm_cf_packs_ensure(m);
     if (!(xn = pm_malloc(nfeat * sizeof(float), e)) || !(sub = pm_malloc(nout * sizeof(float), e)) ||
         !(res = pm_malloc(nout * sizeof(float), e)) || !(valid = pm_malloc((size_t)n_clips * sizeof(int), e)) ||
         !(kv = pm_malloc((size_t)N * sizeof(int), e)))

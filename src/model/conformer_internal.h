@@ -38,6 +38,8 @@ typedef struct pm_cf_block {
     float *ln_w, *ln_b;       /* the block's final LayerNorm */
 } pm_cf_block;
 
+typedef struct pm_cf_packs pm_cf_packs;
+
 typedef struct pm_cf_stage {  /* one dw-striding stage after the first conv */
     float *dw_w;              /* [9][C] depthwise 3x3, tap-major */
     float *dw_b;              /* [C] */
@@ -56,7 +58,14 @@ struct pm_conformer {
     float *out_b;             /* [D] */
     float *t5;                /* [H][2 * max_distance]: bias of head h for index rel + max_distance */
     pm_cf_block *blocks;      /* num_blocks */
+    pm_cf_packs *packs;       /* the matrices' GEMM-ready copies, made by the first forward */
 };
+
+/* conformer_pack.c. _new at load (no copies yet); _ensure at the start of every forward (the first
+ * makes them, thread-safe); _free before the blocks go. */
+int pm_cf_packs_new(pm_conformer *m, const pm_weights *w, pm_err *e);
+void pm_cf_packs_ensure(const pm_conformer *m);
+void pm_cf_packs_free(pm_conformer *m);
 
 /* Scratch for running a group of G sequences of L frames (R = G*L rows) through the blocks. */
 typedef struct pm_cf_work {

@@ -277,10 +277,12 @@ AVX512 static void pack_b_q8(float *dst, float *tmp, const pm_tensor *W, int out
     }
 }
 
-/* The 12 x 32 micro-kernel: per k one 64-byte load of B gives both 16-column halves, 12 broadcasts
- * of A, 24 FMAs into 24 zmm accumulators. */
-AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
-                                 int first, int beta_one) {
+/* The 12 x 32 micro-kernel: per k two 64-byte loads of fp32 B (b16 = 0: the widened slivers) or one
+ * of bf16 pairs that gives both 16-column halves (b16 = 1: `<< 16` and `& 0xffff0000`, the
+ * prepacked weights read in place), 12 broadcasts of A, 24 FMAs into 24 zmm accumulators. The same
+ * products in the same order either way. */
+AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,
+                             int beta_one, int b16) {
     __m512 acc[MR5][2];
 #pragma GCC unroll 12
     for (int i = 0; i < MR5; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -290,9 +292,16 @@ AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, floa
         _mm_prefetch((const char *)(c + (size_t)i * ldc + 31), _MM_HINT_T0);
     }
     const float *bf = (const float *)b;
-    (void)mask;
     for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(bf + (size_t)k * NR5), b1 = _mm512_load_ps(bf + (size_t)k * NR5 + 16);
+        __m512 b0, b1;
+        if (b16) {
+            __m512i raw = _mm512_load_si512((const void *)(b + (size_t)k * NR5));
+            b0 = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+            b1 = _mm512_castsi512_ps(_mm512_and_si512(raw, mask));
+        } else {
+            b0 = _mm512_load_ps(bf + (size_t)k * NR5);
+            b1 = _mm512_load_ps(bf + (size_t)k * NR5 + 16);
+        }
         const float *ak = a + (size_t)k * MR5;
 #pragma GCC unroll 12
         for (int i = 0; i < MR5; i++) {
@@ -318,6 +327,16 @@ AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, floa
         _mm512_storeu_ps(t + i * NR5 + 16, acc[i][1]);
     }
     store_tile(c, ldc, t, NR5, mr, nr, alpha, first, beta_one);
+}
+
+AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
+                                 int first, int beta_one) {
+    kernel512(kc, a, b, c, ldc, mr, nr, alpha, first, beta_one, 0);
+}
+
+AVX512 static void kernel_avx512_b16(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
+                                     int first, int beta_one) {
+    kernel512(kc, a, b, c, ldc, mr, nr, alpha, first, beta_one, 1);
 }
 #endif
 
@@ -347,11 +366,12 @@ static gemm_geom geom_for(gemm_path p) {
     return g;
 }
 
-static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t *bs, float *c, size_t ldc, int mr, int nr, float alpha,
-                     int first, int beta_one) {
+/* b16: on the AVX-512 path, bs is a sliver of bf16 pairs (W->gemm_pack) instead of fp32. */
+static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t *bs, int b16, float *c, size_t ldc, int mr, int nr,
+                     float alpha, int first, int beta_one) {
 #ifdef PM_X86
     if (g->path == PATH_AVX512) {
-        kernel_avx512(kc, as, bs, c, ldc, mr, nr, alpha, first, beta_one);
+        (b16 ? kernel_avx512_b16 : kernel_avx512)(kc, as, bs, c, ldc, mr, nr, alpha, first, beta_one);
         return;
     }
     if (g->path == PATH_AVX2) {
@@ -364,18 +384,25 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
     store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
+/* 1 when this call reads W's prepacked slivers in place (W->gemm_pack, made for the AVX-512 tile). */
+static int prepacked(const gemm_geom *g, const pm_tensor *W) { return g->path == PATH_AVX512 && W->gemm_pack && W->dtype == PM_DT_BF16; }
+
 /* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
  * (slice p at p * Mr * GEMM_KC, mr-row slivers of [kc][mr]). */
 static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const pm_tensor *W, int out, int in, int j0, int nc,
                       float alpha, int beta_one, uint16_t *bp, float *bpf, const uint16_t *zero) {
-    int ncr = (nc + g->nr - 1) / g->nr * g->nr;
+    int ncr = (nc + g->nr - 1) / g->nr * g->nr, b16 = prepacked(g, W);
     const uint16_t *w = (const uint16_t *)W->data;
     for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
         int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0;
         const float *ap = apk + (size_t)p * Mr * GEMM_KC;
         const uint16_t *bsrc = bp;
+        size_t bstep = (size_t)kc; /* bf16 units from one sliver to the next, per column */
 #ifdef PM_X86
-        if (W->dtype == PM_DT_Q8) { /* AVX-512 only (pm_kern_gemm_bf16 checks) */
+        if (b16) { /* sliver (j0 + s) / 32 at (j0 + s) * in, this slice at k0 * 32 in it */
+            bsrc = W->gemm_pack + (size_t)j0 * in + (size_t)k0 * NR5;
+            bstep = (size_t)in;
+        } else if (W->dtype == PM_DT_Q8) { /* AVX-512 only (pm_kern_gemm_bf16 checks) */
             pack_b_q8(bpf, (float *)bp, W, out, j0, ncr, k0, kc);
             bsrc = (const uint16_t *)bpf;
         } else if (g->path != PATH_C) {
@@ -387,14 +414,15 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
         } else
 #endif
             pack_b(bp, w, in, out, j0, ncr, k0, kc, g->nr);
+        if (g->path == PATH_AVX512 && !b16) bstep = 2 * (size_t)kc; /* fp32 slivers */
         for (int i0 = 0; i0 < M; i0 += g->mc) {
             int mc = M - i0 < g->mc ? M - i0 : g->mc, mcr = (mc + g->mr - 1) / g->mr * g->mr;
             for (int s = 0; s < ncr; s += g->nr) {
                 int nr = nc - s < g->nr ? nc - s : g->nr;
                 for (int r = 0; r < mcr; r += g->mr) {
                     int mr = mc - r < g->mr ? mc - r : g->mr;
-                    run_tile(g, kc, ap + (size_t)(i0 + r) * kc, g->path == PATH_AVX512 ? bsrc + (size_t)s * kc * 2 : bp + (size_t)s * kc, y + (size_t)(i0 + r) * out + j0 + s, (size_t)out, mr, nr,
-                             alpha, first, beta_one);
+                    run_tile(g, kc, ap + (size_t)(i0 + r) * kc, bsrc + (size_t)s * bstep, b16, y + (size_t)(i0 + r) * out + j0 + s,
+                             (size_t)out, mr, nr, alpha, first, beta_one);
                 }
             }
         }
@@ -426,9 +454,10 @@ static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, co
             int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
             pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
         }
-        uint16_t *bp = aligned_alloc(64, sizeof(uint16_t) * g.nc * GEMM_KC);
-        float *bpf = path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL;
-        PM_ASSERT(bp && (bpf || path != PATH_AVX512));
+        int own = !prepacked(&g, W); /* else nothing to pack into */
+        uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * GEMM_KC) : NULL;
+        float *bpf = own && path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL;
+        PM_ASSERT(!own || (bp && (bpf || path != PATH_AVX512)));
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
             int s0 = (int)((long)it * S / items), s1 = (int)((long)(it + 1) * S / items);
@@ -473,4 +502,27 @@ void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, floa
 
 int pm_kern_gemm_takes(const pm_tensor *W) {
     return W->dtype == PM_DT_BF16 ? pm_kern_have_avx2() : W->dtype == PM_DT_Q8 ? pm_kern_have_avx512() : 0;
+}
+
+uint16_t *pm_kern_gemm_pack(const pm_tensor *W) {
+#ifdef PM_X86
+    if (W->dtype != PM_DT_BF16 || W->ndim != 2 || !pm_kern_have_avx512() || W->shape[0] < 1 || W->shape[1] < 1) return NULL;
+    int out = (int)W->shape[0], in = (int)W->shape[1], S = (out + NR5 - 1) / NR5;
+    uint16_t *pk = aligned_alloc(64, sizeof(uint16_t) * (size_t)S * NR5 * in), *zero = calloc(GEMM_KC + 16, sizeof(uint16_t));
+    if (!pk || !zero) {
+        free(pk);
+        free(zero);
+        return NULL;
+    }
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int s = 0; s < S; s++)
+        for (int k0 = 0; k0 < in; k0 += GEMM_KC)
+            pack_b_avx2(pk + (size_t)s * NR5 * in + (size_t)k0 * NR5, (const uint16_t *)W->data, in, out, s * NR5, NR5, k0,
+                        in - k0 < GEMM_KC ? in - k0 : GEMM_KC, NR5, zero);
+    free(zero);
+    return pk;
+#else
+    (void)W;
+    return NULL;
+#endif
 }

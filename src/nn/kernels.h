@@ -45,6 +45,11 @@ void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, fl
  * int8 (PM_DT_Q8, dequantized into the packed slivers) with AVX-512. Otherwise ops.c converts
  * panels for BLAS. */
 int pm_kern_gemm_takes(const pm_tensor *W);
+/* W (bf16, 2-D) packed once in the layout the AVX-512 GEMM packs per call, for W->gemm_pack: the
+ * GEMM then reads it in place, no pack and no widening per call, same bits. NULL where the CPU has
+ * no AVX-512 path, W is not bf16, or memory runs out. As many bytes as W (out rounded up to 32);
+ * the caller frees it. Threaded (call it outside a parallel region). */
+uint16_t *pm_kern_gemm_pack(const pm_tensor *W);
 
 /* y[i] = exp(x[i]) (Cephes polynomial, ~2 ulp; exactly 0 below -87.3; NaN passes). y may be x. */
 void pm_kern_exp(float *y, const float *x, size_t n);

@@ -124,7 +124,8 @@ static void add_bias(float *y, int n, const pm_tensor *b, int out) {
 void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b) {
     int out = (int)W->shape[0];
     if (n <= 0) return;
-    if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, 0.0f, 0);
+    if (W->gemm_pack) linear_sgemm(y, x, n, W, 1.0f, 0); /* its rows are in the GEMM's layout, not W's */
+    else if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, 0.0f, 0);
     else if (pm_kern_gemv_many_takes(W, n)) pm_kern_gemv_many(y, x, n, W, 0.0f, 0);
     else linear_sgemm(y, x, n, W, 1.0f, 0);
     add_bias(y, n, b, out);
@@ -132,7 +133,8 @@ void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_ten
 
 void pm_linear_acc(float *y, const float *x, int n, const pm_tensor *W, float scale) {
     if (n <= 0) return;
-    if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, scale, 1);
+    if (W->gemm_pack) linear_sgemm(y, x, n, W, scale, 1);
+    else if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, scale, 1);
     else if (pm_kern_gemv_many_takes(W, n)) pm_kern_gemv_many(y, x, n, W, scale, 1);
     else linear_sgemm(y, x, n, W, scale, 1);
 }

@@ -7,7 +7,9 @@
  * Up to 48 rows (96 with short inputs: the Conformer's products; pm_kern_gemv_many_takes, AVX-512)
  * take the same GEMV arithmetic in larger tiles. Other products take the blocked bf16 GEMM of nn/gemm.c
  * (AVX2), or BLAS sgemm on fp32 panels converted from the weights (other CPUs, f16/f32 weights);
- * rows are then not independent of n. */
+ * rows are then not independent of n. A weight with a prepacked copy (W->gemm_pack: the Conformer's
+ * block matrices on AVX-512) takes the GEMM at every n; its rows do not depend on n either (the GEMM
+ * sums each output in the same order whatever the tile). */
 #ifndef PM_OPS_H
 #define PM_OPS_H
 

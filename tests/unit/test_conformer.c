@@ -20,6 +20,8 @@
 #include "io/safetensors.h"
 #include "model/audio_proj.h"
 #include "model/conformer.h"
+#include "model/conformer_internal.h"
+#include "nn/kernels.h"
 
 #define TOL 1e-3
 
@@ -219,6 +221,38 @@ static void test_long_clip(void **state) {
     pm_npy_free(&lm);
 }
 
+/* The matrices' GEMM-ready copies (conformer_pack.c): made by the first forward where the CPU has the
+ * AVX-512 tile, none otherwise; the long clip's 1000 rows take the GEMM with or without them, and
+ * the copies give the same bits. */
+static void test_packed_weights(void **state) {
+    fx *f = *state;
+    pm_npy lm;
+    load_npy(f, "audio/clip_long_16k/logmel.npy", &lm);
+    int t_max = (int)lm.shape[0], frames = t_max, Tp = 0, D = pm_conformer_dim(f->m), nb = f->m->c.num_blocks;
+    float *packed = NULL, *plain = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_conformer_forward(f->m, lm.data, 1, t_max, &frames, 0, &packed, &Tp, NULL, &e), 0);
+    const uint16_t **keep = calloc((size_t)nb * 3, sizeof *keep);
+    for (int i = 0; i < nb; i++) {
+        pm_cf_block *b = &f->m->blocks[i];
+        pm_tensor *t[3] = {&b->wq, &b->ff_in.w1, &b->ext_w};
+        for (int j = 0; j < 3; j++) {
+            if (pm_kern_have_avx512()) assert_non_null(t[j]->gemm_pack);
+            else assert_null(t[j]->gemm_pack);
+            keep[i * 3 + j] = t[j]->gemm_pack;
+            t[j]->gemm_pack = NULL;
+        }
+    }
+    assert_int_equal(pm_conformer_forward(f->m, lm.data, 1, t_max, &frames, 0, &plain, &Tp, NULL, &e), 0);
+    for (int i = 0; i < nb; i++) {
+        pm_cf_block *b = &f->m->blocks[i];
+        b->wq.gemm_pack = keep[i * 3], b->ff_in.w1.gemm_pack = keep[i * 3 + 1], b->ext_w.gemm_pack = keep[i * 3 + 2];
+    }
+    assert_memory_equal(packed, plain, sizeof(float) * (size_t)Tp * D);
+    free(keep); free(packed); free(plain);
+    pm_npy_free(&lm);
+}
+
 /* A long clip batched (with a frame mask) with a short one whose length is a multiple of 8, so
  * that no subsampled frame of it reads padding, and the long clip again (6 sequences of 500:
  * more than one group of sequences goes through the blocks):
@@ -395,6 +429,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_case_audio2),      cmocka_unit_test(test_case_audio),  cmocka_unit_test(test_case_mixed),
         cmocka_unit_test(test_long_clip),        cmocka_unit_test(test_long_batch_masks), cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_packed_weights),
         cmocka_unit_test(test_config_real),      cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_load_missing_tensor),
     };

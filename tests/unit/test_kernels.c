@@ -248,6 +248,46 @@ static void test_gemm_bf16(void **state) {
         }
 }
 
+/* W->gemm_pack (pm_kern_gemm_pack): the GEMM reading the prepacked slivers in place gives the bits of
+ * the per-call pack at every n (ragged out, in past one K slice and not a multiple of 8), pm_linear /
+ * pm_linear_acc take that GEMM even for n <= PM_SMALL_N, and a level without the AVX-512 tile ignores
+ * the copy (same bits again). */
+static void test_gemm_prepacked(void **state) {
+    (void)state;
+    int shapes[][3] = {{1, 70, 600}, {5, 33, 37}, {13, 64, 1024}, {17, 70, 600}, {40, 33, 37}, {125, 64, 1030}, {130, 96, 520}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+        uint16_t *ws;
+        pm_tensor W = make_bf16(out, in, &ws), Wp = W;
+        uint16_t *pk = pm_kern_gemm_pack(&W);
+        if (!pm_kern_have_avx512()) {
+            assert_null(pk);
+            free(ws);
+            continue;
+        }
+        assert_non_null(pk);
+        Wp.gemm_pack = pk;
+        float *x = malloc(sizeof(float) * n * in), *y0 = malloc(sizeof(float) * n * out), *y1 = malloc(sizeof(float) * n * out);
+        for (int i = 0; i < n * in; i++) x[i] = frand();
+        pm_kern_gemm_bf16(y0, x, n, &W, 1.0f, 0);
+        pm_kern_gemm_bf16(y1, x, n, &Wp, 1.0f, 0);
+        assert_memory_equal(y0, y1, sizeof(float) * n * out);
+        memset(y1, 0, sizeof(float) * n * out);
+        pm_linear(y1, x, n, &Wp, NULL);
+        assert_memory_equal(y0, y1, sizeof(float) * n * out);
+        for (int i = 0; i < n * out; i++) y0[i] = y1[i] = (float)(i % 7) - 3.0f;
+        pm_kern_gemm_bf16(y0, x, n, &W, 0.25f, 1);
+        pm_linear_acc(y1, x, n, &Wp, 0.25f);
+        assert_memory_equal(y0, y1, sizeof(float) * n * out);
+        pm_kern_cap(PM_KERN_AVX2);
+        pm_kern_gemm_bf16(y1, x, n, &Wp, 1.0f, 0);
+        pm_kern_cap(PM_KERN_AVX512);
+        pm_kern_gemm_bf16(y0, x, n, &Wp, 1.0f, 0);
+        assert_memory_equal(y0, y1, sizeof(float) * n * out);
+        free(x); free(y0); free(y1); free(ws); free(pk);
+    }
+}
+
 static void test_convert_rows(void **state) {
     (void)state;
     uint16_t *ws;
@@ -268,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_exp_softmax_silu),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_gemm_bf16),
+        cmocka_unit_test(test_gemm_prepacked),
         cmocka_unit_test(test_convert_rows),
     };
     printf("kernels: best path %s%s\n", pm_kern_level_name(pm_kern_level_in_use()),
