@@ -13,8 +13,11 @@
  * The AVX-512 path is the same design at twice the width: 32-column slivers packed the same way
  * (pairs (d, 16 + d)), then widened to fp32 once per slice so that the inner loop has no conversion
  * µops on the FMA ports (int8 weights are dequantized straight into such fp32 slivers), 12-row A
- * slivers, a 12 x 32 micro-kernel with 24 zmm accumulators. (A direct pack with 16 x 16 transposes
- * and, for few rows, a variant with the operands' roles swapped were measured: no gain / slower.)
+ * slivers, a 12 x 32 micro-kernel with 24 zmm accumulators (8- and 4-row instances for a last A
+ * sliver that short). (A direct pack with 16 x 16 transposes and, for few rows, a variant with the
+ * operands' roles swapped were measured: no gain / slower.) A weight packed once (W->gemm_pack,
+ * pm_kern_gemm_pack: all its slivers in this layout, bf16) is read in place by a kernel instance
+ * that widens in registers: no pack, no widening pass, no B buffer per call.
  *
  * Arithmetic: each C element accumulates its KC-slice in k order with FMA from 0, then C =
  * (first slice ? beta * C : C) + alpha * slice. That does not depend on the tile shape, so the
@@ -280,12 +283,13 @@ AVX512 static void pack_b_q8(float *dst, float *tmp, const pm_tensor *W, int out
 /* The 12 x 32 micro-kernel: per k two 64-byte loads of fp32 B (b16 = 0: the widened slivers) or one
  * of bf16 pairs that gives both 16-column halves (b16 = 1: `<< 16` and `& 0xffff0000`, the
  * prepacked weights read in place), 12 broadcasts of A, 24 FMAs into 24 zmm accumulators. The same
- * products in the same order either way. */
+ * products in the same order either way. rows (12, 8 or 4, a constant at each instance): the A
+ * sliver's first rows only, for a last sliver of mr <= rows (13 rows were 24 rows of FMAs). */
 AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,
-                             int beta_one, int b16) {
+                             int beta_one, int b16, int rows) {
     __m512 acc[MR5][2];
 #pragma GCC unroll 12
-    for (int i = 0; i < MR5; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
     for (int i = 0; i < mr; i++) {
         _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
@@ -304,16 +308,16 @@ AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c
         }
         const float *ak = a + (size_t)k * MR5;
 #pragma GCC unroll 12
-        for (int i = 0; i < MR5; i++) {
+        for (int i = 0; i < rows; i++) {
             __m512 av = _mm512_set1_ps(ak[i]);
             acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
         }
     }
-    if (mr == MR5 && nr == NR5) {
+    if (mr == rows && nr == NR5) {
         __m512 al = _mm512_set1_ps(alpha);
 #pragma GCC unroll 12
-        for (int i = 0; i < MR5; i++)
+        for (int i = 0; i < rows; i++)
             for (int h = 0; h < 2; h++) {
                 float *cc = c + (size_t)i * ldc + 16 * h;
                 __m512 prev = first && !beta_one ? _mm512_setzero_ps() : _mm512_loadu_ps(cc);
@@ -322,22 +326,26 @@ AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c
         return;
     }
     float t[MR5 * NR5];
-    for (int i = 0; i < MR5; i++) {
+    for (int i = 0; i < rows; i++) {
         _mm512_storeu_ps(t + i * NR5, acc[i][0]);
         _mm512_storeu_ps(t + i * NR5 + 16, acc[i][1]);
     }
     store_tile(c, ldc, t, NR5, mr, nr, alpha, first, beta_one);
 }
 
-AVX512 static void kernel_avx512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
-                                 int first, int beta_one) {
-    kernel512(kc, a, b, c, ldc, mr, nr, alpha, first, beta_one, 0);
-}
-
-AVX512 static void kernel_avx512_b16(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha,
-                                     int first, int beta_one) {
-    kernel512(kc, a, b, c, ldc, mr, nr, alpha, first, beta_one, 1);
-}
+typedef void (*kernel512_fn)(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,
+                             int beta_one);
+#define KERNEL512(B16, ROWS)                                                                                                          \
+    AVX512 static void kernel512_##B16##_##ROWS(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr,      \
+                                                float alpha, int first, int beta_one) {                                               \
+        kernel512(kc, a, b, c, ldc, mr, nr, alpha, first, beta_one, B16, ROWS);                                                       \
+    }
+KERNEL512(0, 4)
+KERNEL512(0, 8)
+KERNEL512(0, 12)
+KERNEL512(1, 4)
+KERNEL512(1, 8)
+KERNEL512(1, 12)
 #endif
 
 /* Which path computes: the tile shape follows the kernel. MC (A rows per L2 block) is a multiple of
@@ -371,7 +379,8 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
                      float alpha, int first, int beta_one) {
 #ifdef PM_X86
     if (g->path == PATH_AVX512) {
-        (b16 ? kernel_avx512_b16 : kernel_avx512)(kc, as, bs, c, ldc, mr, nr, alpha, first, beta_one);
+        static const kernel512_fn k[2][3] = {{kernel512_0_4, kernel512_0_8, kernel512_0_12}, {kernel512_1_4, kernel512_1_8, kernel512_1_12}};
+        k[b16][(mr - 1) / 4](kc, as, bs, c, ldc, mr, nr, alpha, first, beta_one);
         return;
     }
     if (g->path == PATH_AVX2) {
