@@ -11,13 +11,13 @@
  * 12 register accumulators.
  *
  * The AVX-512 path is the same design at twice the width: 32-column slivers packed the same way
- * (pairs (d, 16 + d)), then widened to fp32 once per slice so that the inner loop has no conversion
- * µops on the FMA ports (int8 weights are dequantized straight into such fp32 slivers), 12-row A
- * slivers, a 12 x 32 micro-kernel with 24 zmm accumulators (8- and 4-row instances for a last A
- * sliver that short). (A direct pack with 16 x 16 transposes and, for few rows, a variant with the
- * operands' roles swapped were measured: no gain / slower.) A weight packed once (W->gemm_pack,
- * pm_kern_gemm_pack: all its slivers in this layout, bf16) is read in place by a kernel instance
- * that widens in registers: no pack, no widening pass, no B buffer per call.
+ * (pairs (d, 16 + d)), 12-row A slivers, a 12 x 32 micro-kernel with 24 zmm accumulators (8- and
+ * 4-row instances for a last A sliver that short) that widens B in registers. (Widening each slice
+ * to fp32 slivers first, so that the k loop had no shift / and µops, was 3-5 % slower on Zen 5 at
+ * 128-2048 rows: twice the bytes through L2. Int8 weights are still dequantized into fp32 slivers.
+ * A direct pack with 16 x 16 transposes and, for few rows, a variant with the operands' roles
+ * swapped were measured: no gain / slower.) A weight packed once (W->gemm_pack, pm_kern_gemm_pack:
+ * all its slivers in this layout) is read in place: no pack and no B buffer per call.
  *
  * Arithmetic: each C element accumulates its KC-slice in k order with FMA from 0, then C =
  * (first slice ? beta * C : C) + alpha * slice. That does not depend on the tile shape, so the
@@ -239,16 +239,6 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
     store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
-/* Interleaved bf16 slivers (pairs (d, 16 + d)) -> fp32 slivers in column order, count bf16 values. */
-AVX512 static void widen_b(float *dst, const uint16_t *src, int count) {
-    const __m512i mask = _mm512_set1_epi32((int)0xffff0000u);
-    for (int i = 0; i < count; i += 32) {
-        __m512i raw = _mm512_loadu_si512((const void *)(src + i));
-        _mm512_store_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)));
-        _mm512_store_ps(dst + i + 16, _mm512_castsi512_ps(_mm512_and_si512(raw, mask)));
-    }
-}
-
 /* Int8 weights (quant.h) straight into fp32 slivers [kc][32] for the AVX-512 kernel: each row's
  * blocks are dequantized ((float)q * scale, the decode kernel's w) into tmp [32][kc], then 8 x 8
  * transposes lay them out k-major. kc and k0 are multiples of the 32-weight block. */
@@ -280,10 +270,10 @@ AVX512 static void pack_b_q8(float *dst, float *tmp, const pm_tensor *W, int out
     }
 }
 
-/* The 12 x 32 micro-kernel: per k two 64-byte loads of fp32 B (b16 = 0: the widened slivers) or one
- * of bf16 pairs that gives both 16-column halves (b16 = 1: `<< 16` and `& 0xffff0000`, the
- * prepacked weights read in place), 12 broadcasts of A, 24 FMAs into 24 zmm accumulators. The same
- * products in the same order either way. rows (12, 8 or 4, a constant at each instance): the A
+/* The 12 x 32 micro-kernel: per k one 64-byte load of bf16 pairs that gives both 16-column halves
+ * (b16 = 1: `<< 16` and `& 0xffff0000`) or two of fp32 B (b16 = 0: int8 weights' dequantized
+ * slivers), 12 broadcasts of A, 24 FMAs into 24 zmm accumulators. The same products in the same
+ * order either way. rows (12, 8 or 4, a constant at each instance): the A
  * sliver's first rows only, for a last sliver of mr <= rows (13 rows were 24 rows of FMAs). */
 AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,
                              int beta_one, int b16, int rows) {
@@ -356,10 +346,12 @@ typedef struct {
     int mr, nr, mc, nc;
 } gemm_geom;
 
-/* Columns per work item: its packed weight block (bf16, plus the fp32 widening on AVX-512: 6 bytes
- * per weight) should fill at most half of L2, the rest holding the A panel. 256 on 2 MB L2s
- * (Sapphire Rapids), 128 on Zen 5's 1 MB, where 256 put 1 MB of packed data through it (+6-20 % on
- * the Conformer's 125-row products, same bits: NC only partitions the columns). */
+/* Columns per work item: its packed weight block should fill at most half of L2, the rest holding
+ * the A panel, at 6 bytes per weight on AVX-512 (int8: the bf16-sized scratch + fp32 slivers; bf16
+ * now needs 2, but on Zen 5 128 columns still beat 192 and 256 by 0-6 % at 128-2048 rows). 256 on
+ * 2 MB L2s (Sapphire Rapids), 128 on Zen 5's 1 MB, where 256 with fp32 slivers put 1 MB of packed
+ * data through it (+6-20 % on the Conformer's 125-row products, same bits: NC only partitions the
+ * columns). */
 static int gemm_nc(gemm_path p) {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 < (128 << 10) || l2 > (64L << 20)) return GEMM_NC; /* unknown */
@@ -374,7 +366,8 @@ static gemm_geom geom_for(gemm_path p) {
     return g;
 }
 
-/* b16: on the AVX-512 path, bs is a sliver of bf16 pairs (W->gemm_pack) instead of fp32. */
+/* b16: on the AVX-512 path, bs is a sliver of bf16 pairs (else fp32: int8 weights). The AVX2 and
+ * portable tiles always read bf16 pairs. */
 static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t *bs, int b16, float *c, size_t ldc, int mr, int nr,
                      float alpha, int first, int beta_one) {
 #ifdef PM_X86
@@ -400,30 +393,27 @@ static int prepacked(const gemm_geom *g, const pm_tensor *W) { return g->path ==
  * (slice p at p * Mr * GEMM_KC, mr-row slivers of [kc][mr]). */
 static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const pm_tensor *W, int out, int in, int j0, int nc,
                       float alpha, int beta_one, uint16_t *bp, float *bpf, const uint16_t *zero) {
-    int ncr = (nc + g->nr - 1) / g->nr * g->nr, b16 = prepacked(g, W);
+    int ncr = (nc + g->nr - 1) / g->nr * g->nr, pre = prepacked(g, W);
     const uint16_t *w = (const uint16_t *)W->data;
     for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
-        int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0;
+        int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0, b16 = 1;
         const float *ap = apk + (size_t)p * Mr * GEMM_KC;
         const uint16_t *bsrc = bp;
         size_t bstep = (size_t)kc; /* bf16 units from one sliver to the next, per column */
 #ifdef PM_X86
-        if (b16) { /* sliver (j0 + s) / 32 at (j0 + s) * in, this slice at k0 * 32 in it */
+        if (pre) { /* sliver (j0 + s) / 32 at (j0 + s) * in, this slice at k0 * 32 in it */
             bsrc = W->gemm_pack + (size_t)j0 * in + (size_t)k0 * NR5;
             bstep = (size_t)in;
         } else if (W->dtype == PM_DT_Q8) { /* AVX-512 only (pm_kern_gemm_bf16 checks) */
             pack_b_q8(bpf, (float *)bp, W, out, j0, ncr, k0, kc);
             bsrc = (const uint16_t *)bpf;
-        } else if (g->path != PATH_C) {
+            bstep = 2 * (size_t)kc;
+            b16 = 0;
+        } else if (g->path != PATH_C)
             pack_b_avx2(bp, w, in, out, j0, ncr, k0, kc, g->nr, zero);
-            if (g->path == PATH_AVX512) {
-                widen_b(bpf, bp, ncr * kc);
-                bsrc = (const uint16_t *)bpf;
-            }
-        } else
+        else
 #endif
             pack_b(bp, w, in, out, j0, ncr, k0, kc, g->nr);
-        if (g->path == PATH_AVX512 && !b16) bstep = 2 * (size_t)kc; /* fp32 slivers */
         for (int i0 = 0; i0 < M; i0 += g->mc) {
             int mc = M - i0 < g->mc ? M - i0 : g->mc, mcr = (mc + g->mr - 1) / g->mr * g->mr;
             for (int s = 0; s < ncr; s += g->nr) {
@@ -465,8 +455,8 @@ static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, co
         }
         int own = !prepacked(&g, W); /* else nothing to pack into */
         uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * GEMM_KC) : NULL;
-        float *bpf = own && path == PATH_AVX512 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL;
-        PM_ASSERT(!own || (bp && (bpf || path != PATH_AVX512)));
+        float *bpf = own && W->dtype == PM_DT_Q8 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL; /* int8: fp32 slivers */
+        PM_ASSERT(!own || (bp && (bpf || W->dtype != PM_DT_Q8)));
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
             int s0 = (int)((long)it * S / items), s1 = (int)((long)(it + 1) * S / items);
