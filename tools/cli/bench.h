@@ -52,6 +52,15 @@ double bench_peak_now(bench_ctx *b);
 double bench_bw_bracket(bench_ctx *b, double before);
 double bench_peak_bracket(bench_ctx *b, double before);
 double bench_read_bandwidth(size_t bytes, int reps);   /* GB/s, best of reps */
+/* The same in two steps, for a buffer measured again and again (bench_bw_buffer: NULL on OOM). */
+float *bench_bw_buffer(size_t bytes, size_t *n);
+double bench_read_pass(const float *buf, size_t n, int reps);
+/* Paired ratios: a row whose units (decode steps, encoder passes) each come right after their own
+ * measurement of the limit also reports the median of the units' ratios, next to the aggregate
+ * against the bracketing limit. On a VM whose bandwidth swings by 30-50 % within seconds, the
+ * bracketing limit can come from another phase than the units; a paired ratio compares each unit
+ * with the machine of its own moment. Sorts v in place. */
+double bench_median(double *v, int n);
 double bench_sgemm_peak(int n, int reps);              /* GFLOP/s of an n^3 NT sgemm, best of reps */
 double bench_engine_gemm_peak(int n, int reps);        /* GFLOP/s of the engine's bf16 GEMM, n^3 (0 where it has none) */
 double bench_compute_peak(int n, int reps);            /* the larger of the two: the bound for compute-bound rows */

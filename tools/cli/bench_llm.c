@@ -5,7 +5,8 @@
  * one warm-up step, then --decode-steps timed steps of one token per sequence in one batched
  * forward (logits for every sequence). Bound = (bf16 weight bytes + K/V bytes read) / measured
  * bandwidth; the compute bound (2 x params x B / compute peak) is reported next to it, as batches
- * of 8+ on few cores cross over from memory- to compute-bound.
+ * of 8+ on few cores cross over from memory- to compute-bound. Each step also follows its own
+ * bandwidth measurement: the median of those paired ratios is reported beside (bench.h).
  * Prefill: a fresh sequence of P random tokens fed in engine-sized chunks (--prefill-chunk,
  * default 512 like pm_engine), logits at the end. Bound = FLOPs (linear layers + causal attention
  * + one lm_head row) / measured compute peak. */
@@ -84,36 +85,46 @@ static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const c
         return pm_errf(e, PM_ENOMEM, "out of memory");
     }
     for (int s = 0; s < B; s++) kv[s].len = ctx;
+    double avg_len = ctx + 1 + (steps + 1) / 2.0;
+    double kv_bytes = (double)B * avg_len * c->n_layers * 2.0 * kv[0].row * sizeof(float);
+    double bytes = weight_bytes(m, adapter) + kv_bytes;
+    size_t bn = 0;
+    float *bwbuf = bench_bw_buffer((size_t)256 << 20, &bn); /* each step's own bandwidth (NULL: no paired ratio) */
+    double *paired = malloc(sizeof(double) * (size_t)steps);
+    int np = 0;
     double bw = bench_bw_now(b), peak = b->peak_gflops;
-    double t0 = 0;
+    double t = 0; /* the steps alone; step -1 warms up */
     for (int st = -1; st < steps && !e->code; st++) {
-        if (st == 0) t0 = bench_now(); /* step -1 warms up */
+        double bw_i = st >= 0 && bwbuf ? bench_read_pass(bwbuf, bn, 3) : 0.0, t_i = bench_now(); /* as bench_bw_now */
         if (embed_random(m, B, 1000u + (uint32_t)st, emb, e)) break;
         for (int s = 0; s < B; s++) {
             pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, (pm_adapter)adapter, 0, logits + (size_t)s * c->vocab, NULL};
             ch[s] = cc;
         }
         pm_llm_forward(m, ch, B, e);
+        t_i = bench_now() - t_i;
+        if (st < 0) continue;
+        t += t_i;
+        if (bw_i > 0 && paired) paired[np++] = bytes / (bw_i * 1e9) / t_i;
     }
-    double t = bench_now() - t0;
-    free(emb); free(logits); free(ch);
+    free(emb); free(logits); free(ch); free(bwbuf);
+    double paired_med = np ? bench_median(paired, np) : -1.0;
+    free(paired);
     if (e->code) return e->code;
     bw = bench_bw_bracket(b, bw);
     double per_step = t / steps, toks = B * steps / t;
-    double avg_len = ctx + 1 + (steps + 1) / 2.0;
-    double kv_bytes = (double)B * avg_len * c->n_layers * 2.0 * kv[0].row * sizeof(float);
-    double bytes = weight_bytes(m, adapter) + kv_bytes;
     double t_bw = bytes / (bw * 1e9);
     double flops = 2.0 * B * (linear_params(m, adapter) + (double)m->embed->numel) + 4.0 * B * avg_len * c->head_dim * c->n_heads * c->n_layers;
     double t_fl = flops / (peak * 1e9);
     double bound_tps = B / t_bw;
-    json_t *x = json_pack("{s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "batch", B, "ctx", ctx, "steps", steps, "adapter",
+    json_t *x = json_pack("{s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "batch", B, "ctx", ctx, "steps", steps, "adapter",
                           adapter == 1 ? "speech" : adapter == 2 ? "vision" : "none", "step_s", per_step, "bytes_per_step", bytes,
-                          "bw_bound_step_s", t_bw, "compute_bound_step_s", t_fl, "roofline_ratio", (t_bw > t_fl ? t_bw : t_fl) / per_step, "bw_gbs_now", bw);
+                          "bw_bound_step_s", t_bw, "compute_bound_step_s", t_fl, "roofline_ratio", (t_bw > t_fl ? t_bw : t_fl) / per_step, "bw_gbs_now", bw,
+                          "paired_bw_ratio_median", paired_med);
     if (tps_out) *tps_out = toks;
     bench_row(b, section, label, toks, "tok/s", bound_tps, toks / bound_tps, x,
-              "%.3f s/step; %.2f GB/step at %.1f GB/s = %.3f s; compute bound %.3f s -> roofline %.2f", per_step, bytes / 1e9, bw, t_bw,
-              t_fl, (t_bw > t_fl ? t_bw : t_fl) / per_step);
+              "%.3f s/step; %.2f GB/step at %.1f GB/s = %.3f s; compute bound %.3f s -> roofline %.2f; paired bw %.2f", per_step, bytes / 1e9, bw,
+              t_bw, t_fl, (t_bw > t_fl ? t_bw : t_fl) / per_step, paired_med);
     return PM_OK;
 }
 

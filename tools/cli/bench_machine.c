@@ -53,12 +53,16 @@ static float sum_c(const float *p, size_t n) {
     return a[0] + a[1] + a[2] + a[3];
 }
 
-double bench_read_bandwidth(size_t bytes, int reps) {
-    size_t n = bytes / sizeof(float);
-    float *buf = aligned_alloc(64, n * sizeof(float));
-    if (!buf) return 0.0;
+float *bench_bw_buffer(size_t bytes, size_t *n) {
+    *n = bytes / sizeof(float);
+    float *buf = aligned_alloc(64, *n * sizeof(float));
+    if (!buf) return NULL;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) buf[i] = 1.0f; /* first touch by the thread that reads it */
+    for (size_t i = 0; i < *n; i++) buf[i] = 1.0f; /* first touch by the thread that reads it */
+    return buf;
+}
+
+double bench_read_pass(const float *buf, size_t n, int reps) {
     double best = 1e30;
     volatile float sink = 0.0f;
     /* each repetition tries the plain walk and the software-prefetched one; the best of all counts */
@@ -81,8 +85,26 @@ double bench_read_bandwidth(size_t bytes, int reps) {
         if (t < best) best = t;
     }
     (void)sink;
-    free(buf);
     return (double)n * sizeof(float) / best / 1e9;
+}
+
+double bench_read_bandwidth(size_t bytes, int reps) {
+    size_t n;
+    float *buf = bench_bw_buffer(bytes, &n);
+    if (!buf) return 0.0;
+    double v = bench_read_pass(buf, n, reps);
+    free(buf);
+    return v;
+}
+
+double bench_median(double *v, int n) {
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of values */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n < 1 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 double bench_sgemm_peak(int n, int reps) {
