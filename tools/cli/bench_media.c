@@ -2,8 +2,9 @@
  *
  * Audio: a synthetic 16 kHz clip (a chirp over noise) of each --audio length, timed stage by stage:
  * log-mel features, Conformer, speech projection; real-time factor = total / clip length; GFLOP/s
- * against the compute peak (bracketing, and paired per pass: bench.h), with FLOPs = 2 x (every weight of the Conformer blocks) x frames + the
- * NeMo subsampling convs + attention scores/values + the projection. Then the time to first token
+ * against the compute peak (bracketing, and paired per pass: bench.h), with FLOPs = 2 x (every
+ * weight of the Conformer blocks) x frames + the NeMo subsampling convs + attention scores/values +
+ * the projection. Then the time to first token
  * of a 30 s transcription through the public engine API (submit = features + encoders + prompt,
  * then steps until the first token).
  * Image: synthetic RGB images of 448x448 and 1344x896, timed as dynamic-HD preprocessing, then
