@@ -273,8 +273,8 @@ AVX512 static void pack_b_q8(float *dst, float *tmp, const pm_tensor *W, int out
 /* The 12 x 32 micro-kernel: per k one 64-byte load of bf16 pairs that gives both 16-column halves
  * (b16 = 1: `<< 16` and `& 0xffff0000`) or two of fp32 B (b16 = 0: int8 weights' dequantized
  * slivers), 12 broadcasts of A, 24 FMAs into 24 zmm accumulators. The same products in the same
- * order either way. rows (12, 8 or 4, a constant at each instance): the A
- * sliver's first rows only, for a last sliver of mr <= rows (13 rows were 24 rows of FMAs). */
+ * order either way. rows (12, 8 or 4, a constant in each instance) computes the A sliver's first
+ * rows only, for a last sliver of mr <= rows (a 13-row product ran 24 rows of FMAs). */
 AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,
                              int beta_one, int b16, int rows) {
     __m512 acc[MR5][2];
