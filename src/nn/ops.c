@@ -124,7 +124,7 @@ static void add_bias(float *y, int n, const pm_tensor *b, int out) {
 void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b) {
     int out = (int)W->shape[0];
     if (n <= 0) return;
-    if (W->gemm_pack) linear_sgemm(y, x, n, W, 1.0f, 0); /* its rows are in the GEMM's layout, not W's */
+    if (W->gemm_pack) linear_sgemm(y, x, n, W, 1.0f, 0); /* the GEMM reads the copy; W's own pages stay released */
     else if (n <= PM_SMALL_N) pm_kern_gemv(y, x, n, W, 0.0f, 0);
     else if (pm_kern_gemv_many_takes(W, n)) pm_kern_gemv_many(y, x, n, W, 0.0f, 0);
     else linear_sgemm(y, x, n, W, 1.0f, 0);
