@@ -37,6 +37,14 @@ static int matrices(const pm_conformer *m, pm_tensor **v) {
     return n;
 }
 
+/* malloc'd list of those matrices (NULL when out of memory), their count in *n. */
+static pm_tensor **matrix_list(const pm_conformer *m, int *n) {
+    *n = matrices(m, NULL);
+    pm_tensor **v = malloc(sizeof *v * (size_t)(*n ? *n : 1));
+    if (v) matrices(m, v);
+    return v;
+}
+
 int pm_cf_packs_new(pm_conformer *m, const pm_weights *w, pm_err *e) {
     pm_cf_packs *p = pm_calloc(1, sizeof *p, e);
     if (!p) return e->code;
@@ -54,10 +62,9 @@ void pm_cf_packs_ensure(const pm_conformer *m) {
     if (!p) return;
     pthread_mutex_lock(&p->lock);
     if (!p->done) {
-        int n = matrices(m, NULL);
-        pm_tensor **v = malloc(sizeof *v * (size_t)(n ? n : 1));
+        int n;
+        pm_tensor **v = matrix_list(m, &n);
         if (v) {
-            matrices(m, v);
             for (int i = 0; i < n; i++) {
                 uint16_t *pk = pm_kern_gemm_pack(v[i]);
                 if (!pk) break; /* no AVX-512 tile, or out of memory: the rest keep the per-call pack */
@@ -75,15 +82,13 @@ void pm_cf_packs_free(pm_conformer *m) {
     pm_cf_packs *p = m->packs;
     if (!p) return;
     if (m->blocks) {
-        int n = matrices(m, NULL);
-        pm_tensor **v = malloc(sizeof *v * (size_t)(n ? n : 1));
-        if (v) {
-            matrices(m, v);
+        int n;
+        pm_tensor **v = matrix_list(m, &n);
+        if (v)
             for (int i = 0; i < n; i++) {
                 free((void *)v[i]->gemm_pack);
                 v[i]->gemm_pack = NULL;
             }
-        }
         free(v);
     }
     pthread_mutex_destroy(&p->lock);
