@@ -471,13 +471,16 @@ static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, co
     free(zero_f);
 }
 
-/* A is packed whole per call (every slice), which for SigLIP's 4096-row chunks meant a 75 MB buffer:
- * past glibc's largest mmap threshold (32 MB), so every call mapped, faulted and zeroed it afresh
- * (~12 % of a 1344 x 896 image). Row blocks keep the packed A under GEMM_APK_MAX; rows do not
- * depend on each other, so the bits are the same, and the weights are packed once more per block
- * (~1-2 % at >= 1000 rows). */
+/* A is packed whole per call (every slice), and every work item streams all of it (one MC block
+ * after another, per slice). Row blocks keep the packed A under GEMM_APK_MAX; rows do not depend
+ * on each other, so the bits are the same, and the weights are packed once more per block. The
+ * cap was first 24 MB, to stay under glibc's largest mmap threshold (a 75 MB buffer for SigLIP's
+ * 4096-row chunks was mapped, faulted and zeroed afresh by every call: ~12 % of a 1344 x 896
+ * image). 8 MB is faster on Zen 5's 32 MB L3 (2 threads, one process, alternating): 1.01-1.16 x
+ * at 2048 rows over SigLIP's and Phi-4-mini's shapes, up to 1.19 x for SigLIP's fc2 (in = 4304)
+ * at 512-1024 rows; 4 and 2 MB lost again (more weight packing). */
 #ifndef GEMM_APK_MAX
-#define GEMM_APK_MAX (24u << 20)
+#define GEMM_APK_MAX (8u << 20)
 #endif
 static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
     gemm_geom g = geom_for(path);
