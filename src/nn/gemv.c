@@ -6,7 +6,8 @@
  * the memory stream). So each thread walks its own contiguous range of output rows in blocks; a
  * block's rows are streamed from memory once, converted bf16 -> fp32 in registers, and multiplied
  * by register tiles of RT rows x NT inputs (12 accumulators at 4 x 3); the other input groups of
- * the same block re-read the rows from L1/L2.
+ * the same block re-read the rows from L1/L2. At n = 1 a work item is four runs of rows walked
+ * side by side: four long sequential streams per thread (gemv_n1).
  *
  * bf16 -> fp32 without shuffles: a 32-byte load holds 16 bf16 as 8 dwords; `<< 16` yields the 8
  * even elements as fp32 and `& 0xffff0000` the 8 odd ones. The inputs are permuted once per call
