@@ -65,9 +65,9 @@ static void to_heads(float *dst, const float *src, const float *bias, float scal
 static void self_attention(const pm_conformer *m, const pm_cf_block *b, const float *x, int G, int L, const int *kv_len, pm_cf_work *w) {
     int D = m->c.attention_dim, H = m->c.attention_heads, dk = D / H, R = G * L;
     pm_layernorm(w->h, x, b->ln_att_w, b->ln_att_b, R, D, PM_CF_LN_EPS);
-    pm_linear(w->q, w->h, R, &b->wq, NULL);
-    pm_linear(w->k, w->h, R, &b->wk, NULL);
-    pm_linear(w->v, w->h, R, &b->wv, NULL);
+    float *qkv[3] = {w->q, w->k, w->v};
+    const pm_tensor *w3[3] = {&b->wq, &b->wk, &b->wv};
+    pm_linear_many(qkv, w->h, R, w3, NULL, 3);
     to_heads(w->qt, w->q, b->bq, 1.0f / sqrtf((float)dk), G, L, H, dk);
     to_heads(w->kt, w->k, b->bk, 1.0f, G, L, H, dk);
     to_heads(w->vt, w->v, b->bv, 1.0f, G, L, H, dk);

@@ -428,17 +428,28 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
     }
 }
 
-static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
+/* Rows [0, n) of several products that share x (same in): A is packed once, and the work items of
+ * every weight go to the threads in one parallel region. */
+static void gemm_rows(const gemm_geom *geom, float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count, float alpha,
+                      int accumulate) {
     gemm_geom g = *geom;
     gemm_path path = g.path;
-    int out = (int)W->shape[0], in = (int)W->shape[1];
-    PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
-    /* Work items: runs of whole slivers, at most g.nc columns each, as many as a multiple of the
-     * thread count and equal to within one sliver (1152 columns on 2 threads: 6 x 192, not 4 x 256
-     * + 128, which left one thread idle for a tenth of the call). */
-    int S = (out + g.nr - 1) / g.nr, per = g.nc / g.nr, nt = omp_get_max_threads();
-    int items = (S + per - 1) / per;
-    if (items % nt && items < S) items = (items + nt - 1) / nt * nt < S ? (items + nt - 1) / nt * nt : S;
+    int in = (int)Ws[0]->shape[1], nt = omp_get_max_threads(), own = 0, q8 = 0;
+    /* Work items: runs of whole slivers, at most g.nc columns each, per weight as many as a multiple
+     * of the thread count and equal to within one sliver (1152 columns on 2 threads: 6 x 192, not
+     * 4 x 256 + 128, which left one thread idle for a tenth of the call). first[w]: weight w's first. */
+    int first[GEMM_MANY_MAX + 1];
+    first[0] = 0;
+    for (int w = 0; w < count; w++) {
+        const pm_tensor *W = Ws[w];
+        PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
+        PM_ASSERT((int)W->shape[1] == in);
+        int S = ((int)W->shape[0] + g.nr - 1) / g.nr, per = g.nc / g.nr, items = (S + per - 1) / per;
+        if (items % nt && items < S) items = (items + nt - 1) / nt * nt < S ? (items + nt - 1) / nt * nt : S;
+        first[w + 1] = first[w] + items;
+        own |= !prepacked(&g, W); /* else nothing to pack into */
+        q8 |= W->dtype == PM_DT_Q8;
+    }
     int slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + g.mr - 1) / g.mr * g.mr;
     int slivers = Mr / g.mr;
     float a = accumulate ? alpha : 1.0f;
@@ -453,15 +464,17 @@ static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, co
             int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
             pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
         }
-        int own = !prepacked(&g, W); /* else nothing to pack into */
         uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * GEMM_KC) : NULL;
-        float *bpf = own && W->dtype == PM_DT_Q8 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL; /* int8: fp32 slivers */
-        PM_ASSERT(!own || (bp && (bpf || W->dtype != PM_DT_Q8)));
+        float *bpf = own && q8 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL; /* int8: fp32 slivers */
+        PM_ASSERT(!own || (bp && (bpf || !q8)));
 #pragma omp for schedule(dynamic, 1)
-        for (int it = 0; it < items; it++) {
-            int s0 = (int)((long)it * S / items), s1 = (int)((long)(it + 1) * S / items);
+        for (int it = 0; it < first[count]; it++) {
+            int w = 0;
+            while (it >= first[w + 1]) w++;
+            int out = (int)Ws[w]->shape[0], S = (out + g.nr - 1) / g.nr, items = first[w + 1] - first[w], i = it - first[w];
+            int s0 = (int)((long)i * S / items), s1 = (int)((long)(i + 1) * S / items);
             int j0 = s0 * g.nr, nc = (s1 * g.nr < out ? s1 * g.nr : out) - j0;
-            gemm_item(&g, y, apk, n, Mr, W, out, in, j0, nc, a, accumulate, bp, bpf, zero);
+            gemm_item(&g, ys[w], apk, n, Mr, Ws[w], out, in, j0, nc, a, accumulate, bp, bpf, zero);
         }
         free(bp);
         free(bpf);
@@ -482,24 +495,34 @@ static void gemm_rows(const gemm_geom *geom, float *y, const float *x, int n, co
 #ifndef GEMM_APK_MAX
 #define GEMM_APK_MAX (8u << 20)
 #endif
-static void gemm_run(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate, gemm_path path) {
+static void gemm_run(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count, float alpha, int accumulate,
+                     gemm_path path) {
     gemm_geom g = geom_for(path);
-    int out = (int)W->shape[0], in = (int)W->shape[1];
+    int in = (int)Ws[0]->shape[1];
     size_t row_bytes = sizeof(float) * (size_t)((in + GEMM_KC - 1) / GEMM_KC) * GEMM_KC;
     int cap = (int)(GEMM_APK_MAX / row_bytes) / g.mc * g.mc;
     if (cap < g.mc) cap = g.mc;
     int blocks = (n + cap - 1) / cap, rows = ((n + blocks - 1) / blocks + g.mr - 1) / g.mr * g.mr; /* even blocks, whole tiles */
-    for (int i0 = 0; i0 < n; i0 += rows)
-        gemm_rows(&g, y + (size_t)i0 * out, x + (size_t)i0 * in, n - i0 < rows ? n - i0 : rows, W, alpha, accumulate);
+    for (int i0 = 0; i0 < n; i0 += rows) {
+        float *yb[GEMM_MANY_MAX];
+        for (int w = 0; w < count; w++) yb[w] = ys[w] + (size_t)i0 * Ws[w]->shape[0];
+        gemm_rows(&g, yb, x + (size_t)i0 * in, n - i0 < rows ? n - i0 : rows, Ws, count, alpha, accumulate);
+    }
 }
 
+static gemm_path best_path(void) { return pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C; }
+
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
-    gemm_run(y, x, n, W, alpha, accumulate, PATH_C);
+    gemm_run(&y, x, n, &W, 1, alpha, accumulate, PATH_C);
 }
 
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
-    gemm_path p = pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C;
-    gemm_run(y, x, n, W, alpha, accumulate, p);
+    gemm_run(&y, x, n, &W, 1, alpha, accumulate, best_path());
+}
+
+void pm_kern_gemm_bf16_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count) {
+    PM_ASSERT(count >= 1 && count <= GEMM_MANY_MAX);
+    gemm_run(ys, x, n, Ws, count, 1.0f, 0, best_path());
 }
 
 int pm_kern_gemm_takes(const pm_tensor *W) {

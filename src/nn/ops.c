@@ -131,6 +131,23 @@ void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_ten
     add_bias(y, n, b, out);
 }
 
+/* The route pm_linear takes to our GEMM, or 0 when it takes another. */
+static int goes_to_gemm(const pm_tensor *W, int n) {
+    if (!pm_kern_gemm_takes(W)) return 0;
+    return W->gemm_pack || (n > PM_SMALL_N && !pm_kern_gemv_many_takes(W, n));
+}
+
+void pm_linear_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, const pm_tensor *const *bs, int count) {
+    int together = count > 1 && count <= GEMM_MANY_MAX && n > 0;
+    for (int w = 0; w < count && together; w++) together = goes_to_gemm(Ws[w], n) && Ws[w]->shape[1] == Ws[0]->shape[1];
+    if (!together) {
+        for (int w = 0; w < count; w++) pm_linear(ys[w], x, n, Ws[w], bs ? bs[w] : NULL);
+        return;
+    }
+    pm_kern_gemm_bf16_many(ys, x, n, Ws, count);
+    for (int w = 0; w < count; w++) add_bias(ys[w], n, bs ? bs[w] : NULL, (int)Ws[w]->shape[0]);
+}
+
 void pm_linear_acc(float *y, const float *x, int n, const pm_tensor *W, float scale) {
     if (n <= 0) return;
     if (W->gemm_pack) linear_sgemm(y, x, n, W, scale, 1);

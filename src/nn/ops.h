@@ -34,6 +34,10 @@ float *pm_tensor_f32_copy(const pm_tensor *t, pm_err *e);
 
 /* y[n, out] = x[n, in] @ W[out, in]^T (+ b[out] if b). W may be bf16/f16/f32. */
 void pm_linear(float *y, const float *x, int n, const pm_tensor *W, const pm_tensor *b);
+/* pm_linear of count weights on the same x (ys[w] = x @ Ws[w]^T + bs[w]; bs or its entries may be
+ * NULL), the same bits; when every one takes the GEMM, they share one packing of x and one
+ * parallel region (q / k / v projections). */
+void pm_linear_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, const pm_tensor *const *bs, int count);
 /* y[n, out] += scale * (x[n, in] @ W[out, in]^T) — used for LoRA B and residual fusions. */
 void pm_linear_acc(float *y, const float *x, int n, const pm_tensor *W, float scale);
 /* Reference (plain C, one thread) of pm_linear, for kernel tests. */

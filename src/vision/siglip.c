@@ -549,9 +549,9 @@ int pm_siglip_forward(const pm_siglip *m, const float *pixels, const float *patc
         for (int l = 0; l < m->n_run && !rc; l++) {
             const siglip_layer *L = &m->layers[l];
             pm_layernorm(h, x, L->ln1_w, L->ln1_b, n, D, c->ln_eps);
-            pm_linear(q, h, n, L->q_w, L->q_b);
-            pm_linear(k, h, n, L->k_w, L->k_b);
-            pm_linear(v, h, n, L->v_w, L->v_b);
+            float *qkv[3] = {q, k, v};
+            const pm_tensor *w3[3] = {L->q_w, L->k_w, L->v_w}, *b3[3] = {L->q_b, L->k_b, L->v_b};
+            pm_linear_many(qkv, h, n, w3, b3, 3);
             rc = attention(m, q, k, v, mask, g, h, e);
             if (rc) break;
             pm_linear(q, h, n, L->o_w, L->o_b);

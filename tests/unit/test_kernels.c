@@ -288,6 +288,52 @@ static void test_gemm_prepacked(void **state) {
     }
 }
 
+/* pm_linear_many == one pm_linear per weight, bit for bit, on every SIMD level: the GEMM route
+ * (several outs, one prepacked, biases or none, n in several row blocks) and the fallbacks (n <=
+ * PM_SMALL_N: the GEMV; a single weight). */
+static void test_linear_many(void **state) {
+    (void)state;
+    enum { NW = 3 };
+    int outs[NW] = {33, 70, 64}, ns[] = {5, 40, 150, 500}, ins[] = {37, 1030, 4400};
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++)
+        for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+                pm_kern_cap(lv[l]);
+                int n = ns[b], in = ins[a];
+                if (n == 500 && in != 4400) continue; /* 500 rows of 4400: packed A past GEMM_APK_MAX, row blocks */
+                uint16_t *ws[NW];
+                pm_tensor W[NW], B[NW];
+                float *bias[NW], *y0[NW], *y1[NW], *x = malloc(sizeof(float) * n * in);
+                for (int i = 0; i < n * in; i++) x[i] = frand();
+                for (int w = 0; w < NW; w++) {
+                    W[w] = make_bf16(outs[w], in, &ws[w]);
+                    bias[w] = malloc(sizeof(float) * outs[w]);
+                    for (int j = 0; j < outs[w]; j++) bias[w][j] = frand();
+                    B[w] = (pm_tensor){.name = "b", .dtype = PM_DT_F32, .ndim = 1, .shape = {outs[w]}, .numel = outs[w], .data = bias[w],
+                                       .nbytes = sizeof(float) * outs[w]};
+                    y0[w] = malloc(sizeof(float) * n * outs[w]);
+                    y1[w] = malloc(sizeof(float) * n * outs[w]);
+                }
+                if (lv[l] == PM_KERN_AVX512) W[1].gemm_pack = pm_kern_gemm_pack(&W[1]);
+                const pm_tensor *Wp[NW] = {&W[0], &W[1], &W[2]}, *Bp[NW] = {&B[0], NULL, &B[2]};
+                for (int w = 0; w < NW; w++) pm_linear(y0[w], x, n, Wp[w], Bp[w]);
+                pm_linear_many(y1, x, n, Wp, Bp, NW);
+                for (int w = 0; w < NW; w++) assert_memory_equal(y0[w], y1[w], sizeof(float) * n * outs[w]);
+                pm_linear_many(y1, x, n, Wp, NULL, NW);
+                for (int w = 0; w < NW; w++) pm_linear(y0[w], x, n, Wp[w], NULL);
+                for (int w = 0; w < NW; w++) assert_memory_equal(y0[w], y1[w], sizeof(float) * n * outs[w]);
+                pm_linear_many(y1, x, n, Wp, Bp, 1); /* one weight alone: pm_linear */
+                pm_linear(y0[0], x, n, Wp[0], Bp[0]);
+                assert_memory_equal(y0[0], y1[0], sizeof(float) * n * outs[0]);
+                for (int w = 0; w < NW; w++) {
+                    free((void *)W[w].gemm_pack); free(ws[w]); free(bias[w]); free(y0[w]); free(y1[w]);
+                }
+                free(x);
+                pm_kern_cap(PM_KERN_AVX512);
+            }
+}
+
 static void test_convert_rows(void **state) {
     (void)state;
     uint16_t *ws;
@@ -309,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_gemm_prepacked),
+        cmocka_unit_test(test_linear_many),
         cmocka_unit_test(test_convert_rows),
     };
     printf("kernels: best path %s%s\n", pm_kern_level_name(pm_kern_level_in_use()),
