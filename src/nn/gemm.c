@@ -15,8 +15,9 @@
  * 4-row instances for a last A sliver that short) that widens B in registers. (Widening each slice
  * to fp32 slivers first, so that the k loop had no shift / and µops, was 3-5 % slower on Zen 5 at
  * 128-2048 rows: twice the bytes through L2. Int8 weights are still dequantized into fp32 slivers.
- * A direct pack with 16 x 16 transposes and, for few rows, a variant with the operands' roles
- * swapped were measured: no gain / slower.) A weight packed once (W->gemm_pack, pm_kern_gemm_pack:
+ * For few rows, a variant with the operands' roles swapped was slower. An earlier 16 x 16
+ * transpose pack that read each weight line in two visits gained nothing; pack_b_512, which loads
+ * each line whole, does.) A weight packed once (W->gemm_pack, pm_kern_gemm_pack:
  * all its slivers in this layout) is read in place: no pack and no B buffer per call.
  *
  * Arithmetic: each C element accumulates its KC-slice in k order with FMA from 0, then C =
