@@ -521,7 +521,7 @@ static void gemm_rows(const gemm_geom *geom, float *const *ys, const float *x, i
     /* Work items: runs of whole slivers, at most g.nc columns each, per weight as many as a multiple
      * of the thread count and equal to within one sliver (1152 columns on 2 threads: 6 x 192, not
      * 4 x 256 + 128, which left one thread idle for a tenth of the call). first[w]: weight w's first. */
-    int first[GEMM_MANY_MAX + 1];
+    int first[PM_GEMM_MANY_MAX + 1];
     first[0] = 0;
     for (int w = 0; w < count; w++) {
         const pm_tensor *W = Ws[w];
@@ -587,7 +587,7 @@ static void gemm_run(float *const *ys, const float *x, int n, const pm_tensor *c
     if (cap < g.mc) cap = g.mc;
     int blocks = (n + cap - 1) / cap, rows = ((n + blocks - 1) / blocks + g.mr - 1) / g.mr * g.mr; /* even blocks, whole tiles */
     for (int i0 = 0; i0 < n; i0 += rows) {
-        float *yb[GEMM_MANY_MAX];
+        float *yb[PM_GEMM_MANY_MAX];
         for (int w = 0; w < count; w++) yb[w] = ys[w] + (size_t)i0 * Ws[w]->shape[0];
         gemm_rows(&g, yb, x + (size_t)i0 * in, n - i0 < rows ? n - i0 : rows, Ws, count, alpha, accumulate);
     }
@@ -604,7 +604,7 @@ void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, floa
 }
 
 void pm_kern_gemm_bf16_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count) {
-    PM_ASSERT(count >= 1 && count <= GEMM_MANY_MAX);
+    PM_ASSERT(count >= 1 && count <= PM_GEMM_MANY_MAX);
     gemm_run(ys, x, n, Ws, count, 1.0f, 0, best_path());
 }
 

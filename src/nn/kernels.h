@@ -41,9 +41,9 @@ void pm_kern_dequant_q8_rows(float *out, const pm_tensor *W, size_t row0, size_t
  * output's arithmetic depends on neither them nor the level (gemm.c). */
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate);
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate);
-/* y_w = x @ Ws[w]^T for count (<= GEMM_MANY_MAX) weights of the same in, as count calls of
+/* y_w = x @ Ws[w]^T for count (<= PM_GEMM_MANY_MAX) weights of the same in, as count calls of
  * pm_kern_gemm_bf16 would give them bit for bit, with x packed once and one parallel region. */
-#define GEMM_MANY_MAX 8
+#define PM_GEMM_MANY_MAX 8
 void pm_kern_gemm_bf16_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count);
 /* 1 when pm_kern_gemm_bf16 is the fast path for W at the level in use: bf16 with AVX2 or better;
  * int8 (PM_DT_Q8, dequantized into the packed slivers) with AVX-512. Otherwise ops.c converts

@@ -138,7 +138,7 @@ static int goes_to_gemm(const pm_tensor *W, int n) {
 }
 
 void pm_linear_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, const pm_tensor *const *bs, int count) {
-    int together = count > 1 && count <= GEMM_MANY_MAX && n > 0;
+    int together = count > 1 && count <= PM_GEMM_MANY_MAX && n > 0;
     for (int w = 0; w < count && together; w++) together = goes_to_gemm(Ws[w], n) && Ws[w]->shape[1] == Ws[0]->shape[1];
     if (!together) {
         for (int w = 0; w < count; w++) pm_linear(ys[w], x, n, Ws[w], bs ? bs[w] : NULL);
