@@ -453,8 +453,8 @@ typedef struct gemv_rows {
  * (~384 KB each), walked together one row of each at a time: every run is one sequential stream
  * (the prefetch PF bytes ahead runs on into the run's next row), 4 per thread like the bench's
  * STREAM pass. Measured in one process against the former layout (8 adjacent rows at a time, 8
- * streams 1 row apart), over every projection of Phi-4-mini and its lm_head: 0.93-0.99 of a plain
- * sum over the same mapped weights against 0.89-0.91. Items are taken dynamically, at least 4 per
+ * streams 1 row apart), over every projection of Phi-4-mini and its lm_head: 0.97-0.99 of a plain
+ * sum over the same mapped weights against 0.87-0.93 (AVX2: 0.93 against 0.82). Items are taken dynamically, at least 4 per
  * thread. Each row's arithmetic is the tile's, so the bits do not depend on where a row falls. */
 static void gemv_n1(const gemv_rows *R, float *y, const float *xp, const float *x, const uint16_t *w, int out, int in, float scale,
                     int accumulate) {

@@ -8,8 +8,9 @@
  *
  * AVX-512: the same per 16 weights (vpmovsxbd of 16 bytes), tiles of 4 rows x up to 4 inputs; at
  * n = 1 four groups at once, each from its own run of consecutive groups (four long streams per
- * thread; neighbouring groups, as before, were 0.85-0.95 x as fast in one process). For n > 4 both widths walk a group in
- * L1-sized k-blocks, converted once per block by the first pass (group_kblocked256/512).
+ * thread; four neighbouring groups, as before, were 0.85-0.95 x as fast in one process). For
+ * n > 4 both widths walk a group in L1-sized k-blocks, converted once per block by the first pass
+ * (group_kblocked256/512).
  *
  * Determinism (ops.h): output (i, j) is hsum(acc) of one L-lane FMA accumulator (L = 8 on AVX2, 16
  * on AVX-512; 16 lanes fold to 8 as (l, l + 8)) walked over the row in order, lane l taking element
