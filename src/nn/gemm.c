@@ -249,15 +249,17 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
  * pair-vectors into 16 packed k-rows of 64 bytes. Each row's 64-byte line is loaded whole, once (32
  * k: the second 16 wait in a buffer): weight rows 6 or 16 KB apart share L1 sets, and the 8 x 8
  * version, which read a line in four visits 32 rows apart, lost it between them. On Zen 5, one
- * thread, a 128 x 512 block of Phi-4-mini's weights from DRAM: 7.3-8.2 us against 13.7-13.9 (in =
- * 3072) and 9.9-10.5 against 20.5-21.6 (in = 8192); at a 128-row prefill the pack had been ~15 % of
- * the GEMM's time. */
+ * thread, a 128 x 512 block of Phi-4-mini's weights from DRAM: 7.3-9.1 us against 13.4-13.9 (in =
+ * 3072) and 9.9-10.8 against 19.8-21.6 (in = 8192); the GEMM at 128-512 rows, 1.02-1.03 x (the pack
+ * had been ~15 % of its time at 128 rows). */
+/* 16 bf16 of column d (lo) and of column 16 + d (hi) -> 16 dwords, k' of the pair in dword k'. */
+AVX512_INLINE __m512i merge_words(__m256i lo, __m256i hi) {
+    return _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+}
+
 AVX512_INLINE void merge_pairs16(__m512i *r, const uint16_t *const *rows, int k) {
-    for (int d = 0; d < 16; d++) {
-        __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(rows[d] + k)));
-        __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(rows[16 + d] + k)));
-        r[d] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)); /* dword k' of pair d */
-    }
+    for (int d = 0; d < 16; d++)
+        r[d] = merge_words(_mm256_loadu_si256((const __m256i *)(rows[d] + k)), _mm256_loadu_si256((const __m256i *)(rows[16 + d] + k)));
 }
 
 /* In-place transpose of a 16 x 16 dword matrix: r[i] lane j -> r[j] lane i. */
@@ -287,10 +289,6 @@ AVX512_INLINE void transpose16(__m512i *r) {
 AVX512_INLINE void transpose_store16(__m512i *r, uint16_t *dst, int k) {
     transpose16(r);
     for (int i = 0; i < 16; i++) _mm512_storeu_si512((void *)(dst + (size_t)(k + i) * NR5), r[i]);
-}
-
-AVX512_INLINE __m512i merge_words(__m256i lo, __m256i hi) {
-    return _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
 }
 
 AVX512 static void pack_b_512(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0, int kc, const uint16_t *zero) {
