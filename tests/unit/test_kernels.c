@@ -212,13 +212,14 @@ static void test_gemv_many(void **state) {
 }
 
 /* Prefill GEMM on bf16: every SIMD path the CPU has (AVX-512 12 x 32 tiles, AVX2 6 x 16) == the
- * twin bit for bit; close to fp64; both modes; ragged shapes (M % 12, M % 6, N % 32, N % 16, K % 8,
- * K > one KC slice, M past one AVX-512 MC block, M in several row blocks); and pm_linear routes n > PM_SMALL_N to it. */
+ * twin bit for bit; close to fp64; both modes; ragged shapes (M % 12 from 1 to 11, every last-sliver tile of the AVX-512
+ * path; M % 6, N % 32, N % 16, K % 8, K > one KC slice, M past one AVX-512 MC block, M in several row blocks); and pm_linear
+ * routes n > PM_SMALL_N to it. */
 static void test_gemm_bf16(void **state) {
     (void)state;
     /* the last shape's packed A (1400 rows x 9 slices) is past GEMM_APK_MAX: the call runs in row blocks */
     int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {7 + PM_SMALL_N, 300, 1100}, {40, 5, 3}, {150, 70, 1030}, {13, 33, 64},
-                       {1400, 20, 4400}};
+                       {14, 16, 40}, {15, 20, 33}, {19, 40, 70}, {20, 33, 530}, {21, 64, 37}, {22, 48, 100}, {1400, 20, 4400}};
     pm_kern_level levels[3];
     int nl = simd_levels(levels);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
