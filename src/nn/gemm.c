@@ -3,7 +3,7 @@
  *
  * BLIS structure. C[M = n, N = out] = A[M, K = in] (the activations) x B[K, N] (B[k][j] = W[j][k]).
  * Work items are blocks of NC output columns (weight rows), taken dynamically by the threads.
- * Per item and per KC-slice of K: the weight block is packed *as bf16* into 16-column slivers
+ * Per item and per K slice (gemm_kc): the weight block is packed *as bf16* into 16-column slivers
  * (32 bytes per k: half the bytes of an fp32 pack, and no separate conversion pass over W), then
  * for each MC-row block of A, A is packed into 6-row slivers and the 6 x 16 micro-kernel runs over
  * every (A sliver, B sliver) pair: per k, one 32-byte load of B gives both 8-column halves (`<< 16`
@@ -11,8 +11,8 @@
  * 12 register accumulators.
  *
  * The AVX-512 path is the same design at twice the width: 32-column slivers packed the same way
- * (pairs (d, 16 + d)), 12-row A slivers, a 12 x 32 micro-kernel with 24 zmm accumulators (8- and
- * 4-row instances for a last A sliver that short) that widens B in registers. (Widening each slice
+ * (pairs (d, 16 + d)), 12-row A slivers, a 12 x 32 micro-kernel with 24 zmm accumulators (4- to
+ * 11-row instances for a last A sliver that short) that widens B in registers. (Widening each slice
  * to fp32 slivers first, so that the k loop had no shift / and µops, was 3-5 % slower on Zen 5 at
  * 128-2048 rows: twice the bytes through L2. Int8 weights are still dequantized into fp32 slivers.
  * For few rows, a variant with the operands' roles swapped was slower. An earlier 16 x 16
@@ -20,7 +20,7 @@
  * each line whole, does.) A weight packed once (W->gemm_pack, pm_kern_gemm_pack:
  * all its slivers in this layout) is read in place: no pack and no B buffer per call.
  *
- * Arithmetic: each C element accumulates its KC-slice in k order with FMA from 0, then C =
+ * Arithmetic: each C element accumulates its K slice in k order with FMA from 0, then C =
  * (first slice ? beta * C : C) + alpha * slice. That does not depend on the tile shape, so the
  * AVX-512 and AVX2 paths and the portable twin (fmaf) give identical bits (tested); the twin is too
  * slow for production and only runs where the CPU has no AVX2 (then ops.c uses BLAS on converted
@@ -40,8 +40,8 @@
 #define NR 16
 #define MR5 12 /* AVX-512 tile */
 #define NR5 32
-#ifndef GEMM_KC
-#define GEMM_KC 512
+#ifndef GEMM_KC_MAX
+#define GEMM_KC_MAX 4096 /* the widest K slice (gemm_kc) */
 #endif
 #ifndef GEMM_MC
 #define GEMM_MC 72
@@ -425,26 +425,44 @@ KERNEL512_ROWS(1)
 typedef enum { PATH_C, PATH_AVX2, PATH_AVX512 } gemm_path;
 typedef struct {
     gemm_path path;
-    int mr, nr, mc, nc;
+    int mr, nr, mc, nc, kc; /* kc: the K slice width of this product (gemm_kc) */
 } gemm_geom;
 
-/* Columns per work item: its packed weight block should fill at most half of L2, the rest holding
- * the A panel, at 6 bytes per weight on AVX-512 (int8: the bf16-sized scratch + fp32 slivers; bf16
- * now needs 2, but on Zen 5 128 columns still beat 192 and 256 by 0-6 % at 128-2048 rows). 256 on
- * 2 MB L2s (Sapphire Rapids), 128 on Zen 5's 1 MB, where 256 with fp32 slivers put 1 MB of packed
- * data through it (+6-20 % on the Conformer's 125-row products, same bits: NC only partitions the
- * columns). */
-static int gemm_nc(gemm_path p) {
+/* The K slice width for a product of depth `in`: as few slices as GEMM_KC_MAX allows, all of one
+ * width (a multiple of 32, the pack's step) but the last, so that no short slice is left over
+ * (Phi-4-mini's 3072, SigLIP's 1152 and the Conformer's 1024 and 1536 are one slice; 8192 is two
+ * of 4096, 4304 two of 2176). Every slice is one more pass over C (its partial sums re-read, added
+ * to and stored) and one more start of every micro-kernel, while the tile keeps up with operands
+ * streamed from L2 or L3 (per k it reads 64 bytes of B and 12 floats of A for 24 FMAs). Against
+ * the fixed 512 of before (Zen 5, 2 threads, one process, alternating): Phi-4-mini's four
+ * projections 1.05 x at 128 rows, 1.15 x at 512, 1.27 x at 2048; the Conformer's prepacked ones
+ * 1.11 x at 125 rows, 1.10 x at 375; SigLIP's 1.14-1.32 x at 1024; 4096 beat 2048 by 3-5 % and
+ * tied with 8192. Whole passes: a 128-token prefill 1.05 x, 512 tokens 1.07 x, the 10 s clip's
+ * Conformer 1.03 x, the 448 x 448 image 1.10 x. The slices partition the sum (C = C + alpha *
+ * slice), so the width sets the bits; it depends on `in` only, and every path takes the same. */
+static int gemm_kc(int in) {
+    int slices = (in + GEMM_KC_MAX - 1) / GEMM_KC_MAX, kc = (in + slices - 1) / slices;
+    return (kc + 31) & ~31;
+}
+
+/* Columns per work item: its packed weight block (one K slice) should fill at most half of L2, the
+ * rest holding the A panel, at 6 bytes per weight on AVX-512 (int8: the bf16-sized scratch + fp32
+ * slivers; bf16 needs 2), and no fewer than 64. With 512-wide slices that was 128 columns on Zen 5's
+ * 1 MB L2 (256 put 1 MB of packed data through it: -6-20 % on the Conformer's 125-row products);
+ * with the wide slices of gemm_kc it is 64 wherever the product is deeper than ~1400, which at 1024-
+ * wide slices beat 128 columns by 0-6 % (128-512 rows). Same bits: NC only partitions the columns. */
+static int gemm_nc(gemm_path p, int kc) {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 < (128 << 10) || l2 > (64L << 20)) return GEMM_NC; /* unknown */
     int bytes = p == PATH_AVX512 ? 6 : 2;
-    int nc = (int)(l2 / 2 / ((long)GEMM_KC * bytes)) & ~63;
+    int nc = (int)(l2 / 2 / ((long)kc * bytes)) & ~63;
     return nc < 64 ? 64 : nc > GEMM_NC ? GEMM_NC : nc;
 }
 
-static gemm_geom geom_for(gemm_path p) {
-    gemm_geom g = {p, MR, NR, GEMM_MC, gemm_nc(p)};
-    if (p == PATH_AVX512) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC, g.nc};
+static gemm_geom geom_for(gemm_path p, int in) {
+    int kc = gemm_kc(in);
+    gemm_geom g = {p, MR, NR, GEMM_MC, gemm_nc(p, kc), kc};
+    if (p == PATH_AVX512) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC, g.nc, kc};
     return g;
 }
 
@@ -478,14 +496,14 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
 static int prepacked(const gemm_geom *g, const pm_tensor *W) { return g->path == PATH_AVX512 && W->gemm_pack && W->dtype == PM_DT_BF16; }
 
 /* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
- * (slice p at p * Mr * GEMM_KC, mr-row slivers of [kc][mr]). */
+ * (slice p at p * Mr * g->kc, mr-row slivers of [kc][mr]). */
 static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int Mr, const pm_tensor *W, int out, int in, int j0, int nc,
                       float alpha, int beta_one, uint16_t *bp, float *bpf, const uint16_t *zero) {
     int ncr = (nc + g->nr - 1) / g->nr * g->nr, pre = prepacked(g, W);
     const uint16_t *w = (const uint16_t *)W->data;
-    for (int k0 = 0, p = 0; k0 < in; k0 += GEMM_KC, p++) {
-        int kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC, first = k0 == 0, b16 = 1;
-        const float *ap = apk + (size_t)p * Mr * GEMM_KC;
+    for (int k0 = 0, p = 0; k0 < in; k0 += g->kc, p++) {
+        int kc = in - k0 < g->kc ? in - k0 : g->kc, first = k0 == 0, b16 = 1;
+        const float *ap = apk + (size_t)p * Mr * g->kc;
         const uint16_t *bsrc = bp;
         size_t bstep = (size_t)kc; /* bf16 units from one sliver to the next, per column */
 #ifdef PM_X86
@@ -540,22 +558,22 @@ static void gemm_rows(const gemm_geom *geom, float *const *ys, const float *x, i
         own |= !prepacked(&g, W); /* else nothing to pack into */
         q8 |= W->dtype == PM_DT_Q8;
     }
-    int slices = (in + GEMM_KC - 1) / GEMM_KC, Mr = (n + g.mr - 1) / g.mr * g.mr;
+    int slices = (in + g.kc - 1) / g.kc, Mr = (n + g.mr - 1) / g.mr * g.mr;
     int slivers = Mr / g.mr;
     float a = accumulate ? alpha : 1.0f;
-    float *apk = aligned_alloc(64, sizeof(float) * (size_t)slices * Mr * GEMM_KC);
-    uint16_t *zero = calloc(GEMM_KC + 16, sizeof(uint16_t));
-    float *zero_f = calloc(GEMM_KC + 16, sizeof(float)); /* the rows past M */
+    float *apk = aligned_alloc(64, sizeof(float) * (size_t)slices * Mr * g.kc);
+    uint16_t *zero = calloc(g.kc + 16, sizeof(uint16_t));
+    float *zero_f = calloc(g.kc + 16, sizeof(float)); /* the rows past M */
     PM_ASSERT(apk && zero && zero_f);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (long q = 0; q < (long)slices * slivers; q++) {
-            int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * GEMM_KC, kc = in - k0 < GEMM_KC ? in - k0 : GEMM_KC;
-            pack_a(apk + (size_t)p * Mr * GEMM_KC + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
+            int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * g.kc, kc = in - k0 < g.kc ? in - k0 : g.kc;
+            pack_a(apk + (size_t)p * Mr * g.kc + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
         }
-        uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * GEMM_KC) : NULL;
-        float *bpf = own && q8 ? aligned_alloc(64, sizeof(float) * g.nc * GEMM_KC) : NULL; /* int8: fp32 slivers */
+        uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * g.kc) : NULL;
+        float *bpf = own && q8 ? aligned_alloc(64, sizeof(float) * g.nc * g.kc) : NULL; /* int8: fp32 slivers */
         PM_ASSERT(!own || (bp && (bpf || !q8)));
 #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < first[count]; it++) {
@@ -587,9 +605,9 @@ static void gemm_rows(const gemm_geom *geom, float *const *ys, const float *x, i
 #endif
 static void gemm_run(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count, float alpha, int accumulate,
                      gemm_path path) {
-    gemm_geom g = geom_for(path);
     int in = (int)Ws[0]->shape[1];
-    size_t row_bytes = sizeof(float) * (size_t)((in + GEMM_KC - 1) / GEMM_KC) * GEMM_KC;
+    gemm_geom g = geom_for(path, in);
+    size_t row_bytes = sizeof(float) * (size_t)((in + g.kc - 1) / g.kc) * g.kc;
     int cap = (int)(GEMM_APK_MAX / row_bytes) / g.mc * g.mc;
     if (cap < g.mc) cap = g.mc;
     int blocks = (n + cap - 1) / cap, rows = ((n + blocks - 1) / blocks + g.mr - 1) / g.mr * g.mr; /* even blocks, whole tiles */
@@ -622,8 +640,8 @@ int pm_kern_gemm_takes(const pm_tensor *W) {
 uint16_t *pm_kern_gemm_pack(const pm_tensor *W) {
 #ifdef PM_X86
     if (W->dtype != PM_DT_BF16 || W->ndim != 2 || !pm_kern_have_avx512() || W->shape[0] < 1 || W->shape[1] < 1) return NULL;
-    int out = (int)W->shape[0], in = (int)W->shape[1], S = (out + NR5 - 1) / NR5;
-    uint16_t *pk = aligned_alloc(64, sizeof(uint16_t) * (size_t)S * NR5 * in), *zero = calloc(GEMM_KC + 16, sizeof(uint16_t));
+    int out = (int)W->shape[0], in = (int)W->shape[1], S = (out + NR5 - 1) / NR5, kc = gemm_kc(in);
+    uint16_t *pk = aligned_alloc(64, sizeof(uint16_t) * (size_t)S * NR5 * in), *zero = calloc(kc + 16, sizeof(uint16_t));
     if (!pk || !zero) {
         free(pk);
         free(zero);
@@ -631,9 +649,9 @@ uint16_t *pm_kern_gemm_pack(const pm_tensor *W) {
     }
 #pragma omp parallel for schedule(dynamic, 4)
     for (int s = 0; s < S; s++)
-        for (int k0 = 0; k0 < in; k0 += GEMM_KC)
+        for (int k0 = 0; k0 < in; k0 += kc) /* the layout does not depend on the slices it is packed in */
             pack_b_512(pk + (size_t)s * NR5 * in + (size_t)k0 * NR5, (const uint16_t *)W->data, in, out, s * NR5, NR5, k0,
-                       in - k0 < GEMM_KC ? in - k0 : GEMM_KC, zero);
+                       in - k0 < kc ? in - k0 : kc, zero);
     free(zero);
     return pk;
 #else

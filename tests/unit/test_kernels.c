@@ -213,7 +213,7 @@ static void test_gemv_many(void **state) {
 
 /* Prefill GEMM on bf16: every SIMD path the CPU has (AVX-512 12 x 32 tiles, AVX2 6 x 16) == the
  * twin bit for bit; close to fp64; both modes; ragged shapes (M % 12 from 1 to 11, every last-sliver tile of the AVX-512
- * path; M % 6, N % 32, N % 16, K % 8, K > one KC slice, M past one AVX-512 MC block, M in several row blocks); and pm_linear
+ * path; M % 6, N % 32, N % 16, K % 8, K past one K slice, M past one AVX-512 MC block, M in several row blocks); and pm_linear
  * routes n > PM_SMALL_N to it. */
 static void test_gemm_bf16(void **state) {
     (void)state;
