@@ -528,14 +528,17 @@ static void permute_x(float *xp, const float *x, int n, int in, int B) {
 #define GEMV_MANY_RB 32
 #endif
 
-/* Where the GEMV tiles beat the GEMM's pack: few rows (the GEMM packs every weight for them), up
- * to 96 when the inputs are short enough that a 4-input group's rows (16 bytes x in) sit in half of
- * L1 while the tiles of a row block pass over them, up to 48 otherwise. In-process A/B, Zen 5,
- * 2 threads: on the Conformer's weights (in = 1024 / 1536) 1.88 x the GEMM at 20 rows, 1.73 x at 32,
- * 1.56 x at 48, 1.20 x at 64, 1.05 x at 96, 1.0 at 125; on the LLM's (in 3072 / 8192) 1.47 x at 20,
- * 1.35 x at 32, 1.02 x at 48, 0.98-1.01 x at 64, 0.87 x at 128. */
-#define GEMV_MANY_MAX_N 96
-#define GEMV_MANY_MAX_N_LONG 48
+/* Where the GEMV tiles beat the GEMM: few rows, up to 40 when the inputs are short enough that a
+ * 4-input group's rows (16 bytes x in) sit in half of L1 while the tiles of a row block pass over
+ * them, up to 24 otherwise. Re-measured once the GEMM had its AVX-512 weight pack and wide K slices
+ * (in-process, Zen 5, 2 threads, time of the GEMV tiles / the GEMM): Phi-4-mini's projections
+ * (in 3072 / 8192) 0.84-0.90 at 20 rows, 0.94-0.99 at 22, 0.99-1.02 at 24, 1.03 at 28, 1.10 at 32,
+ * 1.14 at 48, 1.25 at 64; the Conformer's shapes unpacked (in 1024 / 1536) 0.89 at 17-24, 0.93 at
+ * 32, 0.99-1.05 at 36-44, 1.04-1.07 at 48, 1.1 at 80-96; LoRA B shapes (in 256 / 320) 1.0 at 32,
+ * 1.08 at 48. (Before those two changes the tiles had won up to 96 and 48 rows.) A 48-token
+ * prefill of Phi-4-mini: 1.16 x with these limits than with 96 / 48. */
+#define GEMV_MANY_MAX_N 40
+#define GEMV_MANY_MAX_N_LONG 24
 int pm_kern_gemv_many_takes(const pm_tensor *W, int n) {
 #ifdef PM_X86
     int max_n = 16L * W->shape[1] <= pm_l1d_bytes() / 2 ? GEMV_MANY_MAX_N : GEMV_MANY_MAX_N_LONG;

@@ -4,8 +4,8 @@
  * Determinism contract: pm_linear() computes each output row with arithmetic that does not depend
  * on how many other rows are in the call, nor on the thread count, when n <= PM_SMALL_N (the decode
  * path, nn/gemv.c), so a sequence batched with others gets bit-identical results to its solo run.
- * Up to 48 rows (96 with short inputs: the Conformer's products; pm_kern_gemv_many_takes, AVX-512)
- * take the same GEMV arithmetic in larger tiles. Other products take the blocked bf16 GEMM of nn/gemm.c
+ * Up to 24 rows (40 with short inputs; pm_kern_gemv_many_takes, AVX-512) take the same GEMV
+ * arithmetic in larger tiles. Other products take the blocked bf16 GEMM of nn/gemm.c
  * (AVX2), or BLAS sgemm on fp32 panels converted from the weights (other CPUs, f16/f32 weights);
  * rows are then not independent of n. A weight with a prepacked copy (W->gemm_pack: the Conformer's
  * block matrices on AVX-512) takes the GEMM at every n; its rows do not depend on n either (the GEMM
