@@ -449,8 +449,8 @@ static int gemm_kc(int in) {
  * rest holding the A panel, at 6 bytes per weight on AVX-512 (int8: the bf16-sized scratch + fp32
  * slivers; bf16 needs 2), and no fewer than 64. With 512-wide slices that was 128 columns on Zen 5's
  * 1 MB L2 (256 put 1 MB of packed data through it: -6-20 % on the Conformer's 125-row products);
- * with the wide slices of gemm_kc it is 64 wherever the product is deeper than ~1400, which at 1024-
- * wide slices beat 128 columns by 0-6 % (128-512 rows). Same bits: NC only partitions the columns. */
+ * there it is 64 for every slice wider than ~680, which with 1024-wide slices beat 128 columns by
+ * 0-6 % (128-512 rows). Same bits: NC only partitions the columns. */
 static int gemm_nc(gemm_path p, int kc) {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 < (128 << 10) || l2 > (64L << 20)) return GEMM_NC; /* unknown */

@@ -536,7 +536,7 @@ static void permute_x(float *xp, const float *x, int n, int in, int B) {
  * 1.14 at 48, 1.25 at 64; the Conformer's shapes unpacked (in 1024 / 1536) 0.89 at 17-24, 0.93 at
  * 32, 0.99-1.05 at 36-44, 1.04-1.07 at 48, 1.1 at 80-96; LoRA B shapes (in 256 / 320) 1.0 at 32,
  * 1.08 at 48. (Before those two changes the tiles had won up to 96 and 48 rows.) A 48-token
- * prefill of Phi-4-mini: 1.16 x with these limits than with 96 / 48. */
+ * prefill of Phi-4-mini ran 1.16 x faster with these limits than with 96 / 48. */
 #define GEMV_MANY_MAX_N 40
 #define GEMV_MANY_MAX_N_LONG 24
 int pm_kern_gemv_many_takes(const pm_tensor *W, int n) {

@@ -217,7 +217,7 @@ static void test_gemv_many(void **state) {
  * routes n > PM_SMALL_N to it. */
 static void test_gemm_bf16(void **state) {
     (void)state;
-    /* the last shape's packed A (1400 rows x 9 slices) is past GEMM_APK_MAX: the call runs in row blocks */
+    /* the last shape's packed A (1400 rows x 4400 floats, two K slices) is past GEMM_APK_MAX: the call runs in row blocks */
     int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {7 + PM_SMALL_N, 300, 1100}, {40, 5, 3}, {150, 70, 1030}, {13, 33, 64},
                        {14, 16, 40}, {15, 20, 33}, {19, 40, 70}, {20, 33, 530}, {21, 64, 37}, {22, 48, 100}, {1400, 20, 4400}};
     pm_kern_level levels[3];
