@@ -431,7 +431,7 @@ typedef struct {
 /* The K slice width for a product of depth `in`: as few slices as GEMM_KC_MAX allows, all of one
  * width (a multiple of 32, the pack's step) but the last, so that no short slice is left over
  * (Phi-4-mini's 3072, SigLIP's 1152 and the Conformer's 1024 and 1536 are one slice; 8192 is two
- * of 4096, 4304 two of 2176). Every slice is one more pass over C (its partial sums re-read, added
+ * of 4096, 4304 is 2176 + 2128). Every slice is one more pass over C (its partial sums re-read, added
  * to and stored) and one more start of every micro-kernel, while the tile keeps up with operands
  * streamed from L2 or L3 (per k it reads 64 bytes of B and 12 floats of A for 24 FMAs). Against
  * the fixed 512 of before (Zen 5, 2 threads, one process, alternating): Phi-4-mini's four
