@@ -58,7 +58,7 @@ struct pm_conformer {
     float *out_b;             /* [D] */
     float *t5;                /* [H][2 * max_distance]: bias of head h for index rel + max_distance */
     pm_cf_block *blocks;      /* num_blocks */
-    pm_cf_packs *packs;       /* the matrices' GEMM-ready copies, made by the first forward */
+    pm_cf_packs *packs;       /* the matrices' GEMM-ready copies, made by the second forward */
 };
 
 /* conformer_pack.c. _new at load (no copies yet); _ensure at the start of every forward (the first

@@ -1,10 +1,14 @@
-/* conformer_pack.c — GEMM-ready copies of the Conformer's matrices, made by the first forward.
+/* conformer_pack.c — GEMM-ready copies of the Conformer's matrices, made by the second forward.
  *
  * The blocked GEMM packs every weight it touches into slivers on every call; for the encoder's
  * products (125 rows for a 10 s clip, 375 for 30 s) that pack, reading 128 weight rows at a time
  * from DRAM, was ~15 % of the forward. Packed once (pm_kern_gemm_pack, bf16, as many bytes as the
  * weight) the GEMM reads the slivers in place: same bits, -5 to -13 % on 10-30 s clips (Zen 5).
- * Made on first use, not at load, so a process that never hears audio never holds them; each copy
+ * Made on the second use, not at load: a process that never hears audio never holds them, and one
+ * that encodes a single clip (a CLI transcription) does not pay for them either. Packing costs
+ * ~0.2-0.3 s and saves 6-12 % of the GEMMs' time (125-375 rows), so it pays off after a few passes
+ * (Zen 5, 10 s clip: a first pass without the copies 0.46-0.49 s, where one that made them took
+ * 0.65-0.78 s; the second pass, which makes them now, 0.64-0.68 s; the ones after 0.38-0.45 s). Each copy
  * takes its original's place in the resident set (pm_weights_release: nothing reads the original
  * once W->gemm_pack is set, since pm_linear then always takes the GEMM). Where the CPU has no
  * AVX-512 tile nothing is packed and the weights are read as before. The subsampling's output
@@ -18,7 +22,7 @@
 
 struct pm_cf_packs {
     pthread_mutex_t lock; /* one forward makes the copies, concurrent ones wait for them */
-    int done;
+    int uses, done;       /* forwards so far; the copies exist */
     const pm_weights *w;  /* whose pages the originals are */
 };
 
@@ -61,7 +65,7 @@ void pm_cf_packs_ensure(const pm_conformer *m) {
     pm_cf_packs *p = m->packs;
     if (!p) return;
     pthread_mutex_lock(&p->lock);
-    if (!p->done) {
+    if (!p->done && ++p->uses >= 2) {
         int n;
         pm_tensor **v = matrix_list(m, &n);
         if (v) {

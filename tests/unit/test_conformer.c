@@ -221,9 +221,9 @@ static void test_long_clip(void **state) {
     pm_npy_free(&lm);
 }
 
-/* The matrices' GEMM-ready copies (conformer_pack.c): made by the first forward where the CPU has the
- * AVX-512 tile, none otherwise; the long clip's 1000 rows take the GEMM with or without them, and
- * the copies give the same bits. */
+/* The matrices' GEMM-ready copies (conformer_pack.c): made by the second forward where the CPU has
+ * the AVX-512 tile, none otherwise; the long clip's 1000 rows take the GEMM with or without them,
+ * and the copies give the same bits. */
 static void test_packed_weights(void **state) {
     fx *f = *state;
     pm_npy lm;
@@ -231,7 +231,11 @@ static void test_packed_weights(void **state) {
     int t_max = (int)lm.shape[0], frames = t_max, Tp = 0, D = pm_conformer_dim(f->m), nb = f->m->c.num_blocks;
     float *packed = NULL, *plain = NULL;
     pm_err e = {0};
-    assert_int_equal(pm_conformer_forward(f->m, lm.data, 1, t_max, &frames, 0, &packed, &Tp, NULL, &e), 0);
+    for (int pass = 0; pass < 2; pass++) { /* the second forward of the process at the latest makes them */
+        free(packed);
+        packed = NULL;
+        assert_int_equal(pm_conformer_forward(f->m, lm.data, 1, t_max, &frames, 0, &packed, &Tp, NULL, &e), 0);
+    }
     const uint16_t **keep = calloc((size_t)nb * 3, sizeof *keep);
     for (int i = 0; i < nb; i++) {
         pm_cf_block *b = &f->m->blocks[i];
