@@ -5,14 +5,16 @@
  * from DRAM, was ~15 % of the forward. Packed once (pm_kern_gemm_pack, bf16, as many bytes as the
  * weight) the GEMM reads the slivers in place: same bits, -5 to -13 % on 10-30 s clips (Zen 5).
  * Made on the second use, not at load: a process that never hears audio never holds them, and one
- * that encodes a single clip (a CLI transcription) does not pay for them either. Packing costs
- * ~0.2-0.3 s and saves 6-12 % of the GEMMs' time (125-375 rows), so it pays off after a few passes
- * (Zen 5, 10 s clip: a first pass without the copies 0.46-0.49 s, where one that made them took
- * 0.65-0.78 s; the second pass, which makes them now, 0.64-0.68 s; the ones after 0.38-0.45 s). Each copy
- * takes its original's place in the resident set (pm_weights_release: nothing reads the original
- * once W->gemm_pack is set, since pm_linear then always takes the GEMM). Where the CPU has no
- * AVX-512 tile nothing is packed and the weights are read as before. The subsampling's output
- * projection (2 % of the weights, part of the const model struct) keeps its per-call pack. */
+ * that encodes a single clip (a CLI transcription) does not pay for them either. Making them
+ * touches 0.9 GB of fresh memory (0.2-0.3 s in a long process, seconds in a fresh one on this VM,
+ * where first touches are slow) and saves 6-12 % of the GEMMs' time at 125-375 rows, so it pays
+ * off after a few passes. Zen 5, 10 s clip: a first pass without the copies took 0.46-0.49 s, one
+ * that made them 0.65-0.78 s, the passes after 0.38-0.45 s; `phi4mm transcribe` of one clip took
+ * 5.1-5.8 s against 7.4-8.8 s when the first pass made them. Each copy takes its original's place
+ * in the resident set (pm_weights_release: nothing reads the original once W->gemm_pack is set,
+ * since pm_linear then always takes the GEMM). Where the CPU has no AVX-512 tile nothing is packed
+ * and the weights are read as before. The subsampling's output projection (2 % of the weights,
+ * part of the const model struct) keeps its per-call pack. */
 #include "conformer_internal.h"
 
 #include <pthread.h>
