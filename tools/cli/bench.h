@@ -55,6 +55,11 @@ double bench_read_bandwidth(size_t bytes, int reps);   /* GB/s, best of reps */
 /* The same in two steps, for a buffer measured again and again (bench_bw_buffer: NULL on OOM). */
 float *bench_bw_buffer(size_t bytes, size_t *n);
 double bench_read_pass(const float *buf, size_t n, int reps);
+/* Seconds of one STREAM-style pass (as bench_read_pass; pf: software prefetch distance in bytes, or
+ * 0) over n given memory spans, e.g. the mapped weights a decode step reads: every thread sums its
+ * share of each span, all in one parallel region. A span's tail of under 128 floats per thread is
+ * not read. */
+double bench_read_spans(const void *const *spans, const size_t *bytes, int n, int pf);
 /* Paired ratios: a row whose units (decode steps, encoder passes) each come right after their own
  * measurement of the limit also reports the median of the units' ratios, next to the aggregate
  * against the bracketing limit. On a VM whose bandwidth swings by 30-50 % within seconds, the

@@ -166,6 +166,69 @@ static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out
     return e->code;
 }
 
+/* Batch-1 decode against a plain read of the very bytes it streams: the bf16 weights in their
+ * mapping and the K/V it attends to. Each step follows such a read (the faster of a plain and a
+ * prefetched pass); the median of t_read / t_step is how close the step comes to reading its bytes
+ * as fast as a STREAM-style sum reads them, and the reads' GB/s against the bandwidth of their
+ * moment show how much of the gap to the bound lies in the memory itself: a single walk over
+ * gigabytes of mapped weights against the best of several passes over a 256 MB buffer. */
+static int decode_vs_read(bench_ctx *b, pm_kv_cache *kv, pm_err *e) {
+    const pm_llm *m = &b->m->llm;
+    const pm_llm_config *c = &m->c;
+    int H = c->hidden, steps = b->o.decode_steps, ctx = b->o.decode_ctx, len = ctx + 1; /* the step reads len positions */
+    int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE, n = 1 + 4 * c->n_layers + 2 * pages * c->n_layers;
+    const void **span = malloc(sizeof *span * (size_t)n);
+    size_t *bytes = malloc(sizeof *bytes * (size_t)n);
+    float *emb = malloc(sizeof(float) * (size_t)H), *logits = malloc(sizeof(float) * (size_t)c->vocab);
+    double *ratio = malloc(sizeof(double) * (size_t)steps), *gbs = malloc(sizeof(double) * (size_t)steps);
+    if (!span || !bytes || !emb || !logits || !ratio || !gbs) {
+        free(span); free(bytes); free(emb); free(logits); free(ratio); free(gbs);
+        return pm_errf(e, PM_ENOMEM, "out of memory");
+    }
+    int k = 0;
+    double total = 0;
+    span[k] = m->lm_head->data, bytes[k++] = m->lm_head->nbytes;
+    for (int l = 0; l < c->n_layers; l++) {
+        const pm_lora_linear *L[4] = {&m->layers[l].qkv, &m->layers[l].o, &m->layers[l].gate_up, &m->layers[l].down};
+        for (int j = 0; j < 4; j++) span[k] = L[j]->W->data, bytes[k++] = L[j]->W->nbytes;
+    }
+    for (int p = 0; p < pages; p++)
+        for (int l = 0; l < c->n_layers; l++) {
+            int rows = len - p * PM_KV_PAGE < PM_KV_PAGE ? len - p * PM_KV_PAGE : PM_KV_PAGE;
+            span[k] = pm_kv_k(kv, l, p * PM_KV_PAGE), bytes[k++] = (size_t)rows * kv->row * sizeof(float);
+            span[k] = pm_kv_v(kv, l, p * PM_KV_PAGE), bytes[k++] = (size_t)rows * kv->row * sizeof(float);
+        }
+    for (int i = 0; i < n; i++) total += (double)bytes[i];
+    double bw = bench_bw_now(b), t_steps = 0;
+    for (int st = -1; st < steps && !e->code; st++) { /* step -1 warms up */
+        double t_a = bench_read_spans(span, bytes, n, 0), t_b = bench_read_spans(span, bytes, n, 1024);
+        double t_read = t_a < t_b ? t_a : t_b;
+        kv->len = ctx;
+        if (embed_random(m, 1, 3000u + (uint32_t)st, emb, e)) break;
+        pm_llm_chunk ch = {kv, emb, 1, PM_ADAPTER_NONE, 0, logits, NULL};
+        double t = bench_now();
+        pm_llm_forward(m, &ch, 1, e);
+        t = bench_now() - t;
+        if (st < 0) continue;
+        t_steps += t;
+        ratio[st] = t_read / t;
+        gbs[st] = total / t_read / 1e9;
+    }
+    kv->len = ctx;
+    bw = bench_bw_bracket(b, bw);
+    if (!e->code) {
+        double r = bench_median(ratio, steps), g = bench_median(gbs, steps);
+        bench_row(b, "decode", "batch 1 vs reading its bytes", r, "x", -1, r,
+                  json_pack("{s:f, s:f, s:f, s:f}", "bytes_per_step", total, "read_gbs_median", g, "step_s_mean", t_steps / steps,
+                            "read_vs_bw", g / bw),
+                  "median of t_read / t_step, each step after a plain read of its %.2f GB (mapped weights + K/V): the read ran "
+                  "%.1f GB/s = %.2f of the bandwidth bracketing the row (%.1f GB/s)",
+                  total / 1e9, g, g / bw, bw);
+    }
+    free(span); free(bytes); free(emb); free(logits); free(ratio); free(gbs);
+    return e->code;
+}
+
 /* Filled caches for up to maxB sequences (NULL and e set on failure). */
 static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e) {
     const pm_llm_config *c = &b->m->llm.c;
@@ -199,6 +262,10 @@ int bench_llm(bench_ctx *b) {
         snprintf(label, sizeof label, "decode batch %d", B);
         bench_progress("%s", label);
         decode_one(b, kv, B, 0, "decode", label, &b->decode_tps[i], &e);
+        if (B == 1 && !e.code) {
+            bench_progress("decode batch 1 against a plain read of its bytes");
+            decode_vs_read(b, kv, &e);
+        }
         if (B == 1 && !e.code && m->layers[0].qkv.A[1]) {
             bench_progress("decode batch 1, speech LoRA");
             decode_one(b, kv, 1, 1, "decode", "decode batch 1 +speech LoRA", NULL, &e);

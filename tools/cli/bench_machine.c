@@ -88,6 +88,30 @@ double bench_read_pass(const float *buf, size_t n, int reps) {
     return (double)n * sizeof(float) / best / 1e9;
 }
 
+double bench_read_spans(const void *const *spans, const size_t *bytes, int n, int pf) {
+    volatile float sink = 0.0f;
+    double t0 = bench_now();
+    float tot = 0.0f;
+#pragma omp parallel reduction(+ : tot)
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        for (int i = 0; i < n; i++) { /* every thread takes its share of every span: one region for all */
+            size_t m = bytes[i] / sizeof(float), lo = m * (size_t)id / (size_t)nt, hi = m * (size_t)(id + 1) / (size_t)nt;
+            const float *p = (const float *)spans[i];
+#if defined(__x86_64__)
+            tot += pm_kern_have_avx2() ? sum_avx2(p + lo, hi - lo, pf) : sum_c(p + lo, hi - lo);
+#else
+            (void)pf;
+            tot += sum_c(p + lo, hi - lo);
+#endif
+        }
+    }
+    double t = bench_now() - t0;
+    sink += tot;
+    (void)sink;
+    return t;
+}
+
 double bench_read_bandwidth(size_t bytes, int reps) {
     size_t n;
     float *buf = bench_bw_buffer(bytes, &n);
