@@ -255,6 +255,27 @@ AVX2 static void quad_n1(float *t, const float *xp, const float *x, const uint16
 AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const float *const *xi, int c0, int c1, int RT, int NT,
                            int PF, const uint16_t *const *pf, int NPF) {
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    if (NT == 1 && !NPF) {
+        /* One input streaming the rows (n = 1): each row's 64 bytes are loaded once and feed its two
+         * FMAs at once (the same order per accumulator as below). The empty asm keeps the load in a
+         * register: GCC otherwise folds it into both the shift and the and, two loads of the line.
+         * Measured in one process on Zen 5 against the loop below, every projection of Phi-4-mini
+         * and its lm_head: 0.89 of a plain 4-stream read of the same weights against 0.77 while the
+         * memory ran at 61 GB/s, 0.96 against 0.95 at 48 GB/s. Two or more inputs measured 1-5 %
+         * slower this way, and the AVX2 twin of it no faster than its loop. */
+        for (int c = c0; c < c1; c += 32) {
+            __m512 xl = _mm512_loadu_ps(xi[0] + c), xh = _mm512_loadu_ps(xi[0] + c + 16);
+#pragma GCC unroll 8
+            for (int r = 0; r < RT; r++) {
+                if (PF) _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
+                __m512i raw = _mm512_loadu_si512((const void *)(wr[r] + c));
+                __asm__("" : "+v"(raw));
+                acc[r][0] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), xl, acc[r][0]);
+                acc[r][0] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(raw, hi)), xh, acc[r][0]);
+            }
+        }
+        return;
+    }
     for (int c = c0; c < c1; c += 32) {
         __m512 xv[4];
 #pragma GCC unroll 8
