@@ -5,6 +5,7 @@
  * tokenizer. Each result is one table row (stdout) and one JSON object (--json). No thresholds:
  * the ratios are for people and for comparing runs. */
 #include <cblas.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -174,6 +175,11 @@ int pm_cmd_bench(int argc, char **argv) {
         omp_set_num_threads(o->threads);
         openblas_set_num_threads(o->threads);
     }
+    /* A directory without a checkpoint fails now, not after a minute of machine measurements. */
+    char cfg[4096];
+    snprintf(cfg, sizeof cfg, "%s/config.json", o->model_dir);
+    if (access(cfg, R_OK))
+        return cli_fail("bench", "%s: %s (the checkpoint directory must hold the official config.json)", cfg, strerror(errno));
     int nt = omp_get_max_threads();
     b.root = json_pack("{s:o, s:[]}", "machine", json_object(), "rows");
     json_t *mach = json_object_get(b.root, "machine");
@@ -228,7 +234,10 @@ int pm_cmd_bench(int argc, char **argv) {
     char err[1024];
     bench_progress("loading %s", o->model_dir);
     pm_model *m0;
-    if (pm_model_load(&m0, o->model_dir, err, sizeof err)) return cli_fail("bench", "%s", err);
+    if (pm_model_load(&m0, o->model_dir, err, sizeof err)) {
+        json_decref(b.root);
+        return cli_fail("bench", "%s", err);
+    }
     b.m = m0;
     double gb, tw = warm_page_cache(m0, &gb);
     bench_row(&b, "load", "page-cache warm-up", gb / tw, "GB/s", -1, -1, NULL, "read %.2f GB of shards in %.2f s", gb, tw);
@@ -236,7 +245,10 @@ int pm_cmd_bench(int argc, char **argv) {
     size_t r0, a0, f0, h0;
     bench_rss(&r0, &a0, &f0, &h0);
     double t0 = bench_now();
-    if (pm_model_load(&b.m, o->model_dir, err, sizeof err)) return cli_fail("bench", "%s", err);
+    if (pm_model_load(&b.m, o->model_dir, err, sizeof err)) {
+        json_decref(b.root);
+        return cli_fail("bench", "%s", err);
+    }
     double tl = bench_now() - t0;
     pm_model_info info;
     pm_model_get_info(b.m, &info);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench.sh — `phi4mm bench --quick` on the tiny fixture checkpoint: it runs to the end, writes JSON
+# whose rows cover every section with finite values (the decode rows paired with a plain read of the
+# step's bytes and interleaved with batch 1 included), and a missing model directory is an error.
+# The numbers of a tiny model mean nothing; this only keeps the benchmark's code paths working.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
+FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+MODEL=$FIX/phi4mm-tiny/tiny_model
+PY=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1${2:+: $2}"; }
+
+if [ ! -x "$BIN" ]; then fail bench_binary "$BIN not built"; exit 1; fi
+if [ ! -d "$MODEL" ]; then fail bench_fixture "$MODEL missing"; exit 1; fi
+
+if "$BIN" bench -m "$MODEL" --quick --json "$tmp/b.json" >"$tmp/out.txt" 2>"$tmp/err.txt"; then
+  pass bench_quick_runs
+else
+  fail bench_quick_runs "$(tail -c 300 "$tmp/err.txt")"; exit 1
+fi
+
+if $PY - "$tmp/b.json" <<'EOF' >"$tmp/py.txt" 2>&1
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+assert isinstance(d["machine"], dict) and rows, "empty"
+by = {(r["section"], r["name"]): r for r in rows}
+need = [("machine", "read bandwidth"), ("machine", "compute peak"), ("load", "load time (warm cache)"),
+        ("decode", "decode batch 1"), ("decode", "batch 1 vs reading its bytes"), ("decode", "decode batch 8"),
+        ("decode", "batch 8 / batch 1 interleaved"), ("memory", "RSS after decode"), ("prefill", "prefill 128 tokens"),
+        ("q8", "q8 decode batch 1"), ("audio", "audio 10 s clip"), ("image", "image 448x448"), ("tokenizer", "encode")]
+missing = [k for k in need if k not in by]
+assert not missing, f"missing rows: {missing}"
+for r in rows:
+    v = r["value"]
+    assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, f"{r['section']}/{r['name']}: value {v}"
+    if r.get("ratio") is not None and r["ratio"] >= 0:
+        assert math.isfinite(r["ratio"]), f"{r['name']}: ratio {r['ratio']}"
+read = by[("decode", "batch 1 vs reading its bytes")]
+assert read["bytes_per_step"] > 0 and read["read_gbs_median"] > 0, read
+inter = by[("decode", "batch 8 / batch 1 interleaved")]
+assert inter["batch"] == 8 and inter["batch1_step_s"] > 0 and inter["batchB_step_s"] > 0, inter
+print(len(rows), "rows")
+EOF
+then pass bench_json_rows; else fail bench_json_rows "$(tail -3 "$tmp/py.txt" | tr '\n' ' ')"; fi
+
+if "$BIN" bench -m "$tmp/no-such-model" --quick >"$tmp/o2.txt" 2>"$tmp/e2.txt"; then
+  fail bench_missing_model "exit 0"
+elif grep -q "no-such-model" "$tmp/e2.txt"; then
+  pass bench_missing_model
+else
+  fail bench_missing_model "message does not name the directory: $(head -c 200 "$tmp/e2.txt")"
+fi
