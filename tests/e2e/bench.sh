@@ -4,16 +4,8 @@
 # step's bytes and interleaved with batch 1 included), and a missing model directory is an error.
 # The numbers of a tiny model mean nothing; this only keeps the benchmark's code paths working.
 set -u
-cd "$(dirname "$0")/../.."
-BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
-FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+. "$(dirname "$0")/common.bash"
 MODEL=$FIX/phi4mm-tiny/tiny_model
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; }
 
 if [ ! -x "$BIN" ]; then fail bench_binary "$BIN not built"; exit 1; fi
 if [ ! -d "$MODEL" ]; then fail bench_fixture "$MODEL missing"; exit 1; fi

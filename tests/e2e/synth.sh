@@ -4,15 +4,7 @@
 # fixture's, the tokenizer carries the Phi special tokens at their real ids, the same seed gives the
 # same bytes, a foreign non-empty directory is refused, and `phi4mm info` loads the result.
 set -u
-cd "$(dirname "$0")/../.."
-BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
-FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; }
+. "$(dirname "$0")/common.bash"
 
 if [ ! -x "$BIN" ]; then fail synth_binary "$BIN not built"; exit 1; fi
 
