@@ -175,7 +175,7 @@ AVX2_INLINE void group256(float *buf, const uint16_t *const *wr, const uint16_t 
 /* Bytes ahead per row of the software prefetch of the streaming passes (n <= 4). 4 rows x 2 KB keep
  * 128 lines in flight per core; 512 B did not when the memory ran fast. Measured in one process on
  * Zen 5, every bf16 projection of Phi-4-mini and its lm_head at n = 1, against a plain 4-stream sum
- * over the same mapped weights: 2048 B 0.87-0.95 of it against 0.80-0.92 for 512 B (AVX-512, four
+ * over the same mapped weights: 2048 B 0.87-0.95 of it against 0.80-0.92 for 512 B (AVX-512, three
  * runs) and 0.95 against 0.82 at the AVX2 level; 1024 B 0.83-0.90, 1536 B 0.89-0.91, 2560 B 0.84,
  * 3072 B 0.81. The same at n = 2 and 4, which are bound by their arithmetic. */
 #ifndef GEMV_PF
