@@ -166,6 +166,22 @@ static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out
     return e->code;
 }
 
+/* Seconds of one decode step of B sequences at --ctx cached positions (each cache is reset to ctx
+ * first, so every step reads the same context). */
+static double step_at_ctx(bench_ctx *b, pm_kv_cache *kv, int B, uint32_t seed, float *emb, float *logits, pm_llm_chunk *ch, pm_err *e) {
+    const pm_llm *m = &b->m->llm;
+    int H = m->c.hidden;
+    if (embed_random(m, B, seed, emb, e)) return 0;
+    for (int s = 0; s < B; s++) {
+        kv[s].len = b->o.decode_ctx;
+        pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, PM_ADAPTER_NONE, 0, logits + (size_t)s * m->c.vocab, NULL};
+        ch[s] = cc;
+    }
+    double t = bench_now();
+    pm_llm_forward(m, ch, B, e);
+    return bench_now() - t;
+}
+
 /* Batch-1 decode against a plain read of the very bytes it streams: the bf16 weights in their
  * mapping and the K/V it attends to. Each step follows such a read (the faster of a plain and a
  * prefetched pass); the median of t_read / t_step is how close the step comes to reading its bytes
@@ -203,13 +219,9 @@ static int decode_vs_read(bench_ctx *b, pm_kv_cache *kv, pm_err *e) {
     for (int st = -1; st < steps && !e->code; st++) { /* step -1 warms up */
         double t_a = bench_read_spans(span, bytes, n, 0), t_b = bench_read_spans(span, bytes, n, 1024);
         double t_read = t_a < t_b ? t_a : t_b;
-        kv->len = ctx;
-        if (embed_random(m, 1, 3000u + (uint32_t)st, emb, e)) break;
-        pm_llm_chunk ch = {kv, emb, 1, PM_ADAPTER_NONE, 0, logits, NULL};
-        double t = bench_now();
-        pm_llm_forward(m, &ch, 1, e);
-        t = bench_now() - t;
-        if (st < 0) continue;
+        pm_llm_chunk ch;
+        double t = step_at_ctx(b, kv, 1, 3000u + (uint32_t)st, emb, logits, &ch, e);
+        if (st < 0 || e->code) continue;
         t_steps += t;
         ratio[st] = t_read / t;
         gbs[st] = total / t_read / 1e9;
@@ -227,22 +239,6 @@ static int decode_vs_read(bench_ctx *b, pm_kv_cache *kv, pm_err *e) {
     }
     free(span); free(bytes); free(emb); free(logits); free(ratio); free(gbs);
     return e->code;
-}
-
-/* Seconds of one decode step of B sequences at --ctx cached positions (each cache is reset to ctx
- * first, so every step reads the same context). */
-static double step_at_ctx(bench_ctx *b, pm_kv_cache *kv, int B, uint32_t seed, float *emb, float *logits, pm_llm_chunk *ch, pm_err *e) {
-    const pm_llm *m = &b->m->llm;
-    int H = m->c.hidden;
-    if (embed_random(m, B, seed, emb, e)) return 0;
-    for (int s = 0; s < B; s++) {
-        kv[s].len = b->o.decode_ctx;
-        pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, PM_ADAPTER_NONE, 0, logits + (size_t)s * m->c.vocab, NULL};
-        ch[s] = cc;
-    }
-    double t = bench_now();
-    pm_llm_forward(m, ch, B, e);
-    return bench_now() - t;
 }
 
 /* Aggregate tok/s of B concurrent sequences over batch 1, with steps of the two interleaved

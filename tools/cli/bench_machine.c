@@ -62,32 +62,6 @@ float *bench_bw_buffer(size_t bytes, size_t *n) {
     return buf;
 }
 
-double bench_read_pass(const float *buf, size_t n, int reps) {
-    double best = 1e30;
-    volatile float sink = 0.0f;
-    /* each repetition tries the plain walk and the software-prefetched one; the best of all counts */
-    for (int r = 0; r < 2 * reps; r++) {
-        int pf = r % 2 ? 1024 : 0;
-        double t0 = bench_now();
-        float tot = 0.0f;
-#pragma omp parallel reduction(+ : tot)
-        {
-            int nt = omp_get_num_threads(), id = omp_get_thread_num();
-            size_t lo = n * (size_t)id / (size_t)nt, hi = n * (size_t)(id + 1) / (size_t)nt;
-#if defined(__x86_64__)
-            tot += pm_kern_have_avx2() ? sum_avx2(buf + lo, hi - lo, pf) : sum_c(buf + lo, hi - lo);
-#else
-            tot += sum_c(buf + lo, hi - lo);
-#endif
-        }
-        double t = bench_now() - t0;
-        sink += tot;
-        if (t < best) best = t;
-    }
-    (void)sink;
-    return (double)n * sizeof(float) / best / 1e9;
-}
-
 double bench_read_spans(const void *const *spans, const size_t *bytes, int n, int pf) {
     volatile float sink = 0.0f;
     double t0 = bench_now();
@@ -110,6 +84,18 @@ double bench_read_spans(const void *const *spans, const size_t *bytes, int n, in
     sink += tot;
     (void)sink;
     return t;
+}
+
+double bench_read_pass(const float *buf, size_t n, int reps) {
+    const void *span = buf;
+    size_t bytes = n * sizeof(float);
+    double best = 1e30;
+    /* each repetition tries the plain walk and the software-prefetched one; the best of all counts */
+    for (int r = 0; r < 2 * reps; r++) {
+        double t = bench_read_spans(&span, &bytes, 1, r % 2 ? 1024 : 0);
+        if (t < best) best = t;
+    }
+    return (double)bytes / best / 1e9;
 }
 
 double bench_read_bandwidth(size_t bytes, int reps) {
