@@ -61,7 +61,7 @@ struct pm_conformer {
     pm_cf_packs *packs;       /* the matrices' GEMM-ready copies, made by the second forward */
 };
 
-/* conformer_pack.c. _new at load (no copies yet); _ensure at the start of every forward (the first
+/* conformer_pack.c. _new at load (no copies yet); _ensure at the start of every forward (the second
  * makes them, thread-safe); _free before the blocks go. */
 int pm_cf_packs_new(pm_conformer *m, const pm_weights *w, pm_err *e);
 void pm_cf_packs_ensure(const pm_conformer *m);

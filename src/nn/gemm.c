@@ -240,18 +240,6 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
     store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
-/* Int8 weights (quant.h) straight into fp32 slivers [kc][32] for the AVX-512 kernel: each row's
- * blocks are dequantized ((float)q * scale, the decode kernel's w) into tmp [32][kc], then 8 x 8
- * transposes lay them out k-major. kc and k0 are multiples of the 32-weight block. */
-/* pack_b for the 32-column AVX-512 sliver (same layout and bits as pack_b_avx2, tested against the
- * portable pack through the GEMM). Per column pair (d, 16 + d) the two rows' bf16 are widened to
- * dwords and merged (low half d, high half 16 + d); a 16 x 16 dword transpose turns 16 such
- * pair-vectors into 16 packed k-rows of 64 bytes. Each row's 64-byte line is loaded whole, once (32
- * k: the second 16 wait in a buffer): weight rows 6 or 16 KB apart share L1 sets, and the 8 x 8
- * version, which read a line in four visits 32 rows apart, lost it between them. On Zen 5, one
- * thread, a 128 x 512 block of Phi-4-mini's weights from DRAM: 7.3-9.1 us against 13.4-13.9 (in =
- * 3072) and 9.9-10.8 against 19.8-21.6 (in = 8192); the GEMM at 128-512 rows, 1.02-1.03 x (the pack
- * had been ~15 % of its time at 128 rows). */
 /* 16 bf16 of column d (lo) and of column 16 + d (hi) -> 16 dwords, k' of the pair in dword k'. */
 AVX512_INLINE __m512i merge_words(__m256i lo, __m256i hi) {
     return _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
@@ -291,6 +279,15 @@ AVX512_INLINE void transpose_store16(__m512i *r, uint16_t *dst, int k) {
     for (int i = 0; i < 16; i++) _mm512_storeu_si512((void *)(dst + (size_t)(k + i) * NR5), r[i]);
 }
 
+/* pack_b for the 32-column AVX-512 sliver (same layout and bits as pack_b_avx2, tested against the
+ * portable pack through the GEMM). Per column pair (d, 16 + d) the two rows' bf16 are widened to
+ * dwords and merged (low half d, high half 16 + d); a 16 x 16 dword transpose turns 16 such
+ * pair-vectors into 16 packed k-rows of 64 bytes. Each row's 64-byte line is loaded whole, once (32
+ * k: the second 16 wait in a buffer): weight rows 6 or 16 KB apart share L1 sets, and the 8 x 8
+ * version, which read a line in four visits 32 rows apart, lost it between them. On Zen 5, one
+ * thread, a 128 x 512 block of Phi-4-mini's weights from DRAM: 7.3-9.1 us against 13.4-13.9 (in =
+ * 3072) and 9.9-10.8 against 19.8-21.6 (in = 8192); the GEMM at 128-512 rows, 1.02-1.03 x (the pack
+ * had been ~15 % of its time at 128 rows). */
 AVX512 static void pack_b_512(uint16_t *bp, const uint16_t *w, int in, int out, int j0, int nc, int k0, int kc, const uint16_t *zero) {
     for (int s = 0; s < nc; s += NR5) {
         uint16_t *dst = bp + (size_t)s * kc;
@@ -321,6 +318,9 @@ AVX512 static void pack_b_512(uint16_t *bp, const uint16_t *w, int in, int out, 
     }
 }
 
+/* Int8 weights (quant.h) straight into fp32 slivers [kc][32] for the AVX-512 kernel: each row's
+ * blocks are dequantized ((float)q * scale, the decode kernel's w) into tmp [32][kc], then 8 x 8
+ * transposes lay them out k-major. kc and k0 are multiples of the 32-weight block. */
 AVX512 static void pack_b_q8(float *dst, float *tmp, const pm_tensor *W, int out, int j0, int nc, int k0, int kc) {
     size_t nb = (size_t)W->shape[1] / PM_Q8_BLOCK;
     for (int s = 0; s < nc; s += NR5, dst += (size_t)NR5 * kc) {
