@@ -213,7 +213,8 @@ int pm_cf_work_init(pm_cf_work *w, const pm_conformer *m, int rows, int L, pm_er
         if (!(*bufs[i] = pm_malloc(rd * sizeof(float), e))) goto fail;
     if (!(w->big = pm_malloc((size_t)rows * 2 * wide * sizeof(float), e))) goto fail;
     if (!(w->mid = pm_malloc((size_t)rows * wide * sizeof(float), e))) goto fail;
-    if (!(w->scratch = pm_malloc((size_t)w->n_threads * ((size_t)L * L + (size_t)L * dk) * sizeof(float), e))) goto fail;
+    w->per_thread = pm_cf_attn_scratch(L, dk);
+    if (!(w->scratch = pm_malloc((size_t)w->n_threads * w->per_thread * sizeof(float), e))) goto fail;
     return PM_OK;
 fail:
     pm_cf_work_free(w);

@@ -9,7 +9,9 @@
  *   x = LN(x)
  * Rows are [G][L][D]; the depthwise conv and the attention never cross a sequence boundary.
  * The big products go through pm_linear (bf16 weights, sgemm); attention runs per (sequence,
- * head) with pm_matmul_nt / pm_matmul_nn on per-head contiguous copies, parallel over pairs.
+ * head) on per-head contiguous copies, parallel over pairs: fused (pm_kern_flash, the T5 bias as
+ * its relative-position term) where the CPU has its SIMD path, else pm_matmul_nt, a softmax over
+ * the [L, n] scores and pm_matmul_nn.
  * A masked key gets exactly zero weight, so each row's softmax runs over the kv_len unmasked keys
  * only; a sequence with no unmasked key gets a zero attention output (the official masked
  * softmax fills such rows with 0). */
@@ -71,7 +73,8 @@ static void self_attention(const pm_conformer *m, const pm_cf_block *b, const fl
     to_heads(w->qt, w->q, b->bq, 1.0f / sqrtf((float)dk), G, L, H, dk);
     to_heads(w->kt, w->k, b->bk, 1.0f, G, L, H, dk);
     to_heads(w->vt, w->v, b->bv, 1.0f, G, L, H, dk);
-    size_t per_thread = (size_t)L * L + (size_t)L * dk;
+    const int fused = pm_kern_flash_takes();
+    const size_t per_thread = w->per_thread;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int p = 0; p < G * H; p++) {
         int s = p / H, h = p % H, n = kv_len[s];
@@ -82,6 +85,15 @@ static void self_attention(const pm_conformer *m, const pm_cf_block *b, const fl
 #endif
         float *S = w->scratch + (size_t)tid * per_thread, *O = S + (size_t)L * L;
         const float *Q = w->qt + (size_t)p * L * dk, *K = w->kt + (size_t)p * L * dk, *V = w->vt + (size_t)p * L * dk;
+        if (n > 0 && fused) {
+            /* tb[r] = the T5 bias at j - i = r, for r in [1 - L, n - 1] */
+            float *tb = S + pm_kern_flash_ws(n, dk) + (size_t)(L - 1);
+            for (int r = 1 - L; r < n; r++) tb[r] = pm_cf_t5(m, h, 0, r);
+            pm_flash a = {.o = w->att + (size_t)s * L * D + (size_t)h * dk, .q = Q, .k = K, .v = V, .tbias = tb, .ldo = (size_t)D,
+                          .ldq = (size_t)dk, .ldk = (size_t)dk, .ldv = (size_t)dk, .nq = L, .nk = n, .hd = dk, .scale = 1.0f};
+            pm_kern_flash(&a, S);
+            continue;
+        }
         if (n <= 0) {
             memset(O, 0, (size_t)L * dk * sizeof(float));
         } else {
@@ -95,6 +107,11 @@ static void self_attention(const pm_conformer *m, const pm_cf_block *b, const fl
         }
         for (int i = 0; i < L; i++) memcpy(w->att + ((size_t)s * L + i) * D + (size_t)h * dk, O + (size_t)i * dk, (size_t)dk * sizeof(float));
     }
+}
+
+size_t pm_cf_attn_scratch(int L, int dk) {
+    size_t two_pass = (size_t)L * L + (size_t)L * dk, fused = pm_kern_flash_ws(L, dk) + 2 * (size_t)L;
+    return two_pass > fused ? two_pass : fused;
 }
 
 static void conv_module(const pm_conformer *m, const pm_cf_block *b, float *x, int G, int L, pm_cf_work *w) {

@@ -76,7 +76,8 @@ typedef struct pm_cf_work {
     float *att;               /* [R, D] */
     float *big;               /* [R, 2 * max(U, D)] */
     float *mid;               /* [R, max(U, D)] */
-    float *scratch;           /* n_threads * (L * L + L * dk) */
+    float *scratch;           /* n_threads * per_thread (pm_cf_attn_scratch) */
+    size_t per_thread;
     int n_threads;
 } pm_cf_work;
 
@@ -92,6 +93,8 @@ static inline float pm_cf_apply(pm_cf_act a, float x) {
 
 int pm_cf_work_init(pm_cf_work *w, const pm_conformer *m, int rows, int L, pm_err *e);
 void pm_cf_work_free(pm_cf_work *w);
+/* Floats of attention scratch per thread for sequences of L frames and head width dk. */
+size_t pm_cf_attn_scratch(int L, int dk);
 
 /* Subsamples one clip: xn [t_max, input_size] (normalised) -> out [ceil(t_max/tr), D]. */
 int pm_cf_subsample(const pm_conformer *m, const float *xn, int t_max, float *out, pm_err *e);

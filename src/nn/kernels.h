@@ -1,8 +1,9 @@
 /* kernels.h — hot loops with runtime CPU dispatch (AVX-512 or AVX2+FMA when the CPU has them,
  * portable C otherwise). Each SIMD kernel has a plain-C twin (`*_c`) that tests compare against; the twins
- * use fmaf and the SIMD lane order, so both paths give the same bits (tests/unit/test_kernels.c).
+ * use fmaf and the SIMD lane order, so both paths give the same bits (tests/unit/test_kernels.c);
+ * the fused encoder attention is the exception (its twin agrees to rounding).
  * Files: kernels.c (dispatch, conversions), gemv.c (decode matmul; gemv_q8.c on int8 weights), gemm.c (prefill matmul), vmath.c (exp, softmax,
- * SiLU), attn.c (decode attention inner loops). */
+ * SiLU), attn.c (decode attention inner loops), flash.c (fused encoder attention). */
 #ifndef PM_KERNELS_H
 #define PM_KERNELS_H
 
@@ -73,6 +74,26 @@ void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int 
 /* o[h*os + d] += sum over t < n (in order) of p[h*ldp + t] * V[t*vs + d], for h < g, d < D. */
 void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
+
+/* Fused softmax attention of one head (flash.c), for i < nq, c < hd:
+ *   o[i*ldo + c] = sum_j<nk p_ij v[j*ldv + c],
+ *   p_ij = softmax_j(scale * dot(q + i*ldq, k + j*ldk) + mask[j] + tbias[j - i])
+ * over hd dims. mask: additive per key (0 or -FLT_MAX), or NULL; tbias: a bias that depends on
+ * j - i only (relative position), indexable from 1 - nq to nk - 1, or NULL. No more than a 12 x 128
+ * tile of scores exists at a time. ws: pm_kern_flash_ws(nk, hd) floats of scratch.
+ * pm_kern_flash_takes: 1 when a SIMD path runs it; else pm_kern_flash is the slow portable twin
+ * (for tests), so keep a two-pass path for those CPUs. */
+typedef struct {
+    float *o;
+    const float *q, *k, *v, *mask, *tbias;
+    size_t ldo, ldq, ldk, ldv;
+    int nq, nk, hd;
+    float scale;
+} pm_flash;
+size_t pm_kern_flash_ws(int nk, int hd);
+int pm_kern_flash_takes(void);
+void pm_kern_flash(const pm_flash *a, float *ws);
+void pm_kern_flash_c(const pm_flash *a, float *ws);
 
 /* Dispatch levels, best last. A kernel runs the best path it has at or below the level in use. */
 typedef enum { PM_KERN_PORTABLE, PM_KERN_AVX2, PM_KERN_AVX512 } pm_kern_level;

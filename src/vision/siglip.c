@@ -3,7 +3,8 @@
  * Layout: crops are processed in chunks of up to CHUNK_ROWS patch rows so that the projections
  * are single big sgemm calls (pm_linear) while the activations stay small (real dims: 4 crops =
  * 4096 rows, ~70 MB for the MLP activations). Attention runs per (crop, head) pair, OpenMP
- * across pairs, each pair on contiguous copies of its head slices with fp32 sgemm
+ * across pairs, each pair fused (pm_kern_flash: tiles of scores, online softmax) where the CPU
+ * has its SIMD path, else on contiguous copies of its head slices with fp32 sgemm
  * (pm_matmul_nt / pm_matmul_nn) and a [P, P] score matrix (4 MB at P = 1024) per thread.
  *
  * Faithfulness notes (official `vision_siglip_navit.py`, eager attention path):
@@ -478,7 +479,8 @@ static int attention(const pm_siglip *m, const float *q, const float *k, const f
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
-    const size_t per = (size_t)4 * np * hd + (size_t)np * np;
+    const int fused = pm_kern_flash_takes();
+    const size_t per = fused ? (pm_kern_flash_ws(np, hd) + 15) / 16 * 16 : (size_t)4 * np * hd + (size_t)np * np;
     float *ws = pm_malloc(per * nthreads * sizeof(float), e);
     if (!ws) return e->code;
     /* additive key mask per crop (0 valid, -FLT_MAX padded, as _prepare_4d_attention_mask); a
@@ -503,16 +505,22 @@ static int attention(const pm_siglip *m, const float *q, const float *k, const f
         tid = omp_get_thread_num();
 #endif
         int crop = pair / H, h = pair % H;
+        const size_t base = (size_t)crop * np * D + (size_t)h * hd;
+        const float *mk = anypad[crop] ? madd + (size_t)crop * np : NULL;
+        if (fused) {
+            pm_flash a = {.o = out + base, .q = q + base, .k = k + base, .v = v + base, .mask = mk, .ldo = (size_t)D, .ldq = (size_t)D,
+                          .ldk = (size_t)D, .ldv = (size_t)D, .nq = np, .nk = np, .hd = hd, .scale = scale};
+            pm_kern_flash(&a, ws + per * tid);
+            continue;
+        }
         float *qh = ws + per * tid, *kh = qh + (size_t)np * hd, *vh = kh + (size_t)np * hd, *oh = vh + (size_t)np * hd;
         float *s = oh + (size_t)np * hd;
-        const size_t base = (size_t)crop * np * D + (size_t)h * hd;
         for (int i = 0; i < np; i++) {
             memcpy(qh + (size_t)i * hd, q + base + (size_t)i * D, sizeof(float) * hd);
             memcpy(kh + (size_t)i * hd, k + base + (size_t)i * D, sizeof(float) * hd);
             memcpy(vh + (size_t)i * hd, v + base + (size_t)i * D, sizeof(float) * hd);
         }
         pm_matmul_nt(s, qh, kh, np, np, hd);
-        const float *mk = anypad[crop] ? madd + (size_t)crop * np : NULL;
         for (int i = 0; i < np; i++) softmax_row(s + (size_t)i * np, np, scale, mk);
         pm_matmul_nn(oh, s, vh, np, hd, np);
         for (int i = 0; i < np; i++) memcpy(out + base + (size_t)i * D, oh + (size_t)i * hd, sizeof(float) * hd);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -157,6 +158,81 @@ static void test_attention_kernels(void **state) {
         }
     }
     pm_kern_cap(PM_KERN_AVX512);
+}
+
+/* fp64 reference of pm_kern_flash: two passes over the whole score row. */
+static void flash_ref(double *o, const pm_flash *a) {
+    double *s = malloc(sizeof(double) * (size_t)a->nk);
+    for (int i = 0; i < a->nq; i++) {
+        double m = -INFINITY, l = 0;
+        for (int j = 0; j < a->nk; j++) {
+            double d = 0;
+            for (int c = 0; c < a->hd; c++) d += (double)a->q[(size_t)i * a->ldq + c] * a->k[(size_t)j * a->ldk + c];
+            s[j] = (double)(float)(d * a->scale) + (a->mask ? a->mask[j] : 0) + (a->tbias ? a->tbias[j - i] : 0);
+            m = s[j] > m ? s[j] : m;
+        }
+        for (int j = 0; j < a->nk; j++) l += s[j] = exp(s[j] - m);
+        for (int c = 0; c < a->hd; c++) {
+            double v = 0;
+            for (int j = 0; j < a->nk; j++) v += s[j] * a->v[(size_t)j * a->ldv + c];
+            o[(size_t)i * a->hd + c] = v / l;
+        }
+    }
+    free(s);
+}
+
+/* Fused attention (pm_kern_flash) and its portable twin against the fp64 reference: query rows
+ * past and short of the 12-row sliver, keys past the 128-key tile and the 16-lane vector, head
+ * dims with tails and past one 80-column pass (100, 128), strided rows, the -FLT_MAX key mask
+ * (a first tile of masked keys only, and a row whose keys are all masked: their uniform average),
+ * a relative-position bias, and scores that grow from tile to tile (each new maximum rescales the
+ * partial sums). Only the hd columns of each output row are written. */
+static void test_flash_attention(void **state) {
+    (void)state;
+    int cases[][5] = {/* nq, nk, hd, mask (0 none, 1 some, 2 the first 130 keys, 3 all), tbias */
+                      {1, 1, 8, 0, 0},     {5, 1, 8, 0, 1},     {13, 29, 64, 1, 0},  {37, 300, 72, 1, 1},  {12, 128, 72, 0, 0},
+                      {25, 257, 100, 2, 1}, {7, 140, 128, 3, 0}, {40, 200, 16, 0, 1}, {3, 1000, 72, 1, 0},
+                      {9, 9, 5, 1, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int nq = cases[ci][0], nk = cases[ci][1], hd = cases[ci][2], mk = cases[ci][3], tb = cases[ci][4];
+        size_t ld = (size_t)hd + 7, n = (size_t)(nq > nk ? nq : nk);
+        float *q = malloc(sizeof(float) * n * ld), *k = malloc(sizeof(float) * n * ld), *v = malloc(sizeof(float) * n * ld);
+        float *mask = malloc(sizeof(float) * nk), *bias = malloc(sizeof(float) * (nq + nk)), *o[2];
+        for (size_t i = 0; i < n * ld; i++) q[i] = 3 * frand(), k[i] = 3 * frand(), v[i] = frand();
+        for (int j = 0; j < nk; j++) { /* later keys score higher: the running max moves */
+            for (int c = 0; c < hd; c++) k[(size_t)j * ld + c] += 0.004f * j * (c % 2 ? 1.0f : -1.0f);
+            mask[j] = (mk == 1 && j % 7 == 3) || (mk == 2 && j < 130) || mk == 3 ? -FLT_MAX : 0.0f;
+        }
+        for (int r = 0; r < nq + nk; r++) bias[r] = frand();
+        pm_flash a = {.q = q, .k = k, .v = v, .mask = mk ? mask : NULL, .tbias = tb ? bias + nq - 1 : NULL, .ldo = ld, .ldq = ld,
+                      .ldk = ld, .ldv = ld, .nq = nq, .nk = nk, .hd = hd, .scale = 1.0f / sqrtf((float)hd)};
+        double *ref = malloc(sizeof(double) * nq * hd);
+        flash_ref(ref, &a);
+        float *ws = malloc(sizeof(float) * pm_kern_flash_ws(nk, hd));
+        for (int t = 0; t < 2; t++) {
+            o[t] = malloc(sizeof(float) * nq * ld);
+            for (size_t i = 0; i < (size_t)nq * ld; i++) o[t][i] = 12345.0f;
+            a.o = o[t];
+            if (t == 0) pm_kern_flash(&a, ws);
+            else pm_kern_flash_c(&a, ws);
+            for (int i = 0; i < nq; i++) {
+                for (int c = 0; c < hd; c++) {
+                    double want = ref[(size_t)i * hd + c];
+                    if (fabs(o[t][(size_t)i * ld + c] - want) > 2e-6 * (1 + fabs(want)))
+                        fail_msg("case %zu (%s) row %d col %d: %.9g, reference %.9g", ci, t ? "portable" : "best", i, c,
+                                 o[t][(size_t)i * ld + c], want);
+                }
+                for (size_t c = (size_t)hd; c < ld; c++) assert_true(o[t][(size_t)i * ld + c] == 12345.0f);
+            }
+        }
+        if (mk == 3) /* all keys masked: the plain average of the values */
+            for (int c = 0; c < hd; c++) {
+                double avg = 0;
+                for (int j = 0; j < nk; j++) avg += v[(size_t)j * ld + c];
+                assert_true(fabs(ref[c] - avg / nk) < 1e-6);
+            }
+        free(q); free(k); free(v); free(mask); free(bias); free(ref); free(ws); free(o[0]); free(o[1]);
+    }
 }
 
 /* Many-input GEMV (pm_kern_gemv_many): == the twin bit for bit at every level, for ragged shapes
@@ -354,6 +430,7 @@ int main(void) {
         cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_exp_softmax_silu),
         cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_gemm_bf16),
         cmocka_unit_test(test_gemm_prepacked),
         cmocka_unit_test(test_linear_many),
