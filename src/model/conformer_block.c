@@ -87,7 +87,7 @@ static void self_attention(const pm_conformer *m, const pm_cf_block *b, const fl
         const float *Q = w->qt + (size_t)p * L * dk, *K = w->kt + (size_t)p * L * dk, *V = w->vt + (size_t)p * L * dk;
         if (n > 0 && fused) {
             /* tb[r] = the T5 bias at j - i = r, for r in [1 - L, n - 1] */
-            float *tb = S + pm_kern_flash_ws(n, dk) + (size_t)(L - 1);
+            float *tb = S + pm_kern_flash_ws(L, dk) + (size_t)(L - 1);
             for (int r = 1 - L; r < n; r++) tb[r] = pm_cf_t5(m, h, 0, r);
             pm_flash a = {.o = w->att + (size_t)s * L * D + (size_t)h * dk, .q = Q, .k = K, .v = V, .tbias = tb, .ldo = (size_t)D,
                           .ldq = (size_t)dk, .ldk = (size_t)dk, .ldv = (size_t)dk, .nq = L, .nk = n, .hd = dk, .scale = 1.0f};

@@ -75,22 +75,29 @@ void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int 
 void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 
-/* Fused softmax attention of one head (flash.c), for i < nq, c < hd:
- *   o[i*ldo + c] = sum_j<nk p_ij v[j*ldv + c],
- *   p_ij = softmax_j(scale * dot(q + i*ldq, k + j*ldk) + mask[j] + tbias[j - i])
- * over hd dims. mask: additive per key (0 or -FLT_MAX), or NULL; tbias: a bias that depends on
- * j - i only (relative position), indexable from 1 - nq to nk - 1, or NULL. No more than a 12 x 128
- * tile of scores exists at a time. ws: pm_kern_flash_ws(nk, hd) floats of scratch.
- * pm_kern_flash_takes: 1 when a SIMD path runs it; else pm_kern_flash is the slow portable twin
- * (for tests), so keep a two-pass path for those CPUs. */
+/* Fused softmax attention of one KV head (flash.c). Query row r = (group g, row i), g < qgroups
+ * (the query heads sharing the KV head; 0 counts as 1), i < nq, at q + g*ldqg + i*ldq, its output at
+ * o + g*ldog + i*ldo:
+ *   o[r][c] = sum_j p_rj v[j][c],  p_rj = softmax_j(scale * q[r] . k[j] + mask[j] + tbias[j - i])
+ * over hd dims, keys j < nk, and j <= qpos0 + i when causal. mask: additive per key (0 or -FLT_MAX)
+ * or NULL; tbias: a bias by j - i (relative position), indexable from 1 - nq to nk - 1, or NULL.
+ * Keys: k + j*ldk and v + j*ldv, or, when key_block is set, key_block(ctx, 0 or 1, j0) gives the K
+ * or V row of key j0 (a multiple of PM_FLASH_KEYS), the block's further rows ldk / ldv apart (a
+ * paged cache). No more than a 12 x PM_FLASH_KEYS tile of scores exists at a time.
+ * ws: pm_kern_flash_ws(nq * qgroups, hd) floats of scratch. pm_kern_flash_takes: 1 when a SIMD
+ * path runs it; else pm_kern_flash is the slow portable twin (for tests), so keep a two-pass path
+ * for those CPUs. */
+#define PM_FLASH_KEYS 128
 typedef struct {
     float *o;
     const float *q, *k, *v, *mask, *tbias;
-    size_t ldo, ldq, ldk, ldv;
-    int nq, nk, hd;
+    size_t ldo, ldq, ldk, ldv, ldog, ldqg;
+    int nq, nk, hd, qgroups, causal, qpos0;
     float scale;
+    const float *(*key_block)(const void *ctx, int kv, int j0);
+    const void *ctx;
 } pm_flash;
-size_t pm_kern_flash_ws(int nk, int hd);
+size_t pm_kern_flash_ws(int rows, int hd);
 int pm_kern_flash_takes(void);
 void pm_kern_flash(const pm_flash *a, float *ws);
 void pm_kern_flash_c(const pm_flash *a, float *ws);

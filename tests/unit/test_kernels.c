@@ -160,69 +160,98 @@ static void test_attention_kernels(void **state) {
     pm_kern_cap(PM_KERN_AVX512);
 }
 
-/* fp64 reference of pm_kern_flash: two passes over the whole score row. */
+/* fp64 reference of pm_kern_flash: two passes over each row's whole score row. */
 static void flash_ref(double *o, const pm_flash *a) {
     double *s = malloc(sizeof(double) * (size_t)a->nk);
-    for (int i = 0; i < a->nq; i++) {
+    int groups = a->qgroups > 0 ? a->qgroups : 1;
+    for (int r = 0; r < a->nq * groups; r++) {
+        int g = r / a->nq, i = r % a->nq, nv = a->causal && a->qpos0 + i + 1 < a->nk ? a->qpos0 + i + 1 : a->nk;
+        const float *q = a->q + (size_t)g * a->ldqg + (size_t)i * a->ldq;
         double m = -INFINITY, l = 0;
-        for (int j = 0; j < a->nk; j++) {
+        for (int j = 0; j < nv; j++) {
             double d = 0;
-            for (int c = 0; c < a->hd; c++) d += (double)a->q[(size_t)i * a->ldq + c] * a->k[(size_t)j * a->ldk + c];
+            for (int c = 0; c < a->hd; c++) d += (double)q[c] * a->k[(size_t)j * a->ldk + c];
             s[j] = (double)(float)(d * a->scale) + (a->mask ? a->mask[j] : 0) + (a->tbias ? a->tbias[j - i] : 0);
             m = s[j] > m ? s[j] : m;
         }
-        for (int j = 0; j < a->nk; j++) l += s[j] = exp(s[j] - m);
+        for (int j = 0; j < nv; j++) l += s[j] = exp(s[j] - m);
         for (int c = 0; c < a->hd; c++) {
             double v = 0;
-            for (int j = 0; j < a->nk; j++) v += s[j] * a->v[(size_t)j * a->ldv + c];
-            o[(size_t)i * a->hd + c] = v / l;
+            for (int j = 0; j < nv; j++) v += s[j] * a->v[(size_t)j * a->ldv + c];
+            o[(size_t)r * a->hd + c] = v / l;
         }
     }
     free(s);
+}
+
+/* key_block over a copy of K and V cut into pages of PM_FLASH_KEYS rows, each page elsewhere. */
+typedef struct {
+    float **kp, **vp;
+} paged_kv;
+static const float *paged_rows(const void *ctx, int kv, int j0) {
+    const paged_kv *p = ctx;
+    return (kv ? p->vp : p->kp)[j0 / PM_FLASH_KEYS];
 }
 
 /* Fused attention (pm_kern_flash) and its portable twin against the fp64 reference: query rows
  * past and short of the 12-row sliver, keys past the 128-key tile and the 16-lane vector, head
  * dims with tails and past one 80-column pass (100, 128), strided rows, the -FLT_MAX key mask
  * (a first tile of masked keys only, and a row whose keys are all masked: their uniform average),
- * a relative-position bias, and scores that grow from tile to tile (each new maximum rescales the
- * partial sums). Only the hd columns of each output row are written. */
+ * a relative-position bias, scores that grow from tile to tile (each new maximum rescales the
+ * partial sums), query groups sharing the keys, causal rows (a chunk's queries after qpos0 cached
+ * positions, slivers wholly before a key tile), and keys read from pages. Only the hd columns of
+ * each output row are written. */
 static void test_flash_attention(void **state) {
     (void)state;
-    int cases[][5] = {/* nq, nk, hd, mask (0 none, 1 some, 2 the first 130 keys, 3 all), tbias */
-                      {1, 1, 8, 0, 0},     {5, 1, 8, 0, 1},     {13, 29, 64, 1, 0},  {37, 300, 72, 1, 1},  {12, 128, 72, 0, 0},
-                      {25, 257, 100, 2, 1}, {7, 140, 128, 3, 0}, {40, 200, 16, 0, 1}, {3, 1000, 72, 1, 0},
-                      {9, 9, 5, 1, 1}};
+    /* nq, nk, hd, mask (0 none, 1 some, 2 the first 130 keys, 3 all), tbias, groups, causal qpos0 (-1 none), paged */
+    int cases[][8] = {{1, 1, 8, 0, 0, 1, -1, 0},      {5, 1, 8, 0, 1, 1, -1, 0},      {13, 29, 64, 1, 0, 1, -1, 0},
+                      {37, 300, 72, 1, 1, 1, -1, 0},  {12, 128, 72, 0, 0, 1, -1, 0},  {25, 257, 100, 2, 1, 1, -1, 0},
+                      {7, 140, 128, 3, 0, 1, -1, 0},  {40, 200, 16, 0, 1, 1, -1, 0},  {3, 1000, 72, 1, 0, 1, -1, 0},
+                      {9, 9, 5, 1, 1, 1, -1, 0},      {70, 70, 96, 0, 0, 3, 0, 0},    {50, 350, 96, 0, 0, 3, 300, 1},
+                      {130, 400, 64, 0, 0, 2, 270, 1}, {20, 300, 40, 1, 0, 1, -1, 1}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        int nq = cases[ci][0], nk = cases[ci][1], hd = cases[ci][2], mk = cases[ci][3], tb = cases[ci][4];
-        size_t ld = (size_t)hd + 7, n = (size_t)(nq > nk ? nq : nk);
-        float *q = malloc(sizeof(float) * n * ld), *k = malloc(sizeof(float) * n * ld), *v = malloc(sizeof(float) * n * ld);
+        int nq = cases[ci][0], nk = cases[ci][1], hd = cases[ci][2], mk = cases[ci][3], tb = cases[ci][4], ng = cases[ci][5];
+        int causal = cases[ci][6] >= 0, paged = cases[ci][7];
+        size_t ld = (size_t)hd + 7, n = (size_t)(nq > nk ? nq : nk), rows = (size_t)nq * ng;
+        float *q = malloc(sizeof(float) * rows * ld), *k = malloc(sizeof(float) * n * ld), *v = malloc(sizeof(float) * n * ld);
         float *mask = malloc(sizeof(float) * nk), *bias = malloc(sizeof(float) * (nq + nk)), *o[2];
-        for (size_t i = 0; i < n * ld; i++) q[i] = 3 * frand(), k[i] = 3 * frand(), v[i] = frand();
+        for (size_t i = 0; i < rows * ld; i++) q[i] = 3 * frand();
+        for (size_t i = 0; i < n * ld; i++) k[i] = 3 * frand(), v[i] = frand();
         for (int j = 0; j < nk; j++) { /* later keys score higher: the running max moves */
             for (int c = 0; c < hd; c++) k[(size_t)j * ld + c] += 0.004f * j * (c % 2 ? 1.0f : -1.0f);
             mask[j] = (mk == 1 && j % 7 == 3) || (mk == 2 && j < 130) || mk == 3 ? -FLT_MAX : 0.0f;
         }
         for (int r = 0; r < nq + nk; r++) bias[r] = frand();
+        unsigned np = (unsigned)(nk + PM_FLASH_KEYS - 1) / PM_FLASH_KEYS;
+        paged_kv pg = {calloc(np, sizeof(float *)), calloc(np, sizeof(float *))};
+        for (unsigned p = 0; paged && p < np; p++) {
+            pg.kp[p] = malloc(sizeof(float) * PM_FLASH_KEYS * ld);
+            pg.vp[p] = malloc(sizeof(float) * PM_FLASH_KEYS * ld);
+            int cnt = nk - (int)p * PM_FLASH_KEYS < PM_FLASH_KEYS ? nk - (int)p * PM_FLASH_KEYS : PM_FLASH_KEYS;
+            memcpy(pg.kp[p], k + (size_t)p * PM_FLASH_KEYS * ld, sizeof(float) * cnt * ld);
+            memcpy(pg.vp[p], v + (size_t)p * PM_FLASH_KEYS * ld, sizeof(float) * cnt * ld);
+        }
         pm_flash a = {.q = q, .k = k, .v = v, .mask = mk ? mask : NULL, .tbias = tb ? bias + nq - 1 : NULL, .ldo = ld, .ldq = ld,
-                      .ldk = ld, .ldv = ld, .nq = nq, .nk = nk, .hd = hd, .scale = 1.0f / sqrtf((float)hd)};
-        double *ref = malloc(sizeof(double) * nq * hd);
+                      .ldk = ld, .ldv = ld, .ldog = (size_t)nq * ld, .ldqg = (size_t)nq * ld, .nq = nq, .nk = nk, .hd = hd,
+                      .qgroups = ng, .causal = causal, .qpos0 = causal ? cases[ci][6] : 0, .scale = 1.0f / sqrtf((float)hd)};
+        double *ref = malloc(sizeof(double) * rows * hd);
         flash_ref(ref, &a);
-        float *ws = malloc(sizeof(float) * pm_kern_flash_ws(nk, hd));
+        if (paged) a.k = a.v = NULL, a.key_block = paged_rows, a.ctx = &pg;
+        float *ws = malloc(sizeof(float) * pm_kern_flash_ws((int)rows, hd));
         for (int t = 0; t < 2; t++) {
-            o[t] = malloc(sizeof(float) * nq * ld);
-            for (size_t i = 0; i < (size_t)nq * ld; i++) o[t][i] = 12345.0f;
+            o[t] = malloc(sizeof(float) * rows * ld);
+            for (size_t i = 0; i < rows * ld; i++) o[t][i] = 12345.0f;
             a.o = o[t];
             if (t == 0) pm_kern_flash(&a, ws);
             else pm_kern_flash_c(&a, ws);
-            for (int i = 0; i < nq; i++) {
+            for (size_t r = 0; r < rows; r++) {
                 for (int c = 0; c < hd; c++) {
-                    double want = ref[(size_t)i * hd + c];
-                    if (fabs(o[t][(size_t)i * ld + c] - want) > 2e-6 * (1 + fabs(want)))
-                        fail_msg("case %zu (%s) row %d col %d: %.9g, reference %.9g", ci, t ? "portable" : "best", i, c,
-                                 o[t][(size_t)i * ld + c], want);
+                    double want = ref[r * hd + c];
+                    if (fabs(o[t][r * ld + c] - want) > 2e-6 * (1 + fabs(want)))
+                        fail_msg("case %zu (%s) row %zu col %d: %.9g, reference %.9g", ci, t ? "portable" : "best", r, c,
+                                 o[t][r * ld + c], want);
                 }
-                for (size_t c = (size_t)hd; c < ld; c++) assert_true(o[t][(size_t)i * ld + c] == 12345.0f);
+                for (size_t c = (size_t)hd; c < ld; c++) assert_true(o[t][r * ld + c] == 12345.0f);
             }
         }
         if (mk == 3) /* all keys masked: the plain average of the values */
@@ -231,6 +260,8 @@ static void test_flash_attention(void **state) {
                 for (int j = 0; j < nk; j++) avg += v[(size_t)j * ld + c];
                 assert_true(fabs(ref[c] - avg / nk) < 1e-6);
             }
+        for (unsigned p = 0; paged && p < np; p++) free(pg.kp[p]), free(pg.vp[p]);
+        free(pg.kp); free(pg.vp);
         free(q); free(k); free(v); free(mask); free(bias); free(ref); free(ws); free(o[0]); free(o[1]);
     }
 }
