@@ -154,27 +154,7 @@ AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int
  * AVX2 path's and the twin's. 3 heads x 4 zmm = 64 columns per tile. */
 AVX512_INLINE void accum_tile512(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int CB,
                                  int GH) {
-    __m512 acc[3][4];
-#pragma GCC unroll 3
-    for (int h = 0; h < GH; h++)
-#pragma GCC unroll 4
-        for (int b = 0; b < CB; b++) acc[h][b] = _mm512_loadu_ps(o + (size_t)h * os + c + 16 * b);
-    for (int t = 0; t < n; t++) {
-        const float *v = V + (size_t)t * vs + c;
-        __m512 vv[4];
-#pragma GCC unroll 4
-        for (int b = 0; b < CB; b++) vv[b] = _mm512_loadu_ps(v + 16 * b);
-#pragma GCC unroll 3
-        for (int h = 0; h < GH; h++) {
-            __m512 pv = _mm512_set1_ps(p[(size_t)h * ldp + t]);
-#pragma GCC unroll 4
-            for (int b = 0; b < CB; b++) acc[h][b] = _mm512_fmadd_ps(pv, vv[b], acc[h][b]);
-        }
-    }
-#pragma GCC unroll 3
-    for (int h = 0; h < GH; h++)
-#pragma GCC unroll 4
-        for (int b = 0; b < CB; b++) _mm512_storeu_ps(o + (size_t)h * os + c + 16 * b, acc[h][b]);
+    pm_tile_pv(o, os, p, ldp, V, vs, n, c, GH, CB);
 }
 
 AVX512 static void accum_avx512(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {

@@ -127,13 +127,7 @@ AVX512_INLINE void scores_12x32(float *s, const float *qs, const float *kt, int 
     for (int i = 0; i < FA_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int d = 0; d < hd; d++) {
         __m512 b0 = _mm512_load_ps(kt + (size_t)d * FA_KS), b1 = _mm512_load_ps(kt + (size_t)d * FA_KS + 16);
-        const float *q = qs + (size_t)d * FA_MR;
-#pragma GCC unroll 12
-        for (int i = 0; i < FA_MR; i++) {
-            __m512 av = _mm512_set1_ps(q[i]);
-            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
-        }
+        pm_tile_fma_rows(acc, qs + (size_t)d * FA_MR, b0, b1, FA_MR);
     }
 #pragma GCC unroll 12
     for (int i = 0; i < FA_MR; i++) {
@@ -145,27 +139,7 @@ AVX512_INLINE void scores_12x32(float *s, const float *qs, const float *kt, int 
 /* o[r][c0 .. c0 + 16 NZ) += sum_j<nb p[r][j] vp[j] for 4 rows r (p: row stride FA_NK; vp and o:
  * row stride hdp). */
 AVX512_INLINE void pv_4rows(float *o, const float *p, const float *vp, int nb, int hdp, int c0, int NZ) {
-    __m512 acc[FA_PR][5];
-#pragma GCC unroll 4
-    for (int r = 0; r < FA_PR; r++)
-#pragma GCC unroll 5
-        for (int z = 0; z < NZ; z++) acc[r][z] = _mm512_load_ps(o + (size_t)r * hdp + c0 + 16 * z);
-    for (int j = 0; j < nb; j++) {
-        __m512 v[5];
-        const float *vr = vp + (size_t)j * hdp + c0;
-#pragma GCC unroll 5
-        for (int z = 0; z < NZ; z++) v[z] = _mm512_load_ps(vr + 16 * z);
-#pragma GCC unroll 4
-        for (int r = 0; r < FA_PR; r++) {
-            __m512 pv = _mm512_set1_ps(p[(size_t)r * FA_NK + j]);
-#pragma GCC unroll 5
-            for (int z = 0; z < NZ; z++) acc[r][z] = _mm512_fmadd_ps(pv, v[z], acc[r][z]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < FA_PR; r++)
-#pragma GCC unroll 5
-        for (int z = 0; z < NZ; z++) _mm512_store_ps(o + (size_t)r * hdp + c0 + 16 * z, acc[r][z]);
+    pm_tile_pv(o, (size_t)hdp, p, FA_NK, vp, (size_t)hdp, nb, c0, FA_PR, NZ);
 }
 
 #define PV_N(NZ)                                                                                                             \

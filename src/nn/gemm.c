@@ -379,13 +379,7 @@ AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c
             b0 = _mm512_load_ps(bf + (size_t)k * NR5);
             b1 = _mm512_load_ps(bf + (size_t)k * NR5 + 16);
         }
-        const float *ak = a + (size_t)k * MR5;
-#pragma GCC unroll 12
-        for (int i = 0; i < rows; i++) {
-            __m512 av = _mm512_set1_ps(ak[i]);
-            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
-        }
+        pm_tile_fma_rows(acc, a + (size_t)k * MR5, b0, b1, rows);
     }
     if (mr == rows && nr == NR5) {
         __m512 al = _mm512_set1_ps(alpha);

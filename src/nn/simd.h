@@ -26,6 +26,44 @@ AVX2_INLINE float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/* The register tiles the 16-lane kernels share (compile-time rows and widths once inlined):
+ * acc[i][h] += a[i] * b_h for i < rows: the broadcast step of the 12 x 32 tiles (gemm.c's GEMM,
+ * flash.c's scores). */
+AVX512_INLINE void pm_tile_fma_rows(__m512 acc[][2], const float *a, __m512 b0, __m512 b1, int rows) {
+#pragma GCC unroll 12
+    for (int i = 0; i < rows; i++) {
+        __m512 av = _mm512_set1_ps(a[i]);
+        acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+}
+
+/* o[r*os + c + 16z] += sum over t < n, in order, of p[r*ldp + t] * V[t*vs + c + 16z], for r < R
+ * (<= 4) and z < Z (<= 5): weights x values, as attn.c's decode accumulation and flash.c do it. */
+AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z) {
+    __m512 acc[4][5];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 5
+        for (int z = 0; z < Z; z++) acc[r][z] = _mm512_loadu_ps(o + (size_t)r * os + c + 16 * z);
+    for (int t = 0; t < n; t++) {
+        const float *v = V + (size_t)t * vs + c;
+        __m512 vv[5];
+#pragma GCC unroll 5
+        for (int z = 0; z < Z; z++) vv[z] = _mm512_loadu_ps(v + 16 * z);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512 pv = _mm512_set1_ps(p[(size_t)r * ldp + t]);
+#pragma GCC unroll 5
+            for (int z = 0; z < Z; z++) acc[r][z] = _mm512_fmadd_ps(pv, vv[z], acc[r][z]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 5
+        for (int z = 0; z < Z; z++) _mm512_storeu_ps(o + (size_t)r * os + c + 16 * z, acc[r][z]);
+}
+
 /* 16-lane fold: lanes (l, l + 8) first, then hsum256's order (the 16-lane twins reproduce it). */
 AVX512_INLINE float hsum512(__m512 v) {
     __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
