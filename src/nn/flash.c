@@ -146,7 +146,7 @@ AVX512_INLINE void pv_4rows(float *o, const float *p, const float *vp, int nb, i
     AVX512 static void pv_4rows_##NZ(float *o, const float *p, const float *vp, int nb, int hdp, int c0) {                  \
         pv_4rows(o, p, vp, nb, hdp, c0, NZ);                                                                                 \
     }
-PV_N(1) PV_N(2) PV_N(3) PV_N(4) PV_N(5)
+PV_N(1) PV_N(2) PV_N(3) PV_N(4) PV_N(5) PV_N(6)
 typedef void (*pv_fn)(float *o, const float *p, const float *vp, int nb, int hdp, int c0);
 
 /* Scores of one sliver's rows (st, nb keys from key j0) -> weights in place, with the running max
@@ -191,10 +191,30 @@ AVX512_INLINE void softmax_tile(const pm_flash *a, float *st, float *ot, float *
     }
 }
 
+/* K^T slivers: kt[t][c][l] = key 32t + l, dim c, for nbk keys (those past nb zero), 16 keys x 16
+ * dims per transpose (a scalar scatter of the same took a quarter of the kernel's time at 4096
+ * keys, 384 query rows per call). */
+AVX512_INLINE void pack_keys(float *kt, const float *K, size_t ldk, int nb, int nbk, int hd) {
+    for (int j0 = 0; j0 < nbk; j0 += 16)
+        for (int c = 0; c < hd; c += 16) {
+            int w = hd - c < 16 ? hd - c : 16;
+            __mmask16 live = (__mmask16)((1u << w) - 1);
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = j0 + i < nb ? _mm512_castps_si512(_mm512_maskz_loadu_ps(live, K + (size_t)(j0 + i) * ldk + c)) : _mm512_setzero_si512();
+            pm_transpose16(r);
+            float *d = kt + (size_t)(j0 / FA_KS) * hd * FA_KS + (size_t)c * FA_KS + j0 % FA_KS;
+            for (int i = 0; i < w; i++) _mm512_store_ps(d + (size_t)i * FA_KS, _mm512_castsi512_ps(r[i]));
+        }
+}
+
 AVX512 static void flash_avx512(const pm_flash *a, float *ws) {
-    static const pv_fn pv[5] = {pv_4rows_1, pv_4rows_2, pv_4rows_3, pv_4rows_4, pv_4rows_5};
+    static const pv_fn pv[6] = {pv_4rows_1, pv_4rows_2, pv_4rows_3, pv_4rows_4, pv_4rows_5, pv_4rows_6};
     const int hd = a->hd, hdp = round_up(hd, 16), rows = n_rows(a), nsl = (rows + FA_MR - 1) / FA_MR;
     const int nrp = nsl * FA_MR;
+    /* weights x V in passes of at most 6 vectors (24 accumulators), as even as they go: 96 columns
+     * in one pass of 6, not 5 + 1 (a 1-vector pass is bound by its broadcasts) */
+    const int zs = hdp / 16, passes = (zs + 5) / 6, pz = (zs + passes - 1) / passes;
     /* every region starts on a 64-byte line (aligned loads and stores) */
     float *qs = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63); /* [nsl][hd][12] */
     float *ot = qs + round_up(nrp * hd, 16);                        /* [nrp][hdp] */
@@ -216,11 +236,7 @@ AVX512 static void flash_avx512(const pm_flash *a, float *ws) {
     for (int j0 = 0; j0 < last; j0 += FA_NK) {
         int nb = last - j0 < FA_NK ? last - j0 : FA_NK, nbk = round_up(nb, FA_KS);
         const float *K = key_rows(a, 0, j0), *V = key_rows(a, 1, j0);
-        for (int j = 0; j < nbk; j++) { /* keys past nb are zero */
-            float *kd = kt + (size_t)(j / FA_KS) * hd * FA_KS + j % FA_KS;
-            const float *kr = K + (size_t)j * a->ldk;
-            for (int c = 0; c < hd; c++) kd[(size_t)c * FA_KS] = j < nb ? kr[c] : 0.0f;
-        }
+        pack_keys(kt, K, a->ldk, nb, nbk, hd);
         for (int j = 0; j < nb; j++) {
             float *vd = vp + (size_t)j * hdp;
             memcpy(vd, V + (size_t)j * a->ldv, sizeof(float) * (size_t)hd);
@@ -234,9 +250,9 @@ AVX512 static void flash_avx512(const pm_flash *a, float *ws) {
             for (int t = 0; t < nb; t += FA_KS) scores_12x32(st + t, qs + (size_t)sl * hd * FA_MR, kt + (size_t)t * hd, hd);
             softmax_tile(a, st, o, m + r0, l + r0, r0, mr, j0, nb, hdp);
             for (int r = 0; r < mr; r += FA_PR)
-                for (int c0 = 0; c0 < hdp; c0 += 80) {
-                    int nz = (hdp - c0) / 16 < 5 ? (hdp - c0) / 16 : 5;
-                    pv[nz - 1](o + (size_t)r * hdp, st + (size_t)r * FA_NK, vp, nb, hdp, c0);
+                for (int z0 = 0; z0 < zs; z0 += pz) {
+                    int nz = zs - z0 < pz ? zs - z0 : pz;
+                    pv[nz - 1](o + (size_t)r * hdp, st + (size_t)r * FA_NK, vp, nb, hdp, 16 * z0);
                 }
         }
     }

@@ -250,32 +250,9 @@ AVX512_INLINE void merge_pairs16(__m512i *r, const uint16_t *const *rows, int k)
         r[d] = merge_words(_mm256_loadu_si256((const __m256i *)(rows[d] + k)), _mm256_loadu_si256((const __m256i *)(rows[16 + d] + k)));
 }
 
-/* In-place transpose of a 16 x 16 dword matrix: r[i] lane j -> r[j] lane i. */
-AVX512_INLINE void transpose16(__m512i *r) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) { /* lane L of t[i], t[i+1]: rows i, i+1 at columns 4L .. 4L+3 */
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) { /* lane L of r[i + b]: rows i .. i+3 at column 4L + b */
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int b = 0; b < 4; b++) {
-        __m512i vl = _mm512_shuffle_i32x4(r[b], r[4 + b], 0x88), vh = _mm512_shuffle_i32x4(r[b], r[4 + b], 0xdd);
-        __m512i wl = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0x88), wh = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0xdd);
-        r[b] = _mm512_shuffle_i32x4(vl, wl, 0x88);
-        r[4 + b] = _mm512_shuffle_i32x4(vh, wh, 0x88);
-        r[8 + b] = _mm512_shuffle_i32x4(vl, wl, 0xdd);
-        r[12 + b] = _mm512_shuffle_i32x4(vh, wh, 0xdd);
-    }
-}
-
 /* r[d] (16 dwords over k' for pair d) -> the k-rows dst + (k + k') * 32. */
 AVX512_INLINE void transpose_store16(__m512i *r, uint16_t *dst, int k) {
-    transpose16(r);
+    pm_transpose16(r);
     for (int i = 0; i < 16; i++) _mm512_storeu_si512((void *)(dst + (size_t)(k + i) * NR5), r[i]);
 }
 

@@ -39,29 +39,54 @@ AVX512_INLINE void pm_tile_fma_rows(__m512 acc[][2], const float *a, __m512 b0, 
 }
 
 /* o[r*os + c + 16z] += sum over t < n, in order, of p[r*ldp + t] * V[t*vs + c + 16z], for r < R
- * (<= 4) and z < Z (<= 5): weights x values, as attn.c's decode accumulation and flash.c do it. */
+ * (<= 4) and z < Z (<= 6; R * Z <= 24): weights x values, as attn.c's decode accumulation and
+ * flash.c do it. */
 AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z) {
-    __m512 acc[4][5];
+    __m512 acc[4][6];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 5
+#pragma GCC unroll 6
         for (int z = 0; z < Z; z++) acc[r][z] = _mm512_loadu_ps(o + (size_t)r * os + c + 16 * z);
     for (int t = 0; t < n; t++) {
         const float *v = V + (size_t)t * vs + c;
-        __m512 vv[5];
-#pragma GCC unroll 5
+        __m512 vv[6];
+#pragma GCC unroll 6
         for (int z = 0; z < Z; z++) vv[z] = _mm512_loadu_ps(v + 16 * z);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m512 pv = _mm512_set1_ps(p[(size_t)r * ldp + t]);
-#pragma GCC unroll 5
+#pragma GCC unroll 6
             for (int z = 0; z < Z; z++) acc[r][z] = _mm512_fmadd_ps(pv, vv[z], acc[r][z]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 5
+#pragma GCC unroll 6
         for (int z = 0; z < Z; z++) _mm512_storeu_ps(o + (size_t)r * os + c + 16 * z, acc[r][z]);
+}
+
+/* In-place transpose of a 16 x 16 dword matrix: r[i] lane j -> r[j] lane i (gemm.c packs bf16 pairs
+ * with it, flash.c keys). */
+AVX512_INLINE void pm_transpose16(__m512i *r) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) { /* lane L of t[i], t[i+1]: rows i, i+1 at columns 4L .. 4L+3 */
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* lane L of r[i + b]: rows i .. i+3 at column 4L + b */
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int b = 0; b < 4; b++) {
+        __m512i vl = _mm512_shuffle_i32x4(r[b], r[4 + b], 0x88), vh = _mm512_shuffle_i32x4(r[b], r[4 + b], 0xdd);
+        __m512i wl = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0x88), wh = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0xdd);
+        r[b] = _mm512_shuffle_i32x4(vl, wl, 0x88);
+        r[4 + b] = _mm512_shuffle_i32x4(vh, wh, 0x88);
+        r[8 + b] = _mm512_shuffle_i32x4(vl, wl, 0xdd);
+        r[12 + b] = _mm512_shuffle_i32x4(vh, wh, 0xdd);
+    }
 }
 
 /* 16-lane fold: lanes (l, l + 8) first, then hsum256's order (the 16-lane twins reproduce it). */
