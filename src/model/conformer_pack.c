@@ -67,7 +67,9 @@ void pm_cf_packs_ensure(const pm_conformer *m) {
     pm_cf_packs *p = m->packs;
     if (!p) return;
     pthread_mutex_lock(&p->lock);
-    if (!p->done && ++p->uses >= 2) {
+    /* a forward while the AVX-512 tile is not in use (capped by a test or the bench) neither counts
+     * nor gives up: the copies exist only for that tile */
+    if (!p->done && pm_kern_have_avx512() && ++p->uses >= 2) {
         int n;
         pm_tensor **v = matrix_list(m, &n);
         if (v) {

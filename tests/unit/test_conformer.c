@@ -117,6 +117,49 @@ static int teardown(void **state) {
 }
 
 /* Every encoder tensor of ref/cases/<name>/ and both projections. */
+/* One encoder forward of a fixture case at the kernel level in use, every stage against the reference. */
+static void check_forward(fx *f, const char *name, const pm_npy *in, const pm_npy *sizes, int n_clips, int t_max, const int *frames,
+                          int has_mask) {
+    char rel[256];
+    int nb = f->cc.num_blocks, D = pm_conformer_dim(f->m), H = f->cc.attention_heads;
+    float **bo = calloc((size_t)nb, sizeof *bo);
+    pm_conformer_trace tr = {0};
+    pm_conformer_trace_want_all(&tr, bo);
+    float *out = NULL;
+    int Tp = 0;
+    pm_err e = {0};
+    int rc = pm_conformer_forward(f->m, in->data, n_clips, t_max, frames, has_mask, &out, &Tp, &tr, &e);
+    if (rc) fail_msg("forward: %s", e.msg);
+    assert_int_equal(Tp, (t_max + 7) / 8);
+    for (int b = 0; b < n_clips; b++) assert_int_equal((int)pm_npy_get(sizes, (size_t)b), (frames[b] + 7) / 8);
+    size_t nT = (size_t)n_clips * Tp * D;
+    char lab[128];
+#define REL(x) (snprintf(rel, sizeof rel, "cases/%s/%s", name, x), rel)
+    cmp_f32(f, "normalized_features", tr.normalized, (size_t)n_clips * t_max * 80, REL("enc/normalized_features.npy"));
+    cmp_f32(f, "subsample_out", tr.subsample_out, nT, REL("enc/subsample_out.npy"));
+    if (has_mask) cmp_mask(f, "subsample_pad_mask", tr.pad_mask, (size_t)n_clips * Tp, REL("enc/subsample_pad_mask.npy"));
+    cmp_f32(f, "t5_rel_bias", tr.t5_bias, (size_t)H * Tp * Tp, REL("enc/t5_rel_bias.npy"));
+    cmp_mask(f, "hs_mask", tr.hs_mask, (size_t)n_clips * Tp * Tp, REL("enc/hs_mask.npy"));
+    for (int i = 0; i < nb; i++) {
+        char file[64];
+        snprintf(lab, sizeof lab, "block%d_out", i);
+        snprintf(file, sizeof file, "enc/block%d_out.npy", i);
+        cmp_f32(f, lab, bo[i], nT, REL(file));
+    }
+    cmp_f32(f, "encoder_out (trace)", tr.encoder_out, nT, REL("enc/encoder_out.npy"));
+    cmp_f32(f, "encoder_out", out, nT, REL("enc/encoder_out.npy"));
+    float *y = malloc((size_t)n_clips * Tp * f->hidden * sizeof(float));
+    assert_int_equal(pm_audio_proj_forward(f->proj, PM_AUDIO_PROJ_SPEECH, out, n_clips * Tp, y, &e), 0);
+    cmp_f32(f, "audio_proj_speech", y, (size_t)n_clips * Tp * f->hidden, REL("audio_proj_speech.npy"));
+    assert_int_equal(pm_audio_proj_forward(f->proj, PM_AUDIO_PROJ_VISION, out, n_clips * Tp, y, &e), 0);
+    cmp_f32(f, "audio_proj_vision", y, (size_t)n_clips * Tp * f->hidden, REL("audio_proj_vision.npy"));
+#undef REL
+    free(y);
+    free(out);
+    pm_conformer_trace_free(&tr, nb);
+    free(bo);
+}
+
 static void run_case(fx *f, const char *name) {
     char rel[256];
     printf("case %s\n", name);
@@ -148,43 +191,14 @@ static void run_case(fx *f, const char *name) {
         frames[0] = t_max;
     }
 
-    int nb = f->cc.num_blocks, D = pm_conformer_dim(f->m), H = f->cc.attention_heads;
-    float **bo = calloc((size_t)nb, sizeof *bo);
-    pm_conformer_trace tr = {0};
-    pm_conformer_trace_want_all(&tr, bo);
-    float *out = NULL;
-    int Tp = 0;
-    pm_err e = {0};
-    int rc = pm_conformer_forward(f->m, in.data, n_clips, t_max, frames, has_mask, &out, &Tp, &tr, &e);
-    if (rc) fail_msg("forward: %s", e.msg);
-    assert_int_equal(Tp, (t_max + 7) / 8);
-    for (int b = 0; b < n_clips; b++) assert_int_equal((int)pm_npy_get(&sizes, (size_t)b), (frames[b] + 7) / 8);
-    size_t nT = (size_t)n_clips * Tp * D;
-    char lab[128];
-#define REL(x) (snprintf(rel, sizeof rel, "cases/%s/%s", name, x), rel)
-    cmp_f32(f, "normalized_features", tr.normalized, (size_t)n_clips * t_max * 80, REL("enc/normalized_features.npy"));
-    cmp_f32(f, "subsample_out", tr.subsample_out, nT, REL("enc/subsample_out.npy"));
-    if (has_mask) cmp_mask(f, "subsample_pad_mask", tr.pad_mask, (size_t)n_clips * Tp, REL("enc/subsample_pad_mask.npy"));
-    cmp_f32(f, "t5_rel_bias", tr.t5_bias, (size_t)H * Tp * Tp, REL("enc/t5_rel_bias.npy"));
-    cmp_mask(f, "hs_mask", tr.hs_mask, (size_t)n_clips * Tp * Tp, REL("enc/hs_mask.npy"));
-    for (int i = 0; i < nb; i++) {
-        char file[64];
-        snprintf(lab, sizeof lab, "block%d_out", i);
-        snprintf(file, sizeof file, "enc/block%d_out.npy", i);
-        cmp_f32(f, lab, bo[i], nT, REL(file));
+    /* at the best level and, on AVX-512, again capped to AVX2: the attention fused, then on sgemm */
+    int passes = pm_kern_level_in_use() == PM_KERN_AVX512 ? 2 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        pm_kern_cap(pass ? PM_KERN_AVX2 : PM_KERN_AVX512);
+        printf("  at %s (attention %s)\n", pm_kern_level_name(pm_kern_level_in_use()), pm_kern_flash_takes() ? "fused" : "on sgemm");
+        check_forward(f, name, &in, &sizes, n_clips, t_max, frames, has_mask);
+        pm_kern_cap(PM_KERN_AVX512);
     }
-    cmp_f32(f, "encoder_out (trace)", tr.encoder_out, nT, REL("enc/encoder_out.npy"));
-    cmp_f32(f, "encoder_out", out, nT, REL("enc/encoder_out.npy"));
-    float *y = malloc((size_t)n_clips * Tp * f->hidden * sizeof(float));
-    assert_int_equal(pm_audio_proj_forward(f->proj, PM_AUDIO_PROJ_SPEECH, out, n_clips * Tp, y, &e), 0);
-    cmp_f32(f, "audio_proj_speech", y, (size_t)n_clips * Tp * f->hidden, REL("audio_proj_speech.npy"));
-    assert_int_equal(pm_audio_proj_forward(f->proj, PM_AUDIO_PROJ_VISION, out, n_clips * Tp, y, &e), 0);
-    cmp_f32(f, "audio_proj_vision", y, (size_t)n_clips * Tp * f->hidden, REL("audio_proj_vision.npy"));
-#undef REL
-    free(y);
-    free(out);
-    pm_conformer_trace_free(&tr, nb);
-    free(bo);
     pm_npy_free(&in);
     pm_npy_free(&sizes);
 }
