@@ -11,7 +11,7 @@
  * sliver's output rows. No more than 12 x 128 scores exist at a time, and the scratch grows with
  * the query rows, not with the keys. Against the two-pass path (sgemm, softmax over the whole
  * [nq, nk] score matrix, sgemm): 1.25 x on one SigLIP head (1024 x 1024 x 72) on one thread,
- * 1.35 x over a layer's 32 heads on two.
+ * 1.35 x over a layer's 32 heads on two (Zen 5); in the decoder see llm.c.
  *
  * A mask of -FLT_MAX (a padded key) is a finite score: a block of only masked keys first adds their
  * uniform average, and the first block with a real key rescales it by exp(-FLT_MAX - m) = 0, so the
