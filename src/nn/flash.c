@@ -98,22 +98,19 @@ void pm_kern_flash_c(const pm_flash *a, float *ws) {
 
 #ifdef PM_X86
 
-#define EXP_LO -87.33654f
-#define EXP_HI 88.0f
-
-/* exp of 16 lanes (vmath.c's Cephes polynomial; below EXP_LO and -inf give 0). */
+/* exp of 16 lanes (vmath.c's Cephes polynomial; below PM_EXP_LO and -inf give 0). */
 AVX512_INLINE __m512 exp16(__m512 x) {
-    __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LO), _CMP_NGE_UQ);
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
-    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(fx, _mm512_set1_ps(-0.693359375f), xc);
-    r = _mm512_fmadd_ps(fx, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(PM_EXP_LO), _CMP_NGE_UQ);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(PM_EXP_LO)), _mm512_set1_ps(PM_EXP_HI));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(PM_EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(fx, _mm512_set1_ps(-PM_EXP_C1), xc);
+    r = _mm512_fmadd_ps(fx, _mm512_set1_ps(-PM_EXP_C2), r);
+    __m512 p = _mm512_set1_ps(PM_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P5));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
     p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);

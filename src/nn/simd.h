@@ -9,6 +9,20 @@
 #include <stddef.h>
 #include <unistd.h>
 
+/* exp's constants (Cephes expf), shared by vmath.c's 8-lane exp and its twin and flash.c's
+ * 16-lane one: valid range, log2(e), ln 2 split in two, and the polynomial. */
+#define PM_EXP_HI 88.0f
+#define PM_EXP_LO -87.33654f
+#define PM_EXP_LOG2E 1.44269504088896341f
+#define PM_EXP_C1 0.693359375f
+#define PM_EXP_C2 -2.12194440e-4f
+#define PM_EXP_P0 1.9875691500E-4f
+#define PM_EXP_P1 1.3981999507E-3f
+#define PM_EXP_P2 8.3334519073E-3f
+#define PM_EXP_P3 4.1665795894E-2f
+#define PM_EXP_P4 1.6666665459E-1f
+#define PM_EXP_P5 5.0000001201E-1f
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define PM_X86 1

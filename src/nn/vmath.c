@@ -12,32 +12,21 @@
 #include <string.h>
 #include "simd.h"
 
-#define EXP_HI 88.0f
-#define EXP_LO -87.33654f
-#define LOG2E 1.44269504088896341f
-#define C1 0.693359375f
-#define C2 -2.12194440e-4f
-#define P0 1.9875691500E-4f
-#define P1 1.3981999507E-3f
-#define P2 8.3334519073E-3f
-#define P3 4.1665795894E-2f
-#define P4 1.6666665459E-1f
-#define P5 5.0000001201E-1f
 
 /* ---- portable ---- */
 
 static inline float exp_c(float x) {
-    if (!(x >= EXP_LO)) return x != x ? x : 0.0f; /* NaN stays NaN; -inf and underflow -> 0 */
-    if (x > EXP_HI) x = EXP_HI;
-    float fx = nearbyintf(x * LOG2E);
-    float r = fmaf(fx, -C1, x);
-    r = fmaf(fx, -C2, r);
-    float p = P0;
-    p = fmaf(p, r, P1);
-    p = fmaf(p, r, P2);
-    p = fmaf(p, r, P3);
-    p = fmaf(p, r, P4);
-    p = fmaf(p, r, P5);
+    if (!(x >= PM_EXP_LO)) return x != x ? x : 0.0f; /* NaN stays NaN; -inf and underflow -> 0 */
+    if (x > PM_EXP_HI) x = PM_EXP_HI;
+    float fx = nearbyintf(x * PM_EXP_LOG2E);
+    float r = fmaf(fx, -PM_EXP_C1, x);
+    r = fmaf(fx, -PM_EXP_C2, r);
+    float p = PM_EXP_P0;
+    p = fmaf(p, r, PM_EXP_P1);
+    p = fmaf(p, r, PM_EXP_P2);
+    p = fmaf(p, r, PM_EXP_P3);
+    p = fmaf(p, r, PM_EXP_P4);
+    p = fmaf(p, r, PM_EXP_P5);
     float r2 = r * r;
     p = fmaf(p, r2, r);
     p = p + 1.0f;
@@ -88,18 +77,18 @@ void pm_kern_silu_mul_c(float *o, const float *g, const float *u, size_t n) {
 #ifdef PM_X86
 
 AVX2_INLINE __m256 exp8(__m256 x) {
-    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_NGE_UQ); /* x < lo, or NaN */
+    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(PM_EXP_LO), _CMP_NGE_UQ); /* x < lo, or NaN */
     __m256 isnan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 xc = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(fx, _mm256_set1_ps(-C1), xc);
-    r = _mm256_fmadd_ps(fx, _mm256_set1_ps(-C2), r);
-    __m256 p = _mm256_set1_ps(P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
+    __m256 xc = _mm256_min_ps(x, _mm256_set1_ps(PM_EXP_HI));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(PM_EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(fx, _mm256_set1_ps(-PM_EXP_C1), xc);
+    r = _mm256_fmadd_ps(fx, _mm256_set1_ps(-PM_EXP_C2), r);
+    __m256 p = _mm256_set1_ps(PM_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PM_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PM_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PM_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PM_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(PM_EXP_P5));
     __m256 r2 = _mm256_mul_ps(r, r);
     p = _mm256_fmadd_ps(p, r2, r);
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
