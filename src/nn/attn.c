@@ -47,7 +47,7 @@ void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g
 
 /* TT keys x GH heads register tile (compile-time sizes). */
 AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, const float *K, size_t ks, int t0, int D, float scale,
-                            int TT, int GH) {
+                            int TT, int GH, const float *pf, int npf) {
     __m256 acc[4][3];
 #pragma GCC unroll 4
     for (int t = 0; t < TT; t++)
@@ -60,6 +60,7 @@ AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, con
         for (int h = 0; h < GH; h++) qv[h] = _mm256_loadu_ps(q + (size_t)h * qs + c);
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++) {
+            if (!(c & 15) && t0 + t < npf) _mm_prefetch((const char *)(pf + (size_t)(t0 + t) * ks + c), _MM_HINT_T0);
             __m256 kv = _mm256_loadu_ps(K + (size_t)(t0 + t) * ks + c);
 #pragma GCC unroll 3
             for (int h = 0; h < GH; h++) acc[t][h] = _mm256_fmadd_ps(kv, qv[h], acc[t][h]);
@@ -79,13 +80,13 @@ AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, con
 #define SCORE_GROUP(GH)                                                                              \
     do {                                                                                             \
         int t = 0;                                                                                   \
-        for (; t + 4 <= n; t += 4) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 4, GH);            \
-        for (; t < n; t++) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 1, GH);                    \
+        for (; t + 4 <= n; t += 4) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 4, GH, pf, npf);   \
+        for (; t < n; t++) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 1, GH, pf, npf);           \
     } while (0)
 
 AVX2 static void scores_avx2(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
-                             float scale) {
-    for (int h0 = 0; h0 < g; h0 += 3) {
+                             float scale, const float *pf, int npf) {
+    for (int h0 = 0; h0 < g; h0 += 3, npf = 0) { /* the first head group prefetches */
         int gh = g - h0 < 3 ? g - h0 : 3;
         float *sh = s + (size_t)h0 * lds;
         const float *qh = q + (size_t)h0 * qs;
@@ -96,7 +97,8 @@ AVX2 static void scores_avx2(float *s, size_t lds, const float *q, size_t qs, in
 }
 
 /* o_h[c .. c+8*CB) += sum_t p[h][t] V_t[...] for GH heads: 4 x 3 accumulators at CB = 4. */
-AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int CB, int GH) {
+AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int CB, int GH,
+                            const float *pf, int npf) {
     __m256 acc[3][4];
 #pragma GCC unroll 3
     for (int h = 0; h < GH; h++)
@@ -106,7 +108,10 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
         const float *v = V + (size_t)t * vs + c;
         __m256 vv[4];
 #pragma GCC unroll 4
-        for (int b = 0; b < CB; b++) vv[b] = _mm256_loadu_ps(v + 8 * b);
+        for (int b = 0; b < CB; b++) {
+            if (!((c + 8 * b) & 15) && t < npf) _mm_prefetch((const char *)(pf + (size_t)t * vs + c + 8 * b), _MM_HINT_T0);
+            vv[b] = _mm256_loadu_ps(v + 8 * b);
+        }
 #pragma GCC unroll 3
         for (int h = 0; h < GH; h++) {
             __m256 pv = _mm256_broadcast_ss(p + (size_t)h * ldp + t);
@@ -125,8 +130,8 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
 #define ACCUM_GROUP(TILE, W, GH)                                                                     \
     do {                                                                                             \
         int c = 0;                                                                                   \
-        for (; c + 4 * (W) <= D; c += 4 * (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 4, GH);            \
-        for (; c + (W) <= D; c += (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 1, GH);                    \
+        for (; c + 4 * (W) <= D; c += 4 * (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 4, GH, pf, npf);   \
+        for (; c + (W) <= D; c += (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 1, GH, pf, npf);           \
         for (; c < D; c++)                                                                           \
             for (int h = 0; h < GH; h++)                                                             \
                 for (int t = 0; t < n; t++)                                                          \
@@ -135,7 +140,7 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
 
 /* The query heads of one KV head in groups of 3 (Phi-4-mini's g), then 2 or 1. */
 #define ACCUM_HEADS(TILE, W)                                                                         \
-    for (int h0 = 0; h0 < g; h0 += 3) {                                                              \
+    for (int h0 = 0; h0 < g; h0 += 3, npf = 0) { /* the first head group prefetches */             \
         int gh = g - h0 < 3 ? g - h0 : 3;                                                            \
         float *oh = o + (size_t)h0 * os;                                                             \
         const float *ph = p + (size_t)h0 * ldp;                                                      \
@@ -144,7 +149,8 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
         else ACCUM_GROUP(TILE, W, 1);                                                                \
     }
 
-AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D,
+                            const float *pf, int npf) {
     ACCUM_HEADS(accum_tile, 8)
 }
 #endif
@@ -153,35 +159,43 @@ AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int
 /* The accumulation at 16 lanes: every element is the same in-order FMA chain, so the bits equal the
  * AVX2 path's and the twin's. 3 heads x 4 zmm = 64 columns per tile. */
 AVX512_INLINE void accum_tile512(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int CB,
-                                 int GH) {
-    pm_tile_pv(o, os, p, ldp, V, vs, n, c, GH, CB);
+                                 int GH, const float *pf, int npf) {
+    pm_tile_pv(o, os, p, ldp, V, vs, n, c, GH, CB, pf, npf);
 }
 
-AVX512 static void accum_avx512(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+AVX512 static void accum_avx512(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D,
+                                const float *pf, int npf) {
     ACCUM_HEADS(accum_tile512, 16)
 }
 #endif
 
-void pm_kern_attn_scores(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D, float scale) {
+void pm_kern_attn_scores(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D, float scale,
+                         const float *ahead, int n_ahead) {
 #ifdef PM_X86
     if (pm_kern_have_avx2()) {
-        scores_avx2(s, lds, q, qs, g, K, ks, n, D, scale);
+        scores_avx2(s, lds, q, qs, g, K, ks, n, D, scale, ahead, ahead ? n_ahead : 0);
         return;
     }
+#else
+    (void)ahead, (void)n_ahead;
 #endif
     pm_kern_attn_scores_c(s, lds, q, qs, g, K, ks, n, D, scale);
 }
 
-void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D) {
+void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D,
+                        const float *ahead, int n_ahead) {
 #ifdef PM_X86
+    if (ahead == NULL) n_ahead = 0;
     if (pm_kern_have_avx512()) {
-        accum_avx512(o, os, p, ldp, g, V, vs, n, D);
+        accum_avx512(o, os, p, ldp, g, V, vs, n, D, ahead, n_ahead);
         return;
     }
     if (pm_kern_have_avx2()) {
-        accum_avx2(o, os, p, ldp, g, V, vs, n, D);
+        accum_avx2(o, os, p, ldp, g, V, vs, n, D, ahead, n_ahead);
         return;
     }
+#else
+    (void)ahead, (void)n_ahead;
 #endif
     pm_kern_attn_accum_c(o, os, p, ldp, g, V, vs, n, D);
 }

@@ -136,7 +136,7 @@ AVX512_INLINE void scores_12x32(float *s, const float *qs, const float *kt, int 
 /* o[r][c0 .. c0 + 16 NZ) += sum_j<nb p[r][j] vp[j] for 4 rows r (p: row stride FA_NK; vp and o:
  * row stride hdp). */
 AVX512_INLINE void pv_4rows(float *o, const float *p, const float *vp, int nb, int hdp, int c0, int NZ) {
-    pm_tile_pv(o, (size_t)hdp, p, FA_NK, vp, (size_t)hdp, nb, c0, FA_PR, NZ);
+    pm_tile_pv(o, (size_t)hdp, p, FA_NK, vp, (size_t)hdp, nb, c0, FA_PR, NZ, NULL, 0);
 }
 
 #define PV_N(NZ)                                                                                                             \

@@ -67,12 +67,18 @@ void pm_kern_silu_mul(float *o, const float *g, const float *u, size_t n);
 void pm_kern_silu_mul_c(float *o, const float *g, const float *u, size_t n);
 
 /* Decode attention over n cached positions for g query heads sharing one KV head:
- * s[h*lds + t] = scale * dot(q + h*qs, K + t*ks) over D dims, for h < g, t < n. */
-void pm_kern_attn_scores(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D, float scale);
+ * s[h*lds + t] = scale * dot(q + h*qs, K + t*ks) over D dims, for h < g, t < n. The SIMD paths
+ * also prefetch rows t < n_ahead of `ahead` (same stride and D; NULL, 0: none), each line as they
+ * load the same line of row t: the caller's next rows stream in while these compute, which a burst
+ * of prefetches ahead of the arithmetic did not achieve. The results do not depend on it. */
+void pm_kern_attn_scores(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D, float scale,
+                         const float *ahead, int n_ahead);
 void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
                            float scale);
-/* o[h*os + d] += sum over t < n (in order) of p[h*ldp + t] * V[t*vs + d], for h < g, d < D. */
-void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
+/* o[h*os + d] += sum over t < n (in order) of p[h*ldp + t] * V[t*vs + d], for h < g, d < D; ahead,
+ * n_ahead as above. */
+void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D,
+                        const float *ahead, int n_ahead);
 void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
 
 /* Fused softmax attention of one KV head (flash.c). Query row r = (group g, row i), g < qgroups

@@ -54,8 +54,10 @@ AVX512_INLINE void pm_tile_fma_rows(__m512 acc[][2], const float *a, __m512 b0, 
 
 /* o[r*os + c + 16z] += sum over t < n, in order, of p[r*ldp + t] * V[t*vs + c + 16z], for r < R
  * (<= 4) and z < Z (<= 6; R * Z <= 24): weights x values, as attn.c's decode accumulation and
- * flash.c do it. */
-AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z) {
+ * flash.c do it. Rows t < npf of pf (stride vs) are prefetched in lockstep, each line as the same
+ * line of V's row t is loaded (npf = 0: none). */
+AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z,
+                              const float *pf, int npf) {
     __m512 acc[4][6];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -65,7 +67,10 @@ AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, c
         const float *v = V + (size_t)t * vs + c;
         __m512 vv[6];
 #pragma GCC unroll 6
-        for (int z = 0; z < Z; z++) vv[z] = _mm512_loadu_ps(v + 16 * z);
+        for (int z = 0; z < Z; z++) {
+            if (t < npf) _mm_prefetch((const char *)(pf + (size_t)t * vs + c + 16 * z), _MM_HINT_T0);
+            vv[z] = _mm512_loadu_ps(v + 16 * z);
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m512 pv = _mm512_set1_ps(p[(size_t)r * ldp + t]);

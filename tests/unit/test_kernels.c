@@ -123,8 +123,8 @@ static void test_exp_softmax_silu(void **state) {
 }
 
 /* Decode attention inner loops, on every SIMD level: SIMD == twin for g in 1..5 (3 is Phi-4-mini's
- * group), head dims with and without tails (past 64, 16 and 8 columns), strided rows; and against a
- * double reference. */
+ * group), head dims with and without tails (past 64, 16 and 8 columns), strided rows, with and
+ * without rows to prefetch (some or all of n); and against a double reference. */
 static void test_attention_kernels(void **state) {
     (void)state;
     int dims[] = {16, 128, 20, 40, 72};
@@ -140,7 +140,10 @@ static void test_attention_kernels(void **state) {
             float *o1 = malloc(sizeof(float) * (size_t)g * os), *o2 = malloc(sizeof(float) * (size_t)g * os);
             for (int i = 0; i < n * ks; i++) K[i] = frand();
             for (int i = 0; i < g * qs; i++) q[i] = frand();
-            pm_kern_attn_scores(s1, lds, q, qs, g, K, ks, n, D, 0.125f);
+            /* the rows to prefetch: none, the last 20 of K's, or n rows (other memory of the same shape) */
+            const float *ahead = g % 3 == 0 ? NULL : g % 3 == 1 ? K + (size_t)(n - 20) * ks : K;
+            int n_ahead = g % 3 == 0 ? 0 : g % 3 == 1 ? 20 : n;
+            pm_kern_attn_scores(s1, lds, q, qs, g, K, ks, n, D, 0.125f, ahead, n_ahead);
             pm_kern_attn_scores_c(s2, lds, q, qs, g, K, ks, n, D, 0.125f);
             assert_memory_equal(s1, s2, sizeof(float) * (size_t)g * lds);
             for (int h = 0; h < g; h++)
@@ -151,7 +154,7 @@ static void test_attention_kernels(void **state) {
                 }
             for (int i = 0; i < g * os; i++) o1[i] = o2[i] = frand();
             const float *V = K + D; /* values interleaved with keys, as in the cache rows */
-            pm_kern_attn_accum(o1, os, s1, lds, g, V, ks, n, D);
+            pm_kern_attn_accum(o1, os, s1, lds, g, V, ks, n, D, ahead ? ahead + D : NULL, n_ahead);
             pm_kern_attn_accum_c(o2, os, s1, lds, g, V, ks, n, D);
             assert_memory_equal(o1, o2, sizeof(float) * (size_t)g * os);
             free(K); free(q); free(s1); free(s2); free(o1); free(o2);
