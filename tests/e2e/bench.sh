@@ -25,6 +25,7 @@ by = {(r["section"], r["name"]): r for r in rows}
 need = [("machine", "read bandwidth"), ("machine", "compute peak"), ("load", "load time (warm cache)"),
         ("decode", "decode batch 1"), ("decode", "batch 1 vs reading its bytes"), ("decode", "decode batch 8"),
         ("decode", "batch 8 / batch 1 interleaved"), ("memory", "RSS after decode"), ("prefill", "prefill 128 tokens"),
+        ("decode", "decode batch 1 at ctx 1024"),
         ("q8", "q8 decode batch 1"), ("audio", "audio 10 s clip"), ("image", "image 448x448"), ("tokenizer", "encode")]
 missing = [k for k in need if k not in by]
 assert not missing, f"missing rows: {missing}"
@@ -35,6 +36,8 @@ for r in rows:
         assert math.isfinite(r["ratio"]), f"{r['name']}: ratio {r['ratio']}"
 read = by[("decode", "batch 1 vs reading its bytes")]
 assert read["bytes_per_step"] > 0 and read["read_gbs_median"] > 0, read
+long = by[("decode", "decode batch 1 at ctx 1024")]
+assert long["ctx"] == 1024 and long["batch"] == 1 and long["bytes_per_step"] > by[("decode", "decode batch 1")]["bytes_per_step"], long
 inter = by[("decode", "batch 8 / batch 1 interleaved")]
 assert inter["batch"] == 8 and inter["batch1_step_s"] > 0 and inter["batchB_step_s"] > 0, inter
 print(len(rows), "rows")

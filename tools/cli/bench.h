@@ -12,7 +12,7 @@
 typedef struct bench_opts {
     const char *model_dir, *json_path, *tokenizer_path;
     int threads;
-    int decode_steps, decode_ctx;
+    int decode_steps, decode_ctx, long_ctx; /* long_ctx: the batch-1 row at a long context (0: none) */
     int batches[8], n_batches;
     int prefill[8], n_prefill;
     int prefill_chunk;

@@ -105,12 +105,13 @@ static void usage(void) {
             "  --batches LIST       decode batch sizes (default 1,4,8,16)\n"
             "  --decode-steps N     timed decode steps per batch size (default 6)\n"
             "  --ctx N              cached positions per sequence during decode (default 512)\n"
+            "  --long-ctx N         cached positions of one more batch-1 decode row (default 4096; 0: none)\n"
             "  --prefill LIST       prompt lengths (default 128,512,2048)\n"
             "  --prefill-chunk N    rows per forward during prefill (default 512, as pm_engine)\n"
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
             "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels\n"
-            "  --quick              prefill 128,512; batches 1,8; 3 decode steps; audio 10 s; no TTFT\n");
+            "  --quick              prefill 128,512; batches 1,8; 3 decode steps; long context 1024; audio 10 s; no TTFT\n");
 }
 
 int pm_cmd_bench(int argc, char **argv) {
@@ -119,6 +120,7 @@ int pm_cmd_bench(int argc, char **argv) {
     bench_opts *o = &b.o;
     o->decode_steps = 6;
     o->decode_ctx = 512;
+    o->long_ctx = 4096;
     o->prefill_chunk = 512;
     o->n_batches = parse_list("1,4,8,16", o->batches, 8, 1, 64);
     o->n_prefill = parse_list("128,512,2048", o->prefill, 8, 1, 131072);
@@ -140,6 +142,9 @@ int pm_cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--ctx") && more) {
             if (cli_int(argv[++i], 0, 131072, &v)) return cli_fail("bench", "--ctx wants an integer in [0, 131072]");
             o->decode_ctx = (int)v;
+        } else if (!strcmp(a, "--long-ctx") && more) {
+            if (cli_int(argv[++i], 0, 131072, &v)) return cli_fail("bench", "--long-ctx wants an integer in [0, 131072]");
+            o->long_ctx = (int)v;
         } else if (!strcmp(a, "--prefill-chunk") && more) {
             if (cli_int(argv[++i], 1, 131072, &v)) return cli_fail("bench", "--prefill-chunk wants a positive integer");
             o->prefill_chunk = (int)v;
@@ -161,6 +166,7 @@ int pm_cmd_bench(int argc, char **argv) {
             o->n_batches = parse_list("1,8", o->batches, 8, 1, 64);
             o->n_audio = parse_list("10", o->audio_secs, 4, 1, 1800);
             o->decode_steps = 3;
+            o->long_ctx = 1024;
             o->skip_ttft = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
