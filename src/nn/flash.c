@@ -14,7 +14,7 @@
  * 1.35 x over a layer's 32 heads on two (Zen 5); in the decoder see llm.c.
  *
  * A mask of -FLT_MAX (a padded key) is a finite score: a block of only masked keys first adds their
- * uniform average, and the first block with a real key rescales it by exp(-FLT_MAX - m) = 0, so the
+ * uniform average, and the first block with a real key rescales it by 2^(-FLT_MAX - m) = 0, so the
  * result is that of the two-pass softmax (a row whose keys are all masked averages them all, as
  * torch's finite mask does). AVX-512 only: pm_kern_flash_takes says when; callers keep a two-pass
  * path for other CPUs. The portable twin computes the same blocks and rescales in the same order;
@@ -98,23 +98,25 @@ void pm_kern_flash_c(const pm_flash *a, float *ws) {
 
 #ifdef PM_X86
 
-/* exp of 16 lanes (vmath.c's Cephes polynomial; below PM_EXP_LO and -inf give 0). */
-AVX512_INLINE __m512 exp16(__m512 x) {
-    __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(PM_EXP_LO), _CMP_NGE_UQ);
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(PM_EXP_LO)), _mm512_set1_ps(PM_EXP_HI));
-    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(PM_EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(fx, _mm512_set1_ps(-PM_EXP_C1), xc);
-    r = _mm512_fmadd_ps(fx, _mm512_set1_ps(-PM_EXP_C2), r);
-    __m512 p = _mm512_set1_ps(PM_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PM_EXP_P5));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps((__mmask16)~under, p, _mm512_castsi512_ps(e));
+/* 2^x of 16 lanes, x <= 0 (the scores times log2(e), minus their row's max): Cephes' exp2f
+ * polynomial on [-0.5, 0.5] (relative error < 8e-8 measured) and vscalefps for the power of two;
+ * below -126 (and -inf) exactly 0, so no denormal reaches the weights. 11 operations against 18 for
+ * vmath's exp (its range reduction by ln 2 in two parts, the exponent built by hand): the fused
+ * kernel 1.06-1.07 x on SigLIP's and the Conformer's heads (in one process, 20 pairs, 16-18 faster),
+ * its errors against the fp64 reference of test_flash_attention as before (worst 0.73 of the
+ * tolerance against 0.85). */
+AVX512_INLINE __m512 exp2_16(__m512 x) {
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f)); /* -inf: no inf - inf below */
+    __m512 fx = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), r = _mm512_sub_ps(x, fx);
+    __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.339887440266574e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(9.618437357674640e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.550332471162809e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.402264791363012e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.931472028550421e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_scalef_ps(live, p, fx);
 }
 
 /* s[i][0..32) = Q sliver row i . the 32 keys of one K sliver, over hd (qs: [hd][12], kt: [hd][32]). */
@@ -150,7 +152,8 @@ typedef void (*pv_fn)(float *o, const float *p, const float *vp, int nb, int hdp
  * m and sum l of each row and its output rows ot rescaled. Rows with no visible key in the block
  * get zero weights and keep their state. */
 AVX512_INLINE void softmax_tile(const pm_flash *a, float *st, float *ot, float *m, float *l, int r0, int mr, int j0, int nb, int hdp) {
-    const __m512 sc = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
+    const __m512 sc = _mm512_set1_ps(a->scale * PM_EXP_LOG2E), l2e = _mm512_set1_ps(PM_EXP_LOG2E), ninf = _mm512_set1_ps(-INFINITY),
+                 lowest = _mm512_set1_ps(-FLT_MAX);
     const int nbs = round_up(nb, 16);
     for (int i = 0; i < mr; i++) {
         float *srow = st + (size_t)i * FA_NK;
@@ -164,8 +167,9 @@ AVX512_INLINE void softmax_tile(const pm_flash *a, float *st, float *ot, float *
         for (int j = 0; j < nbs; j += 16) {
             __mmask16 live = j + 16 <= nv ? (__mmask16)0xffff : j < nv ? (__mmask16)((1u << (nv - j)) - 1) : 0;
             __m512 x = _mm512_mul_ps(_mm512_load_ps(srow + j), sc);
-            if (a->mask) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(live, a->mask + j0 + j));
-            if (a->tbias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(live, a->tbias + j0 + j - qi));
+            if (a->mask) /* -FLT_MAX * log2(e) overflows: a masked key stays the finite lowest score */
+                x = _mm512_max_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, a->mask + j0 + j), l2e, x), lowest);
+            if (a->tbias) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, a->tbias + j0 + j - qi), l2e, x);
             x = _mm512_mask_blend_ps(live, ninf, x);
             _mm512_store_ps(srow + j, x);
             bm = _mm512_max_ps(bm, x);
@@ -174,11 +178,11 @@ AVX512_INLINE void softmax_tile(const pm_flash *a, float *st, float *ot, float *
         mn = mn > m0 ? mn : m0;
         __m512 mv = _mm512_set1_ps(mn), sum = _mm512_setzero_ps();
         for (int j = 0; j < nbs; j += 16) {
-            __m512 p = exp16(_mm512_sub_ps(_mm512_load_ps(srow + j), mv));
+            __m512 p = exp2_16(_mm512_sub_ps(_mm512_load_ps(srow + j), mv));
             _mm512_store_ps(srow + j, p);
             sum = _mm512_add_ps(sum, p);
         }
-        float alpha = _mm512_cvtss_f32(exp16(_mm512_set1_ps(m0 - mn)));
+        float alpha = _mm512_cvtss_f32(exp2_16(_mm512_set1_ps(m0 - mn)));
         l[i] = l[i] * alpha + _mm512_reduce_add_ps(sum);
         m[i] = mn;
         if (alpha != 1.0f) {
