@@ -156,14 +156,23 @@ void pm_linear_acc(float *y, const float *x, int n, const pm_tensor *W, float sc
     else linear_sgemm(y, x, n, W, scale, 1);
 }
 
+/* Rows in parallel once there are enough of them (a prompt chunk; a decode step's one row stays
+ * serial). The sum of squares runs in 8 interleaved partial sums, folded in a fixed order: one
+ * sequential chain of 3072 adds was latency-bound (1.35 ms for 512 rows of Phi-4-mini on one
+ * thread). */
 void pm_rmsnorm(float *y, const float *x, const float *w, int n, int dim, float eps) {
+#pragma omp parallel for schedule(static) if ((size_t)n * dim >= 65536)
     for (int i = 0; i < n; i++) {
         const float *xi = x + (size_t)i * dim;
         float *yi = y + (size_t)i * dim;
-        float ss = 0.0f;
-        for (int c = 0; c < dim; c++) ss += xi[c] * xi[c];
+        float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int c = 0;
+        for (; c + 8 <= dim; c += 8)
+            for (int l = 0; l < 8; l++) a[l] += xi[c + l] * xi[c + l];
+        float ss = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+        for (; c < dim; c++) ss += xi[c] * xi[c];
         float r = 1.0f / sqrtf(ss / (float)dim + eps);
-        for (int c = 0; c < dim; c++) yi[c] = w[c] * (xi[c] * r);
+        for (c = 0; c < dim; c++) yi[c] = w[c] * (xi[c] * r);
     }
 }
 
