@@ -1,6 +1,7 @@
 /* ops.c — see ops.h. pm_linear dispatches to the SIMD kernels (nn/gemv.c for n <= PM_SMALL_N and
  * for the few-row products pm_kern_gemv_many_takes accepts, nn/gemm.c above, all runtime-dispatched
- * in kernels.c); the norms and the softmax here are plain C loops. */
+ * in kernels.c); the norms and the softmax here are plain C loops, LayerNorm's rows also on AVX2
+ * with the same bits. */
 #include "ops.h"
 #include "kernels.h"
 #include "quant.h"
