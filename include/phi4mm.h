@@ -161,6 +161,12 @@ typedef struct pm_engine_opts {
     int max_seqs;        /* sequences decoded together (default 16) */
     int prefill_chunk;   /* prompt rows per step per sequence (default 512) */
     pm_limits limits;
+    /* KV cache bytes the live sequences may reserve together, each its worst case (prompt after
+     * media expansion + max_tokens, in whole pages) from admission to its end: 0 (default) = the
+     * memory the process may use less the resident weights and a headroom; < 0 = no limit. A
+     * request larger than the budget is refused (PM_ELIMIT); one that does not fit beside the
+     * live sequences gets PM_EBUSY before any encoder runs (retry when one has finished). */
+    int64_t kv_budget;
 } pm_engine_opts;
 void pm_engine_opts_default(pm_engine_opts *o);
 
@@ -175,6 +181,11 @@ int pm_engine_step(pm_engine *eng);
 /* Marks a sequence cancelled; it finishes (on_done CANCELLED) and frees its memory at the next step. */
 int pm_engine_cancel(pm_engine *eng, int64_t seq_id);
 int pm_engine_live(const pm_engine *eng);
+/* The KV bytes a request would reserve, computed without running any encoder; fails as
+ * pm_engine_submit would on a malformed request or one larger than the budget (PM_ELIMIT). */
+int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen);
+/* The engine's KV budget (< 0: none) and what its live sequences reserve now, in bytes. */
+void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget);
 /* One request to completion on a private engine (opts NULL = defaults). */
 int pm_generate(pm_model *m, const pm_request *req, const pm_engine_opts *opts, const pm_callbacks *cb, char *err, size_t errlen);
 

@@ -173,6 +173,11 @@ static int check_input(const double *samples, size_t n, int sample_rate, int *sr
     return PM_OK;
 }
 
+int pm_audio_check(const double *samples, size_t n, int sample_rate, pm_err *e) {
+    int used;
+    return check_input(samples, n, sample_rate, &used, e);
+}
+
 int pm_audio_resample_policy(const double *samples, size_t n, int sr, double **out, size_t *n_out, int *sr_used, pm_err *e) {
     *out = NULL;
     *n_out = 0;

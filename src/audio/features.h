@@ -36,6 +36,10 @@ typedef struct pm_logmel {
 int pm_audio_logmel(const double *samples, size_t n, int sample_rate, pm_logmel *out, pm_err *e);
 void pm_logmel_free(pm_logmel *m);
 
+/* The extractor's checks of one clip without extracting (rate, finite samples, at least
+ * PM_AUDIO_MIN_FRAMES frames), with pm_audio_logmel's messages. */
+int pm_audio_check(const double *samples, size_t n, int sample_rate, pm_err *e);
+
 /* audio_embed_size for a clip of `frames` log-mel frames: ceil(frames / 8) (then / 1). */
 int pm_audio_embed_size(int frames);
 

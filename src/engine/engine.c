@@ -6,11 +6,16 @@
  * forward, each with the sequence's own adapter. LongRoPE follows the official generate: a
  * sequence whose length first exceeds original_max_position switches to the long factors and
  * recomputes its whole cache (prompt rows keep their media embeddings), independent of the
- * other sequences in the batch. */
+ * other sequences in the batch.
+ *
+ * Memory: a sequence reserves its worst-case KV cache (prompt + max_tokens, whole pages) against
+ * the engine's budget at admission, sized by the plan before any encoder runs (kv_budget.h); the
+ * pages themselves are still allocated as it grows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/kv_budget.h"
 #include "engine/model.h"
 #include "engine/prepare.h"
 #include "engine/engine_internal.h"
@@ -34,6 +39,7 @@ typedef struct pm_seq {
     size_t hold_len;
     int cancelled;
     float *logits;
+    int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
 } pm_seq;
 
 struct pm_engine {
@@ -42,6 +48,8 @@ struct pm_engine {
     pm_seq **seqs;
     int n;
     int64_t next_id;
+    int64_t kv_budget;      /* < 0: none */
+    int64_t kv_reserved;    /* sum over the live sequences */
     pm_fault fault;         /* test-only (engine_internal.h) */
 };
 
@@ -49,6 +57,7 @@ void pm_engine_opts_default(pm_engine_opts *o) {
     o->max_seqs = 16;
     o->prefill_chunk = 512;
     pm_limits_default(&o->limits);
+    o->kv_budget = 0;
 }
 
 static void set_err(char *err, size_t errlen, const pm_err *e) {
@@ -74,6 +83,7 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
         return e.code;
     }
     eng->next_id = 1;
+    eng->kv_budget = eng->o.kv_budget < 0 ? -1 : eng->o.kv_budget > 0 ? eng->o.kv_budget : pm_kv_budget_auto(m);
     *out = eng;
     return PM_OK;
 }
@@ -94,6 +104,7 @@ static void seq_free(pm_seq *s) {
 
 static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
     pm_seq *s = eng->seqs[i];
+    eng->kv_reserved -= s->kv_reserved;
     if (s->cb.on_done) s->cb.on_done(s->cb.user, why, s->n_prompt, s->n_gen, error);
     seq_free(s);
     eng->seqs[i] = eng->seqs[--eng->n];
@@ -109,6 +120,44 @@ void pm_engine_free(pm_engine *eng) {
 
 int pm_engine_live(const pm_engine *eng) { return eng->n; }
 
+/* The checks every request passes before it is planned. */
+static int check_request(const pm_request *req, pm_err *e) {
+    if (req->max_tokens <= 0) return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d)", req->max_tokens);
+    const pm_sampling *sp = &req->sampling;
+    if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p)
+        return pm_errf(e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
+    return PM_OK;
+}
+
+/* Plans the request and sizes its KV reservation: the expanded prompt plus max_tokens positions. */
+static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_err *e) {
+    if (check_request(req, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
+    int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
+    *need = (int64_t)pm_kv_bytes(&eng->m->llm.c, positions);
+    if (eng->kv_budget >= 0 && *need > eng->kv_budget) {
+        pm_errf(e, PM_ELIMIT,
+                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache, over the engine's KV budget of %.1f MiB "
+                "(lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
+                plan->n, req->max_tokens, (double)*need / 1048576.0, (double)eng->kv_budget / 1048576.0);
+        pm_plan_free(plan);
+    }
+    return e->code;
+}
+
+int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_plan plan;
+    *bytes = 0;
+    if (!plan_request(eng, req, &plan, bytes, &e)) pm_plan_free(&plan);
+    set_err(err, errlen, &e);
+    return e.code;
+}
+
+void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget) {
+    if (reserved) *reserved = eng->kv_reserved;
+    if (budget) *budget = eng->kv_budget;
+}
+
 int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err, size_t errlen) {
     pm_err e = {0};
     if (eng->n >= eng->o.max_seqs) {
@@ -116,21 +165,25 @@ int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *
         set_err(err, errlen, &e);
         return e.code;
     }
-    if (req->max_tokens <= 0) {
-        pm_errf(&e, PM_EINVAL, "max_tokens must be positive (got %d)", req->max_tokens);
+    pm_plan plan = {0};
+    int64_t need = 0;
+    if (plan_request(eng, req, &plan, &need, &e)) {
+        set_err(err, errlen, &e);
+        return e.code;
+    }
+    if (eng->kv_budget >= 0 && eng->kv_reserved + need > eng->kv_budget) { /* before any encoder runs */
+        pm_errf(&e, PM_EBUSY, "the KV budget is in use: %.1f of %.1f MiB reserved by %d live sequences, %.1f MiB needed",
+                (double)eng->kv_reserved / 1048576.0, (double)eng->kv_budget / 1048576.0, eng->n, (double)need / 1048576.0);
+        pm_plan_free(&plan);
         set_err(err, errlen, &e);
         return e.code;
     }
     const pm_sampling *sp = &req->sampling;
-    if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p) {
-        pm_errf(&e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
-        set_err(err, errlen, &e);
-        return e.code;
-    }
     pm_seq *s = pm_calloc(1, sizeof *s, &e);
     pm_prep_trace ft = {0};
     ft.fault = eng->fault;
-    if (!s || pm_prepare(eng->m, req, &eng->o.limits, &s->prep, eng->fault ? &ft : NULL, &e)) goto fail;
+    if (!s || pm_prepare_finish(eng->m, req, &plan, &s->prep, eng->fault ? &ft : NULL, &e)) goto fail;
+    pm_plan_free(&plan);
     s->n_prompt = s->prep.n;
     s->max_tokens = req->max_tokens;
     s->max_context = eng->o.limits.max_context > 0 ? eng->o.limits.max_context : eng->m->llm.c.max_pos;
@@ -157,10 +210,13 @@ int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *
     }
     if (cb) s->cb = *cb;
     s->id = eng->next_id++;
+    s->kv_reserved = need;
+    eng->kv_reserved += need;
     eng->seqs[eng->n++] = s;
     if (seq_id) *seq_id = s->id;
     return PM_OK;
 fail:
+    pm_plan_free(&plan);
     seq_free(s);
     set_err(err, errlen, &e);
     return e.code ? e.code : PM_ENOMEM;

@@ -154,14 +154,20 @@ static int encode_images(const pm_model *m, const pm_request *req, float **rows,
     return e->code;
 }
 
-int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_prepared *out, pm_prep_trace *tr, pm_err *e) {
+void pm_plan_free(pm_plan *p) {
+    free(p->ids);
+    free(p->audio_tokens);
+    free(p->image_tokens);
+    memset(p, 0, sizeof *p);
+}
+
+int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_plan *out, pm_err *e) {
     memset(out, 0, sizeof *out);
     pm_limits dl;
     if (!lim) {
         pm_limits_default(&dl);
         lim = &dl;
     }
-    int H = m->llm.c.hidden;
     if (req->n_audios < 0 || req->n_images < 0) return pm_errf(e, PM_EINVAL, "negative media count");
     if (req->n_audios > lim->max_audio_clips)
         return pm_errf(e, PM_ELIMIT, "%d audio clips exceed the limit of %d per request", req->n_audios, lim->max_audio_clips);
@@ -183,43 +189,93 @@ int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, p
                            (long long)lim->max_image_pixels);
     }
     out->audio_seconds = secs;
+    out->audio_tokens = pm_calloc((size_t)req->n_audios + 1, sizeof(int), e);
+    out->image_tokens = pm_calloc((size_t)req->n_images + 1, sizeof(int), e);
+    if (e->code) goto fail;
+
+    /* Each media item's token count from its size alone (the encoders are checked against it), so
+     * that a request is refused or deferred before seconds of encoder work. The per-clip checks
+     * are the feature extractor's own, with its messages. */
+    for (int k = 0; k < req->n_audios; k++) {
+        const pm_audio_in *a = &req->audios[k];
+        if (pm_audio_check(a->samples, a->n_samples, a->sample_rate, e)) {
+            pm_err_ctx(e, "audio %d: ", k + 1);
+            goto fail;
+        }
+        int s = (pm_audio_num_frames(a->n_samples, a->sample_rate) + m->audio_compression - 1) / m->audio_compression;
+        out->audio_tokens[k] = (s + m->audio_downsample - 1) / m->audio_downsample;
+    }
+    for (int k = 0; k < req->n_images; k++) {
+        pm_hd_plan hp;
+        if (pm_hd_plan_compute(req->images[k].width, req->images[k].height, m->dynamic_hd, m->crop_size, &hp, e)) {
+            pm_err_ctx(e, "image %d: ", k + 1);
+            goto fail;
+        }
+        out->image_tokens[k] = hp.num_tokens;
+    }
+
+    /* prompt ids with one placeholder per media item, then each placeholder expanded to its
+     * item's token count (validates the counts, normalises legacy ids) */
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (req->prompt) {
+        char *rewritten = NULL;
+        if (pm_prompt_rewrite_placeholders(req->prompt, req->n_images, req->n_audios, &rewritten, e)) goto fail;
+        int rc = pm_tok_encode(m->tok, rewritten, strlen(rewritten), 1, &ids, &n_ids, e);
+        free(rewritten);
+        if (rc) goto fail;
+    } else if (req->ids && req->n_ids) {
+        if (!(ids = pm_malloc(sizeof(int32_t) * req->n_ids, e))) goto fail;
+        memcpy(ids, req->ids, sizeof(int32_t) * req->n_ids);
+        n_ids = req->n_ids;
+    } else {
+        pm_errf(e, PM_EINVAL, "the request has neither a prompt nor token ids");
+        goto fail;
+    }
+    pm_expand_placeholders(ids, n_ids, out->image_tokens, req->n_images, out->audio_tokens, req->n_audios, &out->ids, &out->n, e);
+    free(ids);
+    if (e->code) goto fail;
+    int max_ctx = lim->max_context > 0 ? lim->max_context : m->llm.c.max_pos;
+    if ((int64_t)out->n + (req->max_tokens > 0 ? req->max_tokens : 0) > max_ctx) {
+        pm_errf(e, PM_ELIMIT, "prompt of %zu tokens plus max_tokens %d exceeds the context limit of %d", out->n, req->max_tokens, max_ctx);
+        goto fail;
+    }
+    if (out->n == 0) {
+        pm_errf(e, PM_EINVAL, "the prompt is empty");
+        goto fail;
+    }
+    return PM_OK;
+fail:
+    pm_plan_free(out);
+    return e->code;
+}
+
+int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, pm_prepared *out, pm_prep_trace *tr, pm_err *e) {
+    memset(out, 0, sizeof *out);
+    int H = m->llm.c.hidden;
+    out->audio_seconds = plan->audio_seconds;
     out->mode = pm_request_mode(req);
     out->adapter = out->mode == PM_MODE_LANGUAGE ? PM_ADAPTER_NONE : out->mode == PM_MODE_SPEECH ? PM_ADAPTER_SPEECH : PM_ADAPTER_VISION;
     pm_fault fault = tr ? tr->fault : PM_FAULT_NONE;
     if (fault == PM_FAULT_NO_ADAPTER) out->adapter = PM_ADAPTER_NONE;
 
-    /* 1. prompt ids with one placeholder per media item */
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    if (req->prompt) {
-        char *rewritten = NULL;
-        if (pm_prompt_rewrite_placeholders(req->prompt, req->n_images, req->n_audios, &rewritten, e)) return e->code;
-        int rc = pm_tok_encode(m->tok, rewritten, strlen(rewritten), 1, &ids, &n_ids, e);
-        free(rewritten);
-        if (rc) return rc;
-    } else if (req->ids && req->n_ids) {
-        ids = pm_malloc(sizeof(int32_t) * req->n_ids, e);
-        if (!ids) return e->code;
-        memcpy(ids, req->ids, sizeof(int32_t) * req->n_ids);
-        n_ids = req->n_ids;
-    } else return pm_errf(e, PM_EINVAL, "the request has neither a prompt nor token ids");
-
-    /* 2. media */
+    /* media, each item's rows checked against the plan's count */
     int *asz = pm_calloc((size_t)req->n_audios + 1, sizeof(int), e), *isz = pm_calloc((size_t)req->n_images + 1, sizeof(int), e);
     float *arows = NULL, *irows = NULL;
     int branch = out->mode == PM_MODE_VISION_SPEECH ? 1 : 0; /* any image -> the vision branch */
     if (fault == PM_FAULT_WRONG_PROJ) branch = !branch;
     if (!e->code && req->n_audios) encode_audio(m, req, branch, &arows, asz, tr, e);
     if (!e->code && req->n_images) encode_images(m, req, &irows, isz, tr, e);
+    for (int k = 0; !e->code && k < req->n_audios; k++)
+        if (asz[k] != plan->audio_tokens[k])
+            pm_errf(e, PM_ESTATE, "audio %d: %d tokens planned but the features give %d", k + 1, plan->audio_tokens[k], asz[k]);
+    for (int k = 0; !e->code && k < req->n_images; k++)
+        if (isz[k] != plan->image_tokens[k])
+            pm_errf(e, PM_ESTATE, "image %d: %d tokens planned but the vision tower gives %d", k + 1, plan->image_tokens[k], isz[k]);
 
-    /* 3. expansion (validates placeholder counts, normalises legacy ids) and merge */
-    int32_t *xids = NULL;
-    size_t nx = 0;
-    if (!e->code) pm_expand_placeholders(ids, n_ids, isz, req->n_images, asz, req->n_audios, &xids, &nx, e);
-    int max_ctx = lim->max_context > 0 ? lim->max_context : m->llm.c.max_pos;
-    if (!e->code && (int64_t)nx + (req->max_tokens > 0 ? req->max_tokens : 0) > max_ctx)
-        pm_errf(e, PM_ELIMIT, "prompt of %zu tokens plus max_tokens %d exceeds the context limit of %d", nx, req->max_tokens, max_ctx);
-    if (!e->code && nx == 0) pm_errf(e, PM_EINVAL, "the prompt is empty");
+    /* merge: media rows REPLACE their placeholders' embeddings, row-major in order */
+    size_t nx = plan->n;
+    const int32_t *xids = plan->ids;
     if (!e->code && (out->embeds = pm_malloc(sizeof(float) * nx * H, e))) {
         size_t ai = 0, ii = 0;
         for (size_t i = 0; i < nx && !e->code; i++) {
@@ -232,17 +288,26 @@ int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, p
             else if (media) memcpy(row, media, sizeof(float) * H); /* replace, never add */
         }
     }
-    free(ids);
     free(asz);
     free(isz);
     free(arows);
     free(irows);
     if (e->code) {
-        free(xids);
         pm_prepared_free(out);
         return e->code;
     }
-    out->ids = xids;
+    out->ids = plan->ids; /* the expanded ids move over */
     out->n = (int)nx;
+    plan->ids = NULL;
+    plan->n = 0;
     return PM_OK;
+}
+
+int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_prepared *out, pm_prep_trace *tr, pm_err *e) {
+    pm_plan plan;
+    memset(out, 0, sizeof *out);
+    if (pm_prepare_plan(m, req, lim, &plan, e)) return e->code;
+    int rc = pm_prepare_finish(m, req, &plan, out, tr, e);
+    pm_plan_free(&plan);
+    return rc;
 }

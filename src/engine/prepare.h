@@ -51,6 +51,22 @@ typedef struct pm_prep_trace {
     int n_img_tokens;
 } pm_prep_trace;
 
+/* What a request will put into the decoder, known before any encoder runs: every check that needs
+ * no encoder (limits, each clip's rate and length, each image's geometry, placeholder counts,
+ * the context limit) and the expanded prompt ids, media items counted from their sizes alone. */
+typedef struct pm_plan {
+    int32_t *ids;        /* [n] expanded prompt ids */
+    size_t n;
+    int *audio_tokens;   /* per clip */
+    int *image_tokens;   /* per image */
+    double audio_seconds;
+} pm_plan;
+
+int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_plan *out, pm_err *e);
+/* Runs the encoders (their token counts must match the plan's) and merges; takes plan->ids. */
+int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, pm_prepared *out, pm_prep_trace *trace, pm_err *e);
+void pm_plan_free(pm_plan *p);
+/* Both in one. */
 int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_prepared *out, pm_prep_trace *trace, pm_err *e);
 void pm_prepared_free(pm_prepared *p);
 void pm_prep_trace_free(pm_prep_trace *t);

@@ -118,7 +118,7 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
         kv->pages = np;
         kv->max_pages = nm;
     }
-    size_t bytes = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, (size_t)row), sizeof(float));
+    size_t bytes = pm_kv_bytes(c, 1);
     while (kv->n_pages < need) {
         void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
@@ -131,6 +131,12 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
     kv->row = row;
     kv->page_bytes = bytes;
     return PM_OK;
+}
+
+size_t pm_kv_bytes(const pm_llm_config *c, int positions) {
+    size_t pages = positions > 0 ? ((size_t)positions + PM_KV_PAGE - 1) / PM_KV_PAGE : 0;
+    size_t page = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, (size_t)c->n_kv_heads * (size_t)c->head_dim), sizeof(float));
+    return pm_mul_size(pages, page);
 }
 
 void pm_kv_free(pm_kv_cache *kv) {

@@ -65,6 +65,8 @@ typedef struct pm_kv_cache {
 /* Makes room for cap positions (allocates pages; never moves existing ones). */
 int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e);
 void pm_kv_free(pm_kv_cache *kv);
+/* Bytes the pages for `positions` positions take (whole pages). */
+size_t pm_kv_bytes(const pm_llm_config *c, int positions);
 
 /* K / V row of (layer, pos); pos < cap. Consecutive positions inside one page are `row` floats
  * apart; the next page starts elsewhere. */

@@ -3,6 +3,7 @@
 # Starts two servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
 #   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>
 #   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks)
+#   C: 4 parallel sequences, a 2 MiB KV budget (requests refused, kept waiting, then served)
 # then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
 # (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
 # timeout), and a graceful-shutdown check. Prints PASS/FAIL lines.
@@ -52,11 +53,13 @@ wait_ready() { # name -> prints the port
 
 start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
 start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64
+start c --parallel 4 --max-queue 4 --kv-budget 2M --default-max-tokens 64
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
-echo "servers: A on 127.0.0.1:$PA, B on 127.0.0.1:$PB"
+PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }
+echo "servers: A on 127.0.0.1:$PA, B on 127.0.0.1:$PB, C on 127.0.0.1:$PC"
 
-timeout 600 "$PY" tests/e2e/server_api.py --a "127.0.0.1:$PA" --b "127.0.0.1:$PB" --key "$KEY" --bin "$BIN" \
+timeout 600 "$PY" tests/e2e/server_api.py --a "127.0.0.1:$PA" --b "127.0.0.1:$PB" --c "127.0.0.1:$PC" --key "$KEY" --bin "$BIN" \
   --model "$FIX/tiny_model" --inputs "$FIX/inputs" --expected "$tmp/expected.json"
 rc=$?
 [ $rc -eq 124 ] && echo "FAIL server_api.py (timed out)"
@@ -101,12 +104,14 @@ else
   echo "FAIL graceful shutdown (exited: $ok, status ${src:-?}; stream tail: $(tail -c 200 "$tmp/last_stream.txt"))"
   tail -5 "$tmp/a.log"
 fi
-kill -TERM "$pid_b" 2>/dev/null
-for i in $(seq 1 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.1; done
-wait "$pid_b" 2>/dev/null
-if grep -qi "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log"; then
+for p in "$pid_b" "$pid_c"; do
+  kill -TERM "$p" 2>/dev/null
+  for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  wait "$p" 2>/dev/null
+done
+if grep -qi "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log"; then
   echo "FAIL server logs report a panic, an assertion or a sanitizer error"
-  grep -i -A5 "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" | head -40
+  grep -i -A5 "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" | head -40
 else
   echo "PASS server logs clean (no panic, assertion or sanitizer report)"
 fi

@@ -3,7 +3,8 @@
  *    the long factors while a short sequence in the same batch gets exactly its solo logits;
  *  - adapter isolation: a speech-adapter sequence and a no-adapter sequence batched together each
  *    equal their solo runs bit for bit, and the speech one really differs without its adapter;
- *  - the official adapter policy by mode; cancellation frees the sequence; bad requests are refused. */
+ *  - the official adapter policy by mode; cancellation frees the sequence; bad requests are refused;
+ *  - the KV budget: refused, deferred and admitted requests, reservations back to 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "engine/kv_budget.h"
 #include "engine/model.h"
 #include "phi4mm.h"
 
@@ -234,12 +236,81 @@ static void test_cancel_and_bad_requests(void **state) {
     pm_engine_free(eng);
 }
 
+/* The KV budget: a request over it is refused, one that does not fit beside a live sequence gets
+ * PM_EBUSY (no callback, nothing reserved) and fits once that sequence has ended; reservations are
+ * whole pages of the prompt plus max_tokens and return to 0. */
+static void test_kv_budget(void **state) {
+    fx *f = *state;
+    const pm_llm_config *c = &f->m->llm.c;
+    int64_t page = (int64_t)pm_kv_bytes(c, 1);
+    assert_true(page > 0);
+    assert_int_equal((int64_t)pm_kv_bytes(c, PM_KV_PAGE + 1), 2 * page);
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.kv_budget = 3 * page;
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    done_rec d = {0};
+    pm_callbacks cb = {NULL, rec_done, &d};
+    pm_request r = {0};
+    r.prompt = "<|user|>hello<|end|><|assistant|>"; /* 4 tokens */
+    int64_t need = 0, reserved = -1, budget = 0;
+    r.max_tokens = 3 * PM_KV_PAGE; /* 388 positions: 4 pages */
+    assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), PM_ELIMIT);
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err), PM_ELIMIT);
+    assert_non_null(strstr(err, "KV budget"));
+    r.max_tokens = 2 * PM_KV_PAGE - 4; /* exactly 2 pages */
+    assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
+    assert_int_equal(need, 2 * page);
+    int64_t id;
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), 0);
+    pm_engine_kv_usage(eng, &reserved, &budget);
+    assert_int_equal(reserved, 2 * page);
+    assert_int_equal(budget, 3 * page);
+    pm_request r2 = r; /* 2 more pages: not beside the first */
+    assert_int_equal(pm_engine_submit(eng, &r2, &cb, NULL, err, sizeof err), PM_EBUSY);
+    assert_non_null(strstr(err, "KV budget is in use"));
+    r2.max_tokens = PM_KV_PAGE - 4; /* one page fits */
+    int64_t id2;
+    assert_int_equal(pm_engine_submit(eng, &r2, &cb, &id2, err, sizeof err), 0);
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 3 * page);
+    assert_int_equal(pm_engine_live(eng), 2);
+    assert_int_equal(pm_engine_cancel(eng, id), 0);
+    pm_engine_step(eng);
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, page);
+    r2.max_tokens = 2 * PM_KV_PAGE - 4; /* now it fits */
+    assert_int_equal(pm_engine_submit(eng, &r2, &cb, NULL, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 0);
+    assert_int_equal(d.calls, 3); /* the refused and deferred requests never called back */
+    pm_engine_free(eng);
+
+    /* default: an automatic budget; < 0: none */
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    pm_engine_kv_usage(eng, NULL, &budget);
+    assert_true(budget >= PM_KV_BUDGET_MIN);
+    pm_engine_free(eng);
+    o.kv_budget = -1;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    pm_engine_kv_usage(eng, NULL, &budget);
+    assert_true(budget < 0);
+    r.max_tokens = 100000;
+    assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
+    assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004));
+    pm_engine_free(eng);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),
+        cmocka_unit_test(test_kv_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

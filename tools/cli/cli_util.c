@@ -68,6 +68,28 @@ int cli_weights(const char *cmd, const char *v, pm_load_options *o) {
     return cli_fail(cmd, "--weights must be bf16 or q8, got '%s'", v ? v : "");
 }
 
+int cli_size(const char *s, size_t *out) {
+    char *end;
+    if (!s || *s < '0' || *s > '9') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1ULL << 10, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1ULL << 20, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1ULL << 30, end++;
+    if (*end || v == 0 || v > (1ULL << 40) / mul) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+int cli_kv_budget(const char *cmd, const char *v, int64_t *out) {
+    size_t b;
+    if (v && !strcmp(v, "auto")) *out = 0;
+    else if (v && !strcmp(v, "none")) *out = -1;
+    else if (v && !cli_size(v, &b)) *out = (int64_t)b;
+    else return cli_fail(cmd, "--kv-budget must be auto, none or a size like 4G or 512M, got '%s'", v ? v : "");
+    return 0;
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

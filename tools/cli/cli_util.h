@@ -16,5 +16,10 @@ int cli_float(const char *s, double lo, double hi, double *out);
 double cli_now(void);
 /* Parses --weights VALUE ("bf16" | "q8") into o; returns cli_fail's status on anything else. */
 int cli_weights(const char *cmd, const char *v, pm_load_options *o);
+/* Parses a byte size: digits with an optional K / M / G suffix (binary), > 0 and <= 1 TiB. */
+int cli_size(const char *s, size_t *out);
+/* Parses --kv-budget VALUE ("auto" = 0, "none" = -1, or a size) into *out; cli_fail's status on
+ * anything else. */
+int cli_kv_budget(const char *cmd, const char *v, int64_t *out);
 
 #endif

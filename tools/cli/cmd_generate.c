@@ -44,6 +44,8 @@ static void usage_generate(void) {
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
+            "  --kv-budget SIZE      KV cache the request may use, e.g. 4G (default auto: memory less the\n"
+            "                        weights and a headroom; none: no limit)\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
@@ -145,6 +147,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--max-audio-seconds")) { if (cli_float(v, 0, 1e7, &opts.limits.max_audio_seconds)) rc = cli_fail(cmd, "--max-audio-seconds must be a non-negative number, got '%s'", v); }
         else if (!strcmp(a, "--max-audio-clips")) { long k; if (cli_int(v, 0, 4096, &k)) rc = cli_fail(cmd, "--max-audio-clips must be in [0, 4096], got '%s'", v); else opts.limits.max_audio_clips = (int)k; }
         else if (!strcmp(a, "--weights")) rc = cli_weights(cmd, v, &lo);
+        else if (!strcmp(a, "--kv-budget")) rc = cli_kv_budget(cmd, v, &opts.kv_budget);
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;

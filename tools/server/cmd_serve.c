@@ -71,23 +71,13 @@ static void usage(void) {
             "  --weights bf16|q8       decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
             "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512)\n"
+            "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
+            "                          (default auto: memory less the weights and a headroom); a request that\n"
+            "                          does not fit waits in the queue, one larger than the budget gets 400\n"
             "  --http-threads N        HTTP worker threads (default 4)\n"
             "  --retry-after S         Retry-After seconds sent with 503 (default 1)\n"
             "  --model-name NAME       model id reported by /v1/models (default: the directory name)\n"
             "  --quiet                 no per-request log lines\n");
-}
-
-static int parse_size(const char *s, size_t *out) {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return -1;
-    unsigned long long mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1ULL << 10, end++;
-    else if (*end == 'M' || *end == 'm') mul = 1ULL << 20, end++;
-    else if (*end == 'G' || *end == 'g') mul = 1ULL << 30, end++;
-    if (*end || v == 0 || v > (1ULL << 40) / mul) return -1;
-    *out = (size_t)(v * mul);
-    return 0;
 }
 
 static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
@@ -134,9 +124,11 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             if (cli_int(v, 0, 86400, &n)) return cli_fail(cmd, "--retry-after must be 0..86400, got '%s'", v);
             o->retry_after = (int)n;
         } else if (!strcmp(a, "--max-body")) {
-            if (parse_size(v, &o->max_body)) return cli_fail(cmd, "--max-body must be a size like 65536, 512K or 64M, got '%s'", v);
+            if (cli_size(v, &o->max_body)) return cli_fail(cmd, "--max-body must be a size like 65536, 512K or 64M, got '%s'", v);
         } else if (!strcmp(a, "--weights")) {
             if (cli_weights(cmd, v, &o->load)) return 1;
+        } else if (!strcmp(a, "--kv-budget")) {
+            if (cli_kv_budget(cmd, v, &o->kv_budget)) return 1;
         } else return cli_fail(cmd, "unknown option '%s' (see --help)", a);
     }
     if (!o->model_dir) return cli_fail(cmd, "missing -m MODEL_DIR (see --help)");
@@ -213,8 +205,12 @@ int pm_cmd_serve(int argc, char **argv) {
     }
     if (!rc) {
         atomic_store(&ctx->ready, 1);
-        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d%s\n", ctx->model_id, srv_now() - t0,
-                ctx->o.parallel, ctx->o.max_queue, ctx->o.api_key ? ", API key required" : "");
+        int64_t kvb = srv_sched_kv_budget(ctx->sched);
+        char kv[64];
+        if (kvb < 0) snprintf(kv, sizeof kv, "no KV budget");
+        else snprintf(kv, sizeof kv, "KV budget %.2f GiB%s", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)");
+        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s%s\n", ctx->model_id,
+                srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, ctx->o.api_key ? ", API key required" : "");
         int sig = 0;
         sigset_t wait;
         sigemptyset(&wait);

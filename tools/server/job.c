@@ -15,6 +15,7 @@ srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind) {
     j->ctx = ctx;
     j->kind = kind;
     j->mode = (pm_mode)-1;
+    j->kv_need = -1;
     atomic_init(&j->cancel, 0);
     j->t_arrival = srv_now();
     return j;

@@ -54,6 +54,7 @@ struct srv_job {
     /* inference thread only */
     int64_t seq_id;
     int cancel_sent;
+    int64_t kv_need;                /* KV bytes it will reserve; -1 until the scheduler has planned it */
 
     atomic_int cancel;              /* the client went away: stop generating */
 

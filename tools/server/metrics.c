@@ -25,6 +25,7 @@ struct srv_metrics {
     int n_series;
     unsigned long long finish[4];
     int queue_depth, active;
+    long long kv_reserved, kv_budget;
     unsigned long long prompt_tokens, gen_tokens;
     long long ring_sec[RING];
     unsigned long long ring_tok[RING];
@@ -89,6 +90,13 @@ void srv_metrics_queue_depth(srv_metrics *m, int depth) {
 void srv_metrics_active(srv_metrics *m, int live) {
     pthread_mutex_lock(&m->mu);
     m->active = live;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget) {
+    pthread_mutex_lock(&m->mu);
+    m->kv_reserved = (long long)reserved;
+    m->kv_budget = (long long)budget;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -180,6 +188,11 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     put(&o, "# HELP phi4mm_active_sequences Sequences live in the engine.\n# TYPE phi4mm_active_sequences gauge\n"
             "phi4mm_active_sequences %d\n",
         m->active);
+    put(&o, "# HELP phi4mm_kv_reserved_bytes KV cache reserved by the live sequences (each its prompt plus max_tokens).\n"
+            "# TYPE phi4mm_kv_reserved_bytes gauge\nphi4mm_kv_reserved_bytes %lld\n"
+            "# HELP phi4mm_kv_budget_bytes The engine's KV cache budget (-1: none).\n# TYPE phi4mm_kv_budget_bytes gauge\n"
+            "phi4mm_kv_budget_bytes %lld\n",
+        m->kv_reserved, m->kv_budget);
     put(&o, "# HELP phi4mm_prompt_tokens_total Prompt tokens of finished sequences (media tokens included).\n"
             "# TYPE phi4mm_prompt_tokens_total counter\nphi4mm_prompt_tokens_total %llu\n",
         m->prompt_tokens);

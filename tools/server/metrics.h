@@ -3,6 +3,8 @@
  *   phi4mm_request_finish_total{reason}               counter: stop / length / cancelled / error
  *   phi4mm_queue_depth                                gauge: accepted requests waiting for a slot
  *   phi4mm_active_sequences                           gauge: sequences live in the engine
+ *   phi4mm_kv_reserved_bytes, phi4mm_kv_budget_bytes   gauges: KV cache the live sequences reserve,
+ *                                                     and the engine's budget for it (-1: none)
  *   phi4mm_prompt_tokens_total, phi4mm_generated_tokens_total   counters
  *   phi4mm_tokens_per_second                          gauge: generated tokens/s over the last 10 s
  *   phi4mm_audio_seconds_total                        counter: seconds of audio admitted
@@ -13,6 +15,7 @@
 #define PM_SRV_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "phi4mm.h"
 
@@ -29,6 +32,7 @@ void srv_metrics_finish(srv_metrics *m, pm_finish reason, int prompt_tokens, int
 void srv_metrics_queue_depth(srv_metrics *m, int depth);
 void srv_metrics_active(srv_metrics *m, int live);
 int srv_metrics_get_active(srv_metrics *m);
+void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);
 void srv_metrics_audio(srv_metrics *m, double seconds);

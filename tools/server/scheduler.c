@@ -1,9 +1,10 @@
 /* scheduler.c — see scheduler.h.
  *
- * Loop: wait while idle; take queued jobs into free slots (all of them when the engine is idle,
- * at most ADMIT_PER_STEP while sequences are decoding, so a burst of media-heavy arrivals cannot
- * stall running streams for long); drop queued jobs whose client left; forward cancellations;
- * step. A job leaves `live` in its on_done callback, which the engine fires exactly once. */
+ * Loop: wait while idle; drop queued jobs whose client left; take queued jobs into free slots (all
+ * of them when the engine is idle, at most ADMIT_PER_STEP while sequences are decoding, so a burst
+ * of media-heavy arrivals cannot stall running streams for long), in order and only while the
+ * engine's KV budget has room for each one's worst case (the head waits for a sequence to end,
+ * and the rest wait behind it: first come, first served); forward cancellations; step. A job leaves `live` in its on_done callback, which the engine fires exactly once. */
 #include "scheduler.h"
 
 #include <poll.h>
@@ -64,6 +65,12 @@ int srv_sched_queue_depth(srv_sched *s) {
     int n = s->q_len;
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+int64_t srv_sched_kv_budget(const srv_sched *s) {
+    int64_t budget;
+    pm_engine_kv_usage(s->eng, NULL, &budget); /* set at pm_engine_new, never changed */
+    return budget;
 }
 
 /* ------------------------------------------------------------------ engine callbacks */
@@ -136,6 +143,50 @@ static void status_error(int rc, const char *msg, srv_error *e) {
     }
 }
 
+static void kv_metrics(srv_sched *s) {
+    int64_t reserved, budget;
+    pm_engine_kv_usage(s->eng, &reserved, &budget);
+    srv_metrics_kv(s->ctx->metrics, reserved, budget);
+}
+
+static void job_request(const srv_job *j, pm_request *rq) {
+    memset(rq, 0, sizeof *rq);
+    rq->prompt = j->prompt;
+    rq->audios = j->audios;
+    rq->n_audios = j->n_audios;
+    rq->images = j->images;
+    rq->n_images = j->n_images;
+    rq->max_tokens = j->max_tokens;
+    rq->sampling = j->sampling;
+    rq->stop = (const char *const *)j->stop;
+    rq->n_stop = j->n_stop;
+}
+
+static void reject(srv_job *j, int rc, const char *msg) {
+    srv_error e;
+    status_error(rc, msg, &e);
+    srv_job_free_media(j);
+    srv_job_reject(j, &e);
+    srv_job_unref(j);
+}
+
+/* Whether the queue's head may be admitted now beside `pending` bytes already taken this round:
+ * 1 yes, 0 not yet (the engine's KV budget is in use: it waits, and so does everything behind it,
+ * until a sequence ends), -1 never (*rc, err: the plan's error). The need is planned once per job
+ * (tokenizer and media sizes, no encoder). */
+static int head_fits(srv_sched *s, srv_job *j, int64_t pending, int *rc, char *err, size_t errlen) {
+    if (j->kv_need < 0) {
+        pm_request rq;
+        job_request(j, &rq);
+        int64_t need = 0;
+        if ((*rc = pm_engine_kv_need(s->eng, &rq, &need, err, errlen))) return -1;
+        j->kv_need = need;
+    }
+    int64_t reserved, budget;
+    pm_engine_kv_usage(s->eng, &reserved, &budget);
+    return budget < 0 || reserved + pending + j->kv_need <= budget || (pm_engine_live(s->eng) == 0 && pending == 0);
+}
+
 static void admit(srv_sched *s, srv_job *j) {
     if (atomic_load(&j->cancel)) {
         srv_error e;
@@ -146,33 +197,53 @@ static void admit(srv_sched *s, srv_job *j) {
         return;
     }
     pm_request rq;
-    memset(&rq, 0, sizeof rq);
-    rq.prompt = j->prompt;
-    rq.audios = j->audios;
-    rq.n_audios = j->n_audios;
-    rq.images = j->images;
-    rq.n_images = j->n_images;
-    rq.max_tokens = j->max_tokens;
-    rq.sampling = j->sampling;
-    rq.stop = (const char *const *)j->stop;
-    rq.n_stop = j->n_stop;
+    job_request(j, &rq);
     pm_callbacks cb = {cb_token, cb_done, j};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */
     int rc = pm_engine_submit(s->eng, &rq, &cb, &seq, err, sizeof err);
-    srv_job_free_media(j);
     if (rc) {
         s->n_live--;
-        srv_error e;
-        status_error(rc, err[0] ? err : pm_status_name(rc), &e);
-        srv_job_reject(j, &e);
-        srv_job_unref(j);
+        reject(j, rc, err[0] ? err : pm_status_name(rc));
         return;
     }
+    srv_job_free_media(j);
     srv_metrics_audio(s->ctx->metrics, j->audio_seconds);
     srv_metrics_active(s->ctx->metrics, s->n_live);
+    kv_metrics(s); /* before the client can see its first chunk */
     srv_job_admitted(j, seq);
+}
+
+/* Takes up to `room` jobs off the head of the queue, in order, while the engine's KV budget has
+ * room for them; a job whose plan fails is answered at once. Only this thread dequeues, so the
+ * head it planned outside the lock is still the head. */
+static int take_jobs(srv_sched *s, srv_job **take, int room) {
+    int n_take = 0;
+    int64_t pending = 0;
+    while (room > 0) {
+        pthread_mutex_lock(&s->mu);
+        srv_job *j = s->q_len > 0 && !s->stopping ? s->q[s->q_head] : NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (!j) break;
+        int rc = 0;
+        char err[1024] = "";
+        int fits = head_fits(s, j, pending, &rc, err, sizeof err);
+        if (fits == 0) break;
+        pthread_mutex_lock(&s->mu);
+        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_len--;
+        srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
+        pthread_mutex_unlock(&s->mu);
+        if (fits < 0) {
+            reject(j, rc, err[0] ? err : pm_status_name(rc));
+            continue;
+        }
+        take[n_take++] = j;
+        pending += j->kv_need;
+        room--;
+    }
+    return n_take;
 }
 
 /* ------------------------------------------------------------------ the thread */
@@ -194,11 +265,6 @@ static void *sched_main(void *arg) {
         }
         int room = s->max_live - s->n_live;
         if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
-        while (!stopping && room-- > 0 && s->q_len > 0) {
-            take[n_take++] = s->q[s->q_head];
-            s->q_head = (s->q_head + 1) % s->q_cap;
-            s->q_len--;
-        }
         srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
         pthread_mutex_unlock(&s->mu);
 
@@ -210,6 +276,7 @@ static void *sched_main(void *arg) {
             srv_job_reject(drop[i], &e);
             srv_job_unref(drop[i]);
         }
+        if (!stopping) n_take = take_jobs(s, take, room);
         watch_disconnects(take, n_take);
         for (int i = 0; i < n_take; i++) admit(s, take[i]);
         watch_disconnects(s->live, s->n_live);
@@ -228,6 +295,7 @@ static void *sched_main(void *arg) {
             srv_metrics_step(s->ctx->metrics, s->step_tokens, srv_now());
         }
         srv_metrics_active(s->ctx->metrics, pm_engine_live(s->eng));
+        kv_metrics(s);
         if (stopping && s->n_live == 0) {
             pthread_mutex_lock(&s->mu);
             int empty = s->q_len == 0;
@@ -263,6 +331,7 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     eo.max_seqs = s->max_live;
     if (ctx->o.prefill_chunk > 0) eo.prefill_chunk = ctx->o.prefill_chunk;
     eo.limits = ctx->limits;
+    eo.kv_budget = ctx->o.kv_budget;
     int rc = pm_engine_new(&s->eng, ctx->model, &eo, err, errlen);
     if (rc) {
         free(s->q);
@@ -272,6 +341,7 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    srv_metrics_kv(ctx->metrics, 0, srv_sched_kv_budget(s));
     ctx->sched = s; /* callbacks find the scheduler through the context */
     if (pthread_create(&s->th, NULL, sched_main, s)) {
         ctx->sched = NULL;

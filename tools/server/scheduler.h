@@ -21,6 +21,8 @@ void srv_sched_poke(srv_sched *s);
 
 /* Waiting jobs. */
 int srv_sched_queue_depth(srv_sched *s);
+/* The engine's KV budget in bytes (< 0: none); fixed once started. */
+int64_t srv_sched_kv_budget(const srv_sched *s);
 
 /* Refuses new jobs, ends queued ones with 503, cancels live ones (each gets its final event),
  * joins the thread and frees the engine. Enqueueing afterwards answers PM_ESTATE. */

@@ -57,6 +57,7 @@ typedef struct srv_opts {
     int default_max_tokens;     /* completion cap when a request names none (default 1024) */
     int prefill_chunk;          /* engine prompt rows per step (default 512) */
     size_t max_body;            /* bytes (default 64 MiB) */
+    int64_t kv_budget;          /* engine KV budget in bytes: 0 = auto (default), < 0 = none */
     int retry_after;            /* seconds, sent with 503 (default 1) */
     const char *port_file;      /* optional: write the bound port here once listening */
     int quiet;                  /* no per-request log lines */
