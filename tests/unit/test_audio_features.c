@@ -340,6 +340,22 @@ static void test_policy_and_lengths(void **state) {
     pm_err e = {0};
     assert_int_equal(pm_audio_resample_policy(x, 100, 4000, &y, &ny, &used, &e), PM_EINVAL);
     free(x);
+    /* The request plan (engine/prepare.c) counts a clip's tokens with pm_audio_num_frames before
+     * any feature is computed and refuses a request whose features then differ: over the rate
+     * policy's branches and lengths around its rounding, the count is the extractor's. */
+    const int rates[] = {8000, 11025, 15999, 16000, 16001, 22050, 32000, 44100, 48000, 96000};
+    double *z = calloc(6000, sizeof(double));
+    for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++)
+        for (size_t n = pm_audio_min_samples(rates[r]); n < 6000; n += 97) {
+            pm_logmel lm;
+            pm_err e2 = {0};
+            assert_int_equal(pm_audio_logmel(z, n, rates[r], &lm, &e2), PM_OK);
+            if (lm.frames != pm_audio_num_frames(n, rates[r]))
+                fail_msg("%zu samples at %d Hz: %d frames, counted %d", n, rates[r], lm.frames, pm_audio_num_frames(n, rates[r]));
+            assert_int_equal(pm_audio_check(z, n, rates[r], &e2), PM_OK);
+            pm_logmel_free(&lm);
+        }
+    free(z);
 }
 
 /* Too short (0 frames, exactly one frame), NaN, low rate: refused with the minimum stated; the
