@@ -100,10 +100,28 @@ int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in
  * compressed payload can decode to thousands of times its size. max_seconds <= 0: no limit. */
 int pm_audio_decode_max(const void *bytes, size_t len, const char *what, double max_seconds, pm_audio_in *out, char *err,
                         size_t errlen);
+/* A gate on the memory a decoder allocates for untrusted media, for a caller that shares a budget
+ * among many decodes (the server): adjust(user, +n) before n more bytes of samples / pixels are
+ * allocated (return 0 to allow; 1: not now, the decode fails with PM_EBUSY; 2: never, PM_ELIMIT),
+ * adjust(user, -n) when bytes are given back. On success the bytes taken equal what the output
+ * holds (give them back when freeing it); on failure all were given back. */
+typedef struct pm_media_gate {
+    int (*adjust)(void *user, int64_t delta);
+    void *user;
+} pm_media_gate;
+int pm_audio_decode_gated(const void *bytes, size_t len, const char *what, double max_seconds, const pm_media_gate *gate,
+                          pm_audio_in *out, char *err, size_t errlen);
+int pm_image_decode_gated(const void *bytes, size_t len, const char *what, int64_t max_pixels, const pm_media_gate *gate,
+                          pm_image_in *out, char *err, size_t errlen);
 void pm_audio_in_free(pm_audio_in *a);
 int pm_image_decode(const void *bytes, size_t len, const char *what, int64_t max_pixels, pm_image_in *out, char *err,
                     size_t errlen);
 void pm_image_in_free(pm_image_in *im);
+
+/* Bytes of memory this process may use: physical memory, or its cgroup's memory.max when lower;
+ * 0 when neither can be read. The automatic budgets (KV cache, the server's decoded media) are
+ * fractions of it. */
+int64_t pm_memory_limit(void);
 
 /* ---------------------------------------------------------------- requests */
 

@@ -18,11 +18,27 @@
  * channel count a header claims (libsndfile accepts up to 1024). */
 #define WAVE_CHUNK 16384
 
+/* Asks the gate for delta more bytes (delta < 0: gives back). PM_OK, or PM_EBUSY / PM_ELIMIT
+ * (with e set) when the gate refuses. */
+static int gate_adjust(const pm_media_gate *gate, int64_t delta, int64_t *taken, const char *what, pm_err *e) {
+    if (!gate || !delta) return PM_OK;
+    int r = gate->adjust(gate->user, delta);
+    if (delta < 0 || r == 0) {
+        *taken += delta;
+        return PM_OK;
+    }
+    if (r == 1) return pm_errf(e, PM_EBUSY, "%s: no memory is free for decoded media right now (%.1f MB taken)", what, (double)*taken / 1e6);
+    return pm_errf(e, PM_ELIMIT, "%s: decoded audio would take more than the memory allowed for decoded media (%.1f MB so far)", what,
+                   (double)(*taken + delta) / 1e6);
+}
+
 /* Reads every frame of an opened stream, averages channels, validates. Closes sf. With
  * max_seconds > 0, stops with PM_ELIMIT as soon as the decoded length exceeds it, so a small
- * compressed payload (a FLAC of silence decodes ~3000x larger) cannot fill memory first. */
-static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what, double max_seconds, pm_wave *out,
-                              pm_err *e) {
+ * compressed payload (a FLAC of silence decodes ~3000x larger) cannot fill memory first; the
+ * buffer never grows past that length either. With a gate, every growth of the sample buffer is
+ * asked for first and the final buffer is trimmed to the samples (phi4mm.h). */
+static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what, double max_seconds, const pm_media_gate *gate,
+                              pm_wave *out, pm_err *e) {
     int ch = info->channels;
     if (ch < 1) {
         sf_close(sf);
@@ -40,7 +56,9 @@ static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what
         return pm_err_ctx(e, "%s: ", what);
     }
     size_t cap = 0, n = 0;
+    size_t most = max_seconds > 0 ? (size_t)(max_seconds * info->samplerate) + 1 : (size_t)-1; /* samples the limit allows */
     double *mono = NULL;
+    int64_t taken = 0; /* bytes the gate granted */
     int rc = PM_OK;
     for (;;) {
         sf_count_t got = sf_readf_double(sf, buf, frames);
@@ -53,6 +71,8 @@ static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what
         if (n + (size_t)got > cap) {
             size_t ncap = cap ? cap * 2 : (size_t)WAVE_CHUNK * 4;
             while (ncap < n + (size_t)got) ncap *= 2;
+            if (ncap > most && most >= n + (size_t)got) ncap = most;
+            if ((rc = gate_adjust(gate, (int64_t)((ncap - cap) * sizeof(double)), &taken, what, e))) break;
             double *p = realloc(mono, sizeof(double) * ncap);
             if (!p) {
                 rc = pm_errf(e, PM_ENOMEM, "%s: out of memory decoding %zu samples", what, ncap);
@@ -86,7 +106,15 @@ static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what
             rc = pm_errf(e, PM_EINVAL, "%s: sample %zu is %s (audio must be finite)", what, i, isnan(mono[i]) ? "NaN" : "infinite");
     if (rc != PM_OK) {
         free(mono);
+        gate_adjust(gate, -taken, &taken, what, e);
         return rc;
+    }
+    if (gate && cap > n) { /* trim to the samples and give the rest back */
+        double *p = realloc(mono, sizeof(double) * n);
+        if (p) {
+            mono = p;
+            gate_adjust(gate, -(int64_t)((cap - n) * sizeof(double)), &taken, what, e);
+        }
     }
     out->samples = mono;
     out->n = n;
@@ -106,7 +134,7 @@ int pm_wave_read_file(pm_wave *out, const char *path, pm_err *e) {
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio file (unsupported format or damaged header): %s", path, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, path, 0, out, e);
+    return decode_open_stream(sf, &info, path, 0, NULL, out, e);
 }
 
 /* Read-only virtual file over a memory buffer. */
@@ -150,6 +178,11 @@ int pm_wave_read_memory(pm_wave *out, const void *data, size_t len, const char *
 }
 
 int pm_wave_read_memory_max(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, pm_err *e) {
+    return pm_wave_read_memory_gated(out, data, len, what, max_seconds, NULL, e);
+}
+
+int pm_wave_read_memory_gated(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, const pm_media_gate *gate,
+                              pm_err *e) {
     memset(out, 0, sizeof *out);
     if (!what) what = "audio";
     if (!data || len == 0) return pm_errf(e, PM_EINVAL, "%s: the audio payload is empty (0 bytes)", what);
@@ -159,7 +192,7 @@ int pm_wave_read_memory_max(pm_wave *out, const void *data, size_t len, const ch
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
     if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio payload (unsupported format or damaged header): %s", what, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, what, max_seconds, out, e);
+    return decode_open_stream(sf, &info, what, max_seconds, gate, out, e);
 }
 
 void pm_wave_free(pm_wave *w) {

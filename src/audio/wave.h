@@ -9,6 +9,7 @@
 #define PM_AUDIO_WAVE_H
 
 #include <stddef.h>
+#include "phi4mm.h"
 #include "util/err.h"
 
 typedef struct pm_wave {
@@ -36,6 +37,11 @@ int pm_wave_read_memory(pm_wave *out, const void *data, size_t len, const char *
  * callers (the server) should use, since compressed formats decode to thousands of times their
  * size. max_seconds <= 0: no limit. */
 int pm_wave_read_memory_max(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, pm_err *e);
+
+/* Same, and every growth of the sample buffer asks `gate` first (phi4mm.h: pm_media_gate): PM_EBUSY
+ * or PM_ELIMIT when it refuses. gate may be NULL. */
+int pm_wave_read_memory_gated(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, const pm_media_gate *gate,
+                              pm_err *e);
 
 /* Frees the samples; safe on a zeroed or already freed wave. */
 void pm_wave_free(pm_wave *w);

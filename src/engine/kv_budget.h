@@ -9,11 +9,7 @@
 
 #include "engine/model.h"
 
-/* Bytes of memory this process may use: physical memory, or its cgroup's memory.max when lower;
- * 0 when neither can be read. */
-int64_t pm_memory_limit(void);
-
-/* That limit less what the model keeps resident (its mapped weights, less the bf16 pages that int8
+/* pm_memory_limit() (phi4mm.h) less what the model keeps resident (its mapped weights, less the bf16 pages that int8
  * copies replaced, plus those copies) less a headroom of max(1 GiB, 1/8 of the limit) for the
  * rest (activations, media, the page cache of other processes); at least PM_KV_BUDGET_MIN. */
 #define PM_KV_BUDGET_MIN ((int64_t)256 << 20)

@@ -14,10 +14,15 @@ int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in
 
 int pm_audio_decode_max(const void *bytes, size_t len, const char *what, double max_seconds, pm_audio_in *out, char *err,
                         size_t errlen) {
+    return pm_audio_decode_gated(bytes, len, what, max_seconds, NULL, out, err, errlen);
+}
+
+int pm_audio_decode_gated(const void *bytes, size_t len, const char *what, double max_seconds, const pm_media_gate *gate,
+                          pm_audio_in *out, char *err, size_t errlen) {
     pm_err e = {0};
     pm_wave w = {0};
     memset(out, 0, sizeof *out);
-    if (pm_wave_read_memory_max(&w, bytes, len, what, max_seconds, &e)) {
+    if (pm_wave_read_memory_gated(&w, bytes, len, what, max_seconds, gate, &e)) {
         if (err && errlen) snprintf(err, errlen, "%s", e.msg);
         return e.code;
     }
@@ -33,10 +38,15 @@ void pm_audio_in_free(pm_audio_in *a) {
 }
 
 int pm_image_decode(const void *bytes, size_t len, const char *what, int64_t max_pixels, pm_image_in *out, char *err, size_t errlen) {
+    return pm_image_decode_gated(bytes, len, what, max_pixels, NULL, out, err, errlen);
+}
+
+int pm_image_decode_gated(const void *bytes, size_t len, const char *what, int64_t max_pixels, const pm_media_gate *gate,
+                          pm_image_in *out, char *err, size_t errlen) {
     pm_err e = {0};
     pm_image im = {0};
     memset(out, 0, sizeof *out);
-    if (pm_image_read_memory(&im, bytes, len, what, max_pixels, &e)) {
+    if (pm_image_read_memory_gated(&im, bytes, len, what, max_pixels, gate, &e)) {
         if (err && errlen) snprintf(err, errlen, "%s", e.msg);
         return e.code;
     }

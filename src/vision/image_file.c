@@ -37,6 +37,10 @@ typedef struct img_ctx {
     size_t len, pos;
     const char *what;
     int64_t max_pixels;
+    const pm_media_gate *gate; /* optional (phi4mm.h) */
+    int64_t taken;             /* bytes the gate granted */
+    int gate_rc;               /* its refusal inside libpng's error path */
+    int64_t all_taken;         /* of which for `all` */
     pm_err *e;
     pm_image *out;
     uint8_t *row;         /* decoder scratch */
@@ -44,6 +48,20 @@ typedef struct img_ctx {
     png_bytep *rows;
     char msg[JMSG_LENGTH_MAX > 256 ? JMSG_LENGTH_MAX : 256];
 } img_ctx;
+
+/* Asks the gate for bytes more (bytes < 0: gives back); PM_EBUSY / PM_ELIMIT with e set when it
+ * refuses. */
+static int img_take(img_ctx *c, int64_t bytes) {
+    if (!c->gate || !bytes) return PM_OK;
+    int r = c->gate->adjust(c->gate->user, bytes);
+    if (bytes < 0 || r == 0) {
+        c->taken += bytes;
+        return PM_OK;
+    }
+    if (r == 1) return pm_errf(c->e, PM_EBUSY, "%s: no memory is free for decoded media right now", c->what);
+    return pm_errf(c->e, PM_ELIMIT, "%s: the decoded image (%.1f MB) would take more than the memory allowed for decoded media", c->what,
+                   (double)bytes / 1e6);
+}
 
 /* Validates the header size and allocates the output. */
 static int img_begin(img_ctx *c, const char *fmt, int64_t w, int64_t h) {
@@ -53,6 +71,8 @@ static int img_begin(img_ctx *c, const char *fmt, int64_t w, int64_t h) {
     if (w > (1 << 28) || h > (1 << 28) || w * h > c->max_pixels)
         return pm_errf(c->e, PM_ELIMIT, "%s: %s image is %lldx%lld = %.0f pixels, over the limit of %lld pixels",
                        c->what, fmt, (long long)w, (long long)h, (double)w * (double)h, (long long)c->max_pixels);
+    int rc = img_take(c, w * h * 3);
+    if (rc) return rc;
     c->out->rgb = pm_malloc((size_t)w * (size_t)h * 3, c->e);
     if (!c->out->rgb) return PM_ENOMEM;
     c->out->width = (int)w;
@@ -131,7 +151,7 @@ static int png_decode_rows(img_ctx *c) {
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_read_struct(&png, &info, NULL);
-        return pm_errf(c->e, PM_EFORMAT, "%s: corrupt PNG: %s", c->what, c->msg);
+        return c->gate_rc ? c->gate_rc : pm_errf(c->e, PM_EFORMAT, "%s: corrupt PNG: %s", c->what, c->msg);
     }
     png_set_read_fn(png, c, png_read_cb);
     png_set_user_limits(png, 0x7fffffff, 0x7fffffff); /* the pixel cap was checked from IHDR */
@@ -159,7 +179,9 @@ static int png_decode_rows(img_ctx *c) {
     png_read_update_info(png, info);
     int d = png_get_bit_depth(png, info);
     size_t rowbytes = png_get_rowbytes(png, info);
-    if (passes > 1) {
+    if (passes > 1) { /* the whole decoded image first: up to 8 bytes per pixel more, asked of the gate too */
+        if ((c->gate_rc = img_take(c, (int64_t)rowbytes * h))) png_error(png, "no memory for decoded media");
+        c->all_taken = c->gate ? (int64_t)rowbytes * h : 0;
         c->all = malloc(rowbytes * h);
         c->rows = malloc(sizeof(png_bytep) * h);
         if (!c->all || !c->rows) png_error(png, "out of memory for an interlaced image");
@@ -388,12 +410,17 @@ static int decode_bmp(img_ctx *c) {
 
 int pm_image_read_memory(pm_image *out, const void *data, size_t len, const char *what, int64_t max_pixels,
                          pm_err *e) {
+    return pm_image_read_memory_gated(out, data, len, what, max_pixels, NULL, e);
+}
+
+int pm_image_read_memory_gated(pm_image *out, const void *data, size_t len, const char *what, int64_t max_pixels,
+                               const pm_media_gate *gate, pm_err *e) {
     memset(out, 0, sizeof *out);
     if (!what) what = "image";
     const uint8_t *d = data;
     if (!d || len == 0) return pm_errf(e, PM_EFORMAT, "%s: empty file, not an image", what);
     img_ctx c = {.data = d, .len = len, .what = what, .max_pixels = max_pixels > 0 ? max_pixels : PM_IMAGE_DEFAULT_MAX_PIXELS,
-                 .e = e, .out = out};
+                 .gate = gate, .e = e, .out = out};
     int rc;
     if (len >= 8 && !memcmp(d, "\x89PNG\r\n\x1a\n", 8)) rc = decode_png(&c);
     else if (len >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) rc = decode_jpeg(&c);
@@ -407,8 +434,12 @@ int pm_image_read_memory(pm_image *out, const void *data, size_t len, const char
         rc = pm_errf(e, PM_EFORMAT, "%s: not a recognised image (expected PNG, JPEG, WebP or BMP data)", what);
     free(c.row);
     free(c.all);
+    img_take(&c, -c.all_taken); /* the scratch back */
     free(c.rows);
-    if (rc) pm_image_free(out);
+    if (rc) {
+        pm_image_free(out);
+        img_take(&c, -c.taken); /* everything back */
+    }
     return rc;
 }
 

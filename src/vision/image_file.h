@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "phi4mm.h"
 #include "util/err.h"
 
 /* Default pixel cap (width * height) used when a caller passes max_pixels <= 0. */
@@ -33,6 +34,12 @@ int pm_image_read_file(pm_image *out, const char *path, int64_t max_pixels, pm_e
  * pixel cap), PM_ENOMEM. On failure *out is zeroed. */
 int pm_image_read_memory(pm_image *out, const void *data, size_t len, const char *what, int64_t max_pixels,
                          pm_err *e);
+
+/* Same, asking `gate` (phi4mm.h: pm_media_gate; may be NULL) for the pixels' bytes before they are
+ * allocated, and for an interlaced PNG's whole-image scratch (given back before returning):
+ * PM_EBUSY or PM_ELIMIT when it refuses. */
+int pm_image_read_memory_gated(pm_image *out, const void *data, size_t len, const char *what, int64_t max_pixels,
+                               const pm_media_gate *gate, pm_err *e);
 
 /* Frees the pixels; safe on a zeroed or already-freed image. */
 void pm_image_free(pm_image *im);

@@ -4,7 +4,8 @@
 Run by tests/e2e/server_api.sh, which starts two servers on free loopback ports:
   A: --api-key, --parallel 16, --allow-media-dir <fixture inputs>   (most checks)
   B: --parallel 1 --max-queue 1 --max-body 1M                        (overload, body cap)
-  C: --parallel 4 --kv-budget 2M                                     (KV budget: refuse, wait, serve)
+  C: --parallel 4 --kv-budget 2M --max-media-memory 2M               (KV budget: refuse, wait, serve;
+                                                                      decoded-media budget)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
 every loop is bounded. Writes the CLI's reference outputs to --expected for the openai-client test.
 """
@@ -517,6 +518,26 @@ def main():
     while time.time() - t < 10 and C.metric("phi4mm_kv_reserved_bytes") != 0:
         time.sleep(0.02)
     report("KV reservations return to 0", C.metric("phi4mm_kv_reserved_bytes") == 0 and C.health_ok())
+
+    # ------------------------------------------------------------ decoded-media budget (server C: 2 MiB)
+    # clip_long_16k (41 s at 16 kHz) decodes to 5.2 MB of samples: more than the server may hold for
+    # every request together, so it can never fit (413); clip_a (2 s, 256 KB) fits. Every byte is
+    # given back whatever the outcome (/health media_bytes).
+    with open(I + "/clip_long_16k.wav", "rb") as f:
+        long_wav = f.read()
+    body, ct = multipart({"model": "phi4mm", "max_tokens": "4"}, {"file": ("long.wav", long_wav)})
+    st, _, d = C.json("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    report("transcription decoding past the media budget -> 413 media_too_large", st == 413 and err_code(d) == "media_too_large",
+           "got %s %s" % (st, d))
+    long_part = {"type": "input_audio", "input_audio": {"data": base64.b64encode(long_wav).decode(), "format": "wav"}}
+    st, _, d = C.json("POST", chat, {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi."}, long_part]}],
+                                     "max_tokens": 4})
+    report("chat audio past the media budget -> 413 media_too_large", st == 413 and err_code(d) == "media_too_large", "got %s %s" % (st, d))
+    st, _, d = C.json("POST", chat, {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi."}, audio_part()]}],
+                                     "max_tokens": 4})
+    st_h, _, h = C.json("GET", "/health")
+    report("audio within the media budget served, every decoded byte given back", st == 200 and h.get("media_bytes") == 0,
+           "got %s %s, health %s" % (st, str(d)[:200], h))
 
     # ------------------------------------------------------------ after all that
     st, _, d = A.json("POST", chat, {"messages": cases["text"][0], "max_tokens": 12})

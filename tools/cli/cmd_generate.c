@@ -60,13 +60,19 @@ static void media_free(media_set *ms) {
     for (int i = 0; i < ms->n_image; i++) pm_image_in_free(&ms->image[i]);
 }
 
-static int load_audio(const char *cmd, media_set *ms, const char *path) {
+/* Decodes a clip, stopping once the request's clips run over max_seconds in all (<= 0: no limit):
+ * a small compressed file can decode to many GB. */
+static int load_audio(const char *cmd, media_set *ms, const char *path, double max_seconds) {
     char err[1024];
     size_t len;
     if (ms->n_audio >= MAX_MEDIA) return cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
+    double before = 0;
+    for (int i = 0; i < ms->n_audio; i++) before += (double)ms->audio[i].n_samples / ms->audio[i].sample_rate;
+    if (max_seconds > 0 && before >= max_seconds)
+        return cli_fail(cmd, "%s: the clips before it already reach the limit of %.4f s per request (--max-audio-seconds)", path, max_seconds);
     void *buf = cli_read_file(path, &len, err, sizeof err);
     if (!buf) return cli_fail(cmd, "%s", err);
-    int rc = pm_audio_decode(buf, len, path, &ms->audio[ms->n_audio], err, sizeof err);
+    int rc = pm_audio_decode_max(buf, len, path, max_seconds > 0 ? max_seconds - before : 0.0, &ms->audio[ms->n_audio], err, sizeof err);
     free(buf);
     if (rc) return cli_fail(cmd, "%s", err);
     ms->n_audio++;
@@ -118,7 +124,8 @@ int pm_cmd_generate(int argc, char **argv) {
     double temp = 0, top_p = 1.0;
     long top_k = 0, seed = 0;
     media_set ms = {0};
-    int rc = 0;
+    int rc = 0, n_audio_paths = 0;
+    const char *audio_paths[MAX_MEDIA];
     pm_engine_opts opts;
     pm_engine_opts_default(&opts);
     pm_load_options lo = {0};
@@ -138,7 +145,10 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "--raw")) { raw = 1; continue; }
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
-        else if (!strcmp(a, "--audio")) rc = load_audio(cmd, &ms, v);
+        else if (!strcmp(a, "--audio")) {
+            if (n_audio_paths >= MAX_MEDIA) rc = cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
+            else audio_paths[n_audio_paths++] = v; /* decoded once every option (the limit) is known */
+        }
         else if (!strcmp(a, "--image")) rc = load_image(cmd, &ms, v);
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
@@ -154,6 +164,7 @@ int pm_cmd_generate(int argc, char **argv) {
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
+    for (int i = 0; i < n_audio_paths && !rc; i++) rc = load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     if (rc) {
         media_free(&ms);
         return rc;
@@ -222,7 +233,9 @@ int pm_cmd_transcribe(int argc, char **argv) {
     if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) return cli_fail(cmd, "%s", err);
     for (int f = 0; f < nfiles && !rc; f++) {
         media_set ms = {0};
-        if ((rc = load_audio(cmd, &ms, files[f]))) break;
+        pm_limits lim;
+        pm_limits_default(&lim);
+        if ((rc = load_audio(cmd, &ms, files[f], lim.max_audio_seconds))) break;
         pm_request req = {0};
         req.prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
         req.audios = ms.audio;

@@ -35,6 +35,54 @@ void srv_job_free_media(srv_job *j) {
     j->audios = NULL;
     j->images = NULL;
     j->n_audios = j->n_images = 0;
+    atomic_fetch_sub(&j->ctx->media_used, j->media_bytes);
+    j->media_bytes = 0;
+}
+
+/* Only the job's decoding thread calls it, and srv_job_free_media runs after decoding ends. */
+static int media_adjust(void *user, int64_t delta) {
+    srv_job *j = user;
+    srv_ctx *c = j->ctx;
+    if (delta <= 0) {
+        atomic_fetch_add(&c->media_used, delta);
+        j->media_bytes += delta;
+        return 0;
+    }
+    if (j->media_bytes + delta > c->media_budget) {
+        j->media_refused = 2;
+        return 2;
+    }
+    int64_t cur = atomic_load(&c->media_used);
+    do {
+        if (cur + delta > c->media_budget) {
+            j->media_refused = 1;
+            return 1;
+        }
+    } while (!atomic_compare_exchange_weak(&c->media_used, &cur, cur + delta));
+    j->media_bytes += delta;
+    return 0;
+}
+
+int srv_job_media_refusal(srv_job *j, int rc, const char *what, srv_error *e) {
+    double mib = (double)j->ctx->media_budget / (1 << 20);
+    if (rc == PM_EBUSY && j->media_refused == 1) {
+        srv_fail(e, 503, "server_error", NULL, "overloaded",
+                 "%s: the decoded media of the requests in flight fill the server's memory for media (%.0f MiB, --max-media-memory); "
+                 "retry", what, mib);
+        return 1;
+    }
+    if (rc == PM_ELIMIT && j->media_refused == 2) {
+        srv_fail(e, 413, "invalid_request_error", what, "media_too_large",
+                 "%s: the request's decoded media need more than the server's memory for media (%.0f MiB, --max-media-memory)", what, mib);
+        return 1;
+    }
+    return 0;
+}
+
+const pm_media_gate *srv_job_media_gate(srv_job *j) {
+    j->gate.adjust = media_adjust;
+    j->gate.user = j;
+    return &j->gate;
 }
 
 void srv_job_unref(srv_job *j) {

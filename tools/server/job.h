@@ -50,6 +50,9 @@ struct srv_job {
     pm_sampling sampling;
     pm_mode mode;
     double audio_seconds;
+    int64_t media_bytes;            /* decoded media counted against ctx->media_budget */
+    int media_refused;              /* the media budget refused a decode: 1 busy now, 2 never */
+    pm_media_gate gate;             /* srv_job_media_gate */
 
     /* inference thread only */
     int64_t seq_id;
@@ -87,8 +90,15 @@ srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind);
 void srv_job_ref(srv_job *j);
 /* Drops a reference; the last one frees everything. */
 void srv_job_unref(srv_job *j);
-/* Frees the decoded media (after admission, or when the job ends unadmitted). */
+/* Frees the decoded media (after admission, or when the job ends unadmitted) and gives its bytes
+ * back to the server's media budget. */
 void srv_job_free_media(srv_job *j);
+/* The gate the HTTP thread decodes this job's media through: every byte of samples and pixels is
+ * counted against ctx->media_budget before it is allocated (1: not now, 2: never for this request). */
+const pm_media_gate *srv_job_media_gate(srv_job *j);
+/* When a decode failed with rc because the media budget refused it: fills e (503 overloaded for
+ * "not now", 413 media_too_large for "never") and returns 1; else 0. */
+int srv_job_media_refusal(srv_job *j, int rc, const char *what, srv_error *e);
 
 /* With mu held: when the condition in `mask` is not yet met, suspends conn and returns 1 (the
  * caller must return MHD_YES and will be called again after resume); else returns 0. */

@@ -42,8 +42,12 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
         j->audios = calloc(1, sizeof *j->audios);
         if (!j->audios) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         else {
-            int drc = pm_audio_decode(r.file, r.file_len, r.filename, &j->audios[0], err, sizeof err);
-            if (drc == PM_ENOMEM) rc = srv_fail(&e, 503, "server_error", NULL, "out_of_memory", "%s", err);
+            /* stops decoding past the limit (a compressed upload can decode to hundreds of GB) */
+            int drc = pm_audio_decode_gated(r.file, r.file_len, r.filename, ctx->limits.max_audio_seconds, srv_job_media_gate(j),
+                                            &j->audios[0], err, sizeof err);
+            if (srv_job_media_refusal(j, drc, r.filename, &e)) rc = -1;
+            else if (drc == PM_ENOMEM) rc = srv_fail(&e, 503, "server_error", NULL, "out_of_memory", "%s", err);
+            else if (drc == PM_ELIMIT) rc = srv_bad(&e, "file", "limit_exceeded", "%s", err);
             else if (drc) rc = srv_bad(&e, "file", "invalid_audio", "%s", err);
             else {
                 j->n_audios = 1;

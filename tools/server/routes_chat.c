@@ -3,7 +3,8 @@
  * handed to the scheduler. Defaults follow the checkpoint's generation_config: greedy decoding
  * (temperature 0) unless the request asks otherwise; max_tokens defaults to --default-max-tokens.
  * Errors: 400 for any request mistake (placeholder/media count mismatch included, code
- * "placeholder_mismatch"), 413 for oversized bodies or media, 503 when the queue is full. */
+ * "placeholder_mismatch"), 413 for oversized bodies or media (or decoded media larger than the
+ * server's memory for them), 503 when the queue is full or that memory is in use right now. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,9 @@ static int decode_media(srv_ctx *ctx, const srv_chat_req *r, srv_job *j, srv_err
         j->images = calloc((size_t)r->n_images, sizeof *j->images);
         if (!j->images) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         for (int i = 0; i < r->n_images; i++) {
-            int rc = pm_image_decode(r->images[i].data, r->images[i].len, r->images[i].what, ctx->limits.max_image_pixels, &j->images[i],
-                                     err, sizeof err);
+            int rc = pm_image_decode_gated(r->images[i].data, r->images[i].len, r->images[i].what, ctx->limits.max_image_pixels,
+                                           srv_job_media_gate(j), &j->images[i], err, sizeof err);
+            if (srv_job_media_refusal(j, rc, r->images[i].what, e)) return -1;
             if (rc == PM_ENOMEM) return srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", err);
             if (rc) return srv_bad(e, r->images[i].what, rc == PM_ELIMIT ? "image_too_large" : "invalid_image", "%s", err);
             j->n_images++;
@@ -41,9 +43,22 @@ static int decode_media(srv_ctx *ctx, const srv_chat_req *r, srv_job *j, srv_err
     if (r->n_audios) {
         j->audios = calloc((size_t)r->n_audios, sizeof *j->audios);
         if (!j->audios) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        /* Decoding stops once the request's audio runs over its limit: FLAC codes silence in a few
+         * bytes per 4096 samples, so a body within --max-body could otherwise decode to hundreds of
+         * GB before the limit is checked. */
+        double limit = ctx->limits.max_audio_seconds;
         for (int i = 0; i < r->n_audios; i++) {
-            int rc = pm_audio_decode(r->audios[i].data, r->audios[i].len, r->audios[i].what, &j->audios[i], err, sizeof err);
+            double left = limit - j->audio_seconds;
+            int rc = limit > 0 && left <= 0 ? PM_ELIMIT
+                                             : pm_audio_decode_gated(r->audios[i].data, r->audios[i].len, r->audios[i].what,
+                                                                     limit > 0 ? left : 0.0, srv_job_media_gate(j), &j->audios[i], err,
+                                                                     sizeof err);
+            if (srv_job_media_refusal(j, rc, r->audios[i].what, e)) return -1;
             if (rc == PM_ENOMEM) return srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", err);
+            if (rc == PM_ELIMIT)
+                return srv_bad(e, r->audios[i].what, "limit_exceeded",
+                               "%s: the request's audio runs over the limit of %.4f s per request (%.4f s in the clips before it; "
+                               "decoding stopped)", r->audios[i].what, limit, j->audio_seconds);
             if (rc) return srv_bad(e, r->audios[i].what, "invalid_audio", "%s", err);
             j->n_audios++;
             if (j->audios[i].sample_rate > 0) j->audio_seconds += (double)j->audios[i].n_samples / j->audios[i].sample_rate;

@@ -1,0 +1,187 @@
+/* test_media_gate.c — the memory gate of the media decoders (phi4mm.h: pm_media_gate), which the
+ * server charges every decoded sample and pixel to before it is allocated:
+ *  - audio: a success leaves exactly the samples' bytes taken (the growth slack is given back), a
+ *    refusal ("not now" -> PM_EBUSY, "never" -> PM_ELIMIT) stops decoding at the first buffer
+ *    growth it refuses and gives everything back; the seconds limit caps the buffer's growth;
+ *  - images: the pixels' bytes are asked for before they are allocated (a refusal is returned
+ *    before any pixel is decoded), an interlaced PNG's whole-image scratch is asked for and given
+ *    back, and nothing stays taken after a failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <png.h>
+#include <sndfile.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "phi4mm.h"
+
+typedef struct counter {
+    int64_t taken, peak, budget; /* budget < 0: refuse as "never" once over |budget| */
+    int asks, refusals;
+} counter;
+
+static int count_adjust(void *user, int64_t delta) {
+    counter *c = user;
+    if (delta > 0) {
+        c->asks++;
+        int64_t lim = c->budget < 0 ? -c->budget : c->budget;
+        if (c->taken + delta > lim) {
+            c->refusals++;
+            return c->budget < 0 ? 2 : 1;
+        }
+    }
+    c->taken += delta;
+    if (c->taken > c->peak) c->peak = c->taken;
+    return 0;
+}
+
+/* A FLAC of `seconds` of 16 kHz silence, in memory. */
+static uint8_t *flac_silence(int seconds, size_t *len) {
+    char path[] = "/tmp/pm-gate-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    SF_INFO info = {.samplerate = 16000, .channels = 1, .format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16};
+    SNDFILE *s = sf_open(path, SFM_WRITE, &info);
+    assert_non_null(s);
+    static short zero[16000];
+    for (int i = 0; i < seconds; i++) assert_int_equal(sf_write_short(s, zero, 16000), 16000);
+    sf_close(s);
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    rewind(f);
+    uint8_t *b = malloc(*len);
+    assert_int_equal(fread(b, 1, *len, f), *len);
+    fclose(f);
+    unlink(path);
+    return b;
+}
+
+static void test_audio_gate(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *flac = flac_silence(100, &len); /* 1.6 M samples = 12.8 MB decoded from a few KB */
+    char err[512];
+    pm_audio_in a;
+    counter c = {.budget = 64 << 20};
+    pm_media_gate g = {count_adjust, &c};
+    assert_int_equal(pm_audio_decode_gated(flac, len, "s.flac", 0, &g, &a, err, sizeof err), PM_OK);
+    assert_int_equal(a.n_samples, 1600000);
+    assert_int_equal(c.taken, (int64_t)a.n_samples * 8); /* trimmed to the samples */
+    assert_true(c.peak >= c.taken && c.peak <= 2 * c.taken); /* the doubling buffer, never more */
+    pm_audio_in_free(&a);
+
+    /* the seconds limit caps the buffer: a 100 s clip under a 100 s limit takes at most 100 s */
+    c = (counter){.budget = 64 << 20};
+    assert_int_equal(pm_audio_decode_gated(flac, len, "s.flac", 100.0, &g, &a, err, sizeof err), PM_OK);
+    assert_true(c.peak <= (int64_t)(100 * 16000 + 1) * 8);
+    pm_audio_in_free(&a);
+
+    /* not now: PM_EBUSY at the first refused growth, everything given back */
+    c = (counter){.budget = 4 << 20};
+    assert_int_equal(pm_audio_decode_gated(flac, len, "s.flac", 0, &g, &a, err, sizeof err), PM_EBUSY);
+    assert_null(a.samples);
+    assert_int_equal(c.taken, 0);
+    assert_int_equal(c.refusals, 1);
+    assert_true(c.peak <= 4 << 20);
+    assert_non_null(strstr(err, "s.flac"));
+    /* never: PM_ELIMIT */
+    c = (counter){.budget = -(4 << 20)};
+    assert_int_equal(pm_audio_decode_gated(flac, len, "s.flac", 0, &g, &a, err, sizeof err), PM_ELIMIT);
+    assert_int_equal(c.taken, 0);
+    /* no gate: as pm_audio_decode_max */
+    assert_int_equal(pm_audio_decode_gated(flac, len, "s.flac", 0, NULL, &a, err, sizeof err), PM_OK);
+    assert_int_equal(a.n_samples, 1600000);
+    pm_audio_in_free(&a);
+    free(flac);
+}
+
+typedef struct membuf {
+    uint8_t *p;
+    size_t len, cap;
+} membuf;
+
+static void mem_write(png_structp png, png_bytep data, png_size_t n) {
+    membuf *m = png_get_io_ptr(png);
+    if (m->len + n > m->cap) {
+        m->cap = (m->len + n) * 2;
+        m->p = realloc(m->p, m->cap);
+    }
+    memcpy(m->p + m->len, data, n);
+    m->len += n;
+}
+
+static void mem_flush(png_structp png) { (void)png; }
+
+/* A w x h RGB PNG (interlaced or not), in memory. */
+static membuf make_png(int w, int h, int interlace) {
+    membuf m = {0};
+    png_structp p = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(p);
+    uint8_t *row = malloc((size_t)w * 3);
+    if (setjmp(png_jmpbuf(p))) fail_msg("libpng could not write the test image");
+    png_set_write_fn(p, &m, mem_write, mem_flush);
+    png_set_IHDR(p, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(p, info);
+    int passes = png_set_interlace_handling(p);
+    for (int pass = 0; pass < passes; pass++)
+        for (int y = 0; y < h; y++) {
+            for (int x = 0; x < w * 3; x++) row[x] = (uint8_t)(x * 7 + y * 3);
+            png_write_row(p, row);
+        }
+    png_write_end(p, info);
+    png_destroy_write_struct(&p, &info);
+    free(row);
+    return m;
+}
+
+static void test_image_gate(void **state) {
+    (void)state;
+    char err[512];
+    pm_image_in im;
+    for (int interlace = 0; interlace < 2; interlace++) {
+        membuf png = make_png(300, 200, interlace);
+        int64_t pixels = 300 * 200 * 3;
+        counter c = {.budget = 64 << 20};
+        pm_media_gate g = {count_adjust, &c};
+        assert_int_equal(pm_image_decode_gated(png.p, png.len, "i.png", 0, &g, &im, err, sizeof err), PM_OK);
+        assert_int_equal(c.taken, pixels); /* the pixels stay taken, an interlaced image's scratch came back */
+        assert_int_equal(c.asks, interlace ? 2 : 1);
+        if (interlace) assert_true(c.peak >= 2 * pixels);
+        assert_int_equal(im.width, 300);
+        pm_image_in_free(&im);
+        /* not now, before any pixel is decoded; never */
+        c = (counter){.budget = pixels - 1};
+        assert_int_equal(pm_image_decode_gated(png.p, png.len, "i.png", 0, &g, &im, err, sizeof err), PM_EBUSY);
+        assert_null(im.rgb);
+        assert_int_equal(c.taken, 0);
+        c = (counter){.budget = -(pixels - 1)};
+        assert_int_equal(pm_image_decode_gated(png.p, png.len, "i.png", 0, &g, &im, err, sizeof err), PM_ELIMIT);
+        assert_int_equal(c.taken, 0);
+        /* room for the pixels but not for an interlaced image's scratch: refused, all given back */
+        c = (counter){.budget = pixels + 1};
+        assert_int_equal(pm_image_decode_gated(png.p, png.len, "i.png", 0, &g, &im, err, sizeof err), interlace ? PM_EBUSY : PM_OK);
+        assert_int_equal(c.taken, interlace ? 0 : pixels);
+        pm_image_in_free(&im);
+        /* a corrupt image after the pixels were granted: given back */
+        c = (counter){.budget = 64 << 20};
+        assert_true(pm_image_decode_gated(png.p, png.len / 2, "half.png", 0, &g, &im, err, sizeof err) != PM_OK);
+        assert_int_equal(c.taken, 0);
+        free(png.p);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_audio_gate),
+        cmocka_unit_test(test_image_gate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
