@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "phi4mm.h"
+#include "flac_silence.h"
 
 typedef struct counter {
     int64_t taken, peak, budget; /* budget < 0: refuse as "never" once over |budget| */
@@ -38,29 +39,6 @@ static int count_adjust(void *user, int64_t delta) {
     c->taken += delta;
     if (c->taken > c->peak) c->peak = c->taken;
     return 0;
-}
-
-/* A FLAC of `seconds` of 16 kHz silence, in memory. */
-static uint8_t *flac_silence(int seconds, size_t *len) {
-    char path[] = "/tmp/pm-gate-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    SF_INFO info = {.samplerate = 16000, .channels = 1, .format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16};
-    SNDFILE *s = sf_open(path, SFM_WRITE, &info);
-    assert_non_null(s);
-    static short zero[16000];
-    for (int i = 0; i < seconds; i++) assert_int_equal(sf_write_short(s, zero, 16000), 16000);
-    sf_close(s);
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    rewind(f);
-    uint8_t *b = malloc(*len);
-    assert_int_equal(fread(b, 1, *len, f), *len);
-    fclose(f);
-    unlink(path);
-    return b;
 }
 
 static void test_audio_gate(void **state) {

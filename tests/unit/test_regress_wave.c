@@ -25,6 +25,7 @@
 #include "audio/features.h"
 #include "audio/wave.h"
 #include "phi4mm.h"
+#include "flac_silence.h"
 
 /* ".snd", data offset 24, data size 0x1900, encoding 6 (32-bit IEEE float), 16000 Hz, 1 channel */
 static const uint8_t CRASH_AU_HEADER[24] = {0x2e, 0x73, 0x6e, 0x64, 0x00, 0x00, 0x00, 0x18, 0x00, 0x00, 0x19, 0x00,
@@ -76,29 +77,6 @@ static void test_loud_but_sane_samples(void **state) {
     pm_logmel_free(&m);
     pm_wave_free(&w);
     free(au);
-}
-
-/* A FLAC of `seconds` of silence at 16 kHz, read back into memory. */
-static uint8_t *flac_silence(int seconds, size_t *len) {
-    char path[] = "/tmp/pm-regress-bomb-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    SF_INFO info = {.samplerate = 16000, .channels = 1, .format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16};
-    SNDFILE *s = sf_open(path, SFM_WRITE, &info);
-    assert_non_null(s);
-    static short zero[16000];
-    for (int i = 0; i < seconds; i++) assert_int_equal(sf_write_short(s, zero, 16000), 16000);
-    sf_close(s);
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    rewind(f);
-    uint8_t *b = malloc(*len);
-    assert_int_equal(fread(b, 1, *len, f), *len);
-    fclose(f);
-    unlink(path);
-    return b;
 }
 
 static void test_flac_bomb_stops_early(void **state) {
