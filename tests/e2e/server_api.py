@@ -4,7 +4,7 @@
 Run by tests/e2e/server_api.sh, which starts two servers on free loopback ports:
   A: --api-key, --parallel 16, --allow-media-dir <fixture inputs>   (most checks)
   B: --parallel 1 --max-queue 1 --max-body 1M                        (overload, body cap)
-  C: --parallel 4 --kv-budget 2M --max-media-memory 2M               (KV budget: refuse, wait, serve;
+  C: --parallel 4 --kv-budget 2M --max-request-memory 2M               (KV budget: refuse, wait, serve;
                                                                       decoded-media budget)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
 every loop is bounded. Writes the CLI's reference outputs to --expected for the openai-client test.
@@ -415,6 +415,17 @@ def main():
     report("health without API key", A.health_ok())
 
     # oversized bodies: declared (answered before the body is read) and chunked (counted while read)
+    def read_status(s):
+        """The status of the response read from socket s (None if it closed first)."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        m = re.match(rb"HTTP/1\.[01] (\d+)", data)
+        return int(m.group(1)) if m else None
+
     def raw_status(server, head, chunks=()):
         s = socket.create_connection((server.host, server.port), timeout=TIMEOUT)
         try:
@@ -424,14 +435,7 @@ def main():
                     s.sendall(ch)
             except OSError:
                 pass  # the server may close once the cap is passed
-            data = b""
-            while b"\r\n\r\n" not in data:
-                b = s.recv(65536)
-                if not b:
-                    break
-                data += b
-            m = re.match(rb"HTTP/1\.[01] (\d+)", data)
-            return int(m.group(1)) if m else None
+            return read_status(s)
         finally:
             s.close()
 
@@ -522,7 +526,7 @@ def main():
     # ------------------------------------------------------------ decoded-media budget (server C: 2 MiB)
     # clip_long_16k (41 s at 16 kHz) decodes to 5.2 MB of samples: more than the server may hold for
     # every request together, so it can never fit (413); clip_a (2 s, 256 KB) fits. Every byte is
-    # given back whatever the outcome (/health media_bytes).
+    # given back whatever the outcome (/health request_bytes).
     with open(I + "/clip_long_16k.wav", "rb") as f:
         long_wav = f.read()
     body, ct = multipart({"model": "phi4mm", "max_tokens": "4"}, {"file": ("long.wav", long_wav)})
@@ -536,8 +540,32 @@ def main():
     st, _, d = C.json("POST", chat, {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi."}, audio_part()]}],
                                      "max_tokens": 4})
     st_h, _, h = C.json("GET", "/health")
-    report("audio within the media budget served, every decoded byte given back", st == 200 and h.get("media_bytes") == 0,
+    report("audio within the media budget served, every decoded byte given back", st == 200 and h.get("request_bytes") == 0,
            "got %s %s, health %s" % (st, str(d)[:200], h))
+    # Bodies are charged too: a 3 MB body can never be buffered in 2 MiB (413); while a 1.5 MB upload
+    # is under way (its 2 MiB buffer held), even a small request finds no room (503, Retry-After).
+    big = json.dumps({"messages": [{"role": "user", "content": "x" * 3000000}], "max_tokens": 2}).encode()
+    st = raw_status(C, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n" % len(big), [big])
+    report("body larger than the request memory -> 413", st == 413, "got %s" % st)
+    slow = socket.create_connection((C.host, C.port), timeout=TIMEOUT)
+    half = json.dumps({"messages": [{"role": "user", "content": "y" * 1500000}], "max_tokens": 2}).encode()
+    slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                 % len(half) + half[:-10])
+    held, t = 0, time.time()
+    while time.time() - t < 10 and held < 2 << 20:  # the whole 2 MiB buffer (1.5 MB arrived)
+        held = C.json("GET", "/health")[2].get("request_bytes") or 0
+        time.sleep(0.02)
+    st, hd, d = C.json("POST", chat, {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 2})
+    report("no room beside an upload in progress -> 503 overloaded with Retry-After",
+           held >= 2 << 20 and st == 503 and err_code(d) == "overloaded" and hd.get("retry-after") == "1",
+           "held %s, got %s %s" % (held, st, d))
+    slow.sendall(half[-10:])
+    st_slow = read_status(slow)
+    slow.close()
+    st, _, d = C.json("POST", chat, {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 2})
+    report("the upload completes (answered: its 1.5 M-character prompt is over the context) and the memory comes back",
+           st_slow == 400 and st == 200 and C.json("GET", "/health")[2].get("request_bytes") == 0, "upload %s, then %s" % (st_slow, st))
 
     # ------------------------------------------------------------ after all that
     st, _, d = A.json("POST", chat, {"messages": cases["text"][0], "max_tokens": 12})

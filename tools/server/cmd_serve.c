@@ -74,9 +74,9 @@ static void usage(void) {
             "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
             "                          (default auto: memory less the weights and a headroom); a request that\n"
             "                          does not fit waits in the queue, one larger than the budget gets 400\n"
-            "  --max-media-memory SIZE|auto  decoded audio samples and image pixels all requests may hold at once\n"
-            "                          (default auto: 1/16 of memory, at least 256M); over it: 503 (413 for one\n"
-            "                          request alone)\n"
+            "  --max-request-memory SIZE|auto  request bodies and decoded media (samples, pixels) all requests\n"
+            "                          may hold at once (default auto: 1/16 of memory, at least 256M and two\n"
+            "                          bodies); over it: 503 (413 for a request that alone needs more)\n"
             "  --http-threads N        HTTP worker threads (default 4)\n"
             "  --retry-after S         Retry-After seconds sent with 503 (default 1)\n"
             "  --model-name NAME       model id reported by /v1/models (default: the directory name)\n"
@@ -132,10 +132,11 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             if (cli_weights(cmd, v, &o->load)) return 1;
         } else if (!strcmp(a, "--kv-budget")) {
             if (cli_kv_budget(cmd, v, &o->kv_budget)) return 1;
-        } else if (!strcmp(a, "--max-media-memory")) {
+        } else if (!strcmp(a, "--max-request-memory")) {
             size_t b;
-            if (strcmp(v, "auto") && cli_size(v, &b)) return cli_fail(cmd, "--max-media-memory must be auto or a size like 2G, got '%s'", v);
-            o->max_media_memory = strcmp(v, "auto") ? (int64_t)b : 0;
+            if (strcmp(v, "auto") && cli_size(v, &b))
+                return cli_fail(cmd, "--max-request-memory must be auto or a size like 2G, got '%s'", v);
+            o->max_request_memory = strcmp(v, "auto") ? (int64_t)b : 0;
         } else return cli_fail(cmd, "unknown option '%s' (see --help)", a);
     }
     if (!o->model_dir) return cli_fail(cmd, "missing -m MODEL_DIR (see --help)");
@@ -175,11 +176,13 @@ int pm_cmd_serve(int argc, char **argv) {
     atomic_init(&ctx->suspended, 0);
     atomic_init(&ctx->next_id, 1);
     pm_limits_default(&ctx->limits);
-    /* Decoded media are charged from their first byte (a compressed upload decodes to ~3000x its
-     * size), so many requests decoding or waiting at once cannot exhaust memory. */
-    int64_t mem = pm_memory_limit();
-    ctx->media_budget = ctx->o.max_media_memory > 0 ? ctx->o.max_media_memory : mem / 16 > ((int64_t)256 << 20) ? mem / 16 : (int64_t)256 << 20;
-    atomic_init(&ctx->media_used, 0);
+    /* Bodies and decoded media are charged from their first byte (a compressed upload decodes to
+     * ~3000x its size), so many requests uploading, decoding or waiting at once cannot exhaust
+     * memory. Auto: 1/16 of memory, at least 256 MiB and two bodies of --max-body. */
+    int64_t mem = pm_memory_limit(), floor = (int64_t)256 << 20;
+    if (floor < 2 * ((int64_t)ctx->o.max_body + 1)) floor = 2 * ((int64_t)ctx->o.max_body + 1);
+    ctx->req_budget = ctx->o.max_request_memory > 0 ? ctx->o.max_request_memory : mem / 16 > floor ? mem / 16 : floor;
+    atomic_init(&ctx->req_used, 0);
     ctx->metrics = srv_metrics_new();
     if (!ctx->metrics) {
         free(ctx);
@@ -221,8 +224,8 @@ int pm_cmd_serve(int argc, char **argv) {
         char kv[64];
         if (kvb < 0) snprintf(kv, sizeof kv, "no KV budget");
         else snprintf(kv, sizeof kv, "KV budget %.2f GiB%s", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)");
-        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s, media memory %.0f MiB%s\n",
-                ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, (double)ctx->media_budget / (1 << 20),
+        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s, request memory %.0f MiB%s\n",
+                ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, (double)ctx->req_budget / (1 << 20),
                 ctx->o.api_key ? ", API key required" : "");
         int sig = 0;
         sigset_t wait;

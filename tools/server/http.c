@@ -8,6 +8,7 @@
  * keeps sending more than twice the cap is disconnected); (3) the final call with no data, which
  * dispatches the route. A route that must wait parks the connection and is called again. */
 #include "http.h"
+#include "req_memory.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -268,20 +269,38 @@ static int first_call(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, cons
     return 0;
 }
 
+void srv_conn_free_body(srv_ctx *ctx, srv_conn *sc) {
+    free(sc->body);
+    sc->body = NULL;
+    sc->len = sc->cap = 0;
+    srv_req_give(ctx, sc->body_taken);
+    sc->body_taken = 0;
+}
+
+/* Buffers upload data. Past --max-body, or when the request-memory budget has no room for a
+ * larger buffer, the rest is counted and dropped (the request is answered 413 / 503 once the
+ * upload ends), up to twice the cap before the connection is closed. */
 static int append_body(srv_ctx *ctx, srv_conn *sc, const char *data, size_t n) {
-    if (sc->too_big || sc->len + n > ctx->o.max_body) {
-        sc->too_big = 1;
-        sc->discarded += n;
-        return sc->discarded <= ctx->o.max_body ? 0 : -1;
-    }
-    if (sc->len + n + 1 > sc->cap) {
+    if (!sc->too_big && !sc->no_room && sc->len + n > ctx->o.max_body) sc->too_big = 1;
+    if (!sc->too_big && !sc->no_room && sc->len + n + 1 > sc->cap) {
         size_t cap = sc->cap ? sc->cap : 16384;
         while (cap < sc->len + n + 1) cap *= 2;
         if (cap > ctx->o.max_body + 1) cap = ctx->o.max_body + 1;
-        char *b = realloc(sc->body, cap);
-        if (!b) return -1;
-        sc->body = b;
-        sc->cap = cap;
+        int r = srv_req_take(ctx, sc->body_taken, (int64_t)(cap - sc->cap));
+        if (r) {
+            sc->no_room = r;
+            srv_conn_free_body(ctx, sc); /* nothing of it will be read */
+        } else {
+            sc->body_taken += (int64_t)(cap - sc->cap);
+            char *b = realloc(sc->body, cap);
+            if (!b) return -1;
+            sc->body = b;
+            sc->cap = cap;
+        }
+    }
+    if (sc->too_big || sc->no_room) {
+        sc->discarded += n;
+        return sc->len + sc->discarded <= 2 * ctx->o.max_body ? 0 : -1;
     }
     memcpy(sc->body + sc->len, data, n);
     sc->len += n;
@@ -338,6 +357,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         snprintf(msg, sizeof msg, "the request body is larger than the limit of %zu bytes", ctx->o.max_body);
         return respond_fail(ctx, c, sc, 413, "invalid_request_error", "request_too_large", msg);
     }
+    if (sc->no_room) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the request body %s the server's memory for request data (%.0f MiB, --max-request-memory)%s",
+                 sc->no_room == 2 ? "is larger than" : "does not fit beside other requests in", (double)ctx->req_budget / (1 << 20),
+                 sc->no_room == 2 ? "" : "; retry");
+        return respond_fail(ctx, c, sc, sc->no_room == 2 ? 413 : 503, sc->no_room == 2 ? "invalid_request_error" : "server_error",
+                            sc->no_room == 2 ? "request_too_large" : "overloaded", msg);
+    }
     if (sc->job) return srv_serve_job(ctx, c, sc);
     return dispatch(ctx, c, sc);
 }
@@ -356,7 +383,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!h->ctx->o.quiet)
         fprintf(stderr, "phi4mm serve: %s %s -> %d%s (%.3f s)\n", sc->method, sc->path, sc->status,
                 ok ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " [client disconnected]" : " [terminated]", srv_now() - sc->t0);
-    free(sc->body);
+    srv_conn_free_body(h->ctx, sc);
     free(sc);
     *con_cls = NULL;
 }

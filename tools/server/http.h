@@ -33,7 +33,9 @@ typedef struct srv_conn {
     char *body;
     size_t len, cap;
     size_t discarded;       /* bytes dropped past the body cap */
+    int64_t body_taken;     /* bytes of ctx->req_budget the body buffer holds */
     int too_big;
+    int no_room;            /* the body could not be buffered: 2 never (over the whole budget), 1 not now */
     int responded, status;
     int mode;               /* pm_mode for metrics, -1 unknown */
     double t0;
@@ -49,6 +51,9 @@ int srv_http_port(const srv_http *h);
 void srv_http_quiesce(srv_http *h);
 /* Waits (bounded) for parked connections to be resumed, then stops the daemon. */
 void srv_http_stop(srv_http *h);
+
+/* Frees the buffered body and gives its bytes back to the request-memory budget. */
+void srv_conn_free_body(srv_ctx *ctx, srv_conn *sc);
 
 /* Responses. Each takes ownership of `body` (malloc'd), records metrics and returns what the
  * access handler must return. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "req_memory.h"
 
 srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind) {
     srv_job *j = calloc(1, sizeof *j);
@@ -35,45 +36,37 @@ void srv_job_free_media(srv_job *j) {
     j->audios = NULL;
     j->images = NULL;
     j->n_audios = j->n_images = 0;
-    atomic_fetch_sub(&j->ctx->media_used, j->media_bytes);
+    srv_req_give(j->ctx, j->media_bytes);
     j->media_bytes = 0;
 }
 
 /* Only the job's decoding thread calls it, and srv_job_free_media runs after decoding ends. */
 static int media_adjust(void *user, int64_t delta) {
     srv_job *j = user;
-    srv_ctx *c = j->ctx;
     if (delta <= 0) {
-        atomic_fetch_add(&c->media_used, delta);
+        srv_req_give(j->ctx, -delta);
         j->media_bytes += delta;
         return 0;
     }
-    if (j->media_bytes + delta > c->media_budget) {
-        j->media_refused = 2;
-        return 2;
-    }
-    int64_t cur = atomic_load(&c->media_used);
-    do {
-        if (cur + delta > c->media_budget) {
-            j->media_refused = 1;
-            return 1;
-        }
-    } while (!atomic_compare_exchange_weak(&c->media_used, &cur, cur + delta));
-    j->media_bytes += delta;
-    return 0;
+    int r = srv_req_take(j->ctx, j->media_bytes + j->body_bytes, delta);
+    if (r) j->media_refused = r;
+    else j->media_bytes += delta;
+    return r;
 }
 
 int srv_job_media_refusal(srv_job *j, int rc, const char *what, srv_error *e) {
-    double mib = (double)j->ctx->media_budget / (1 << 20);
+    double mib = (double)j->ctx->req_budget / (1 << 20);
     if (rc == PM_EBUSY && j->media_refused == 1) {
         srv_fail(e, 503, "server_error", NULL, "overloaded",
-                 "%s: the decoded media of the requests in flight fill the server's memory for media (%.0f MiB, --max-media-memory); "
+                 "%s: the bodies and decoded media of the requests in flight fill the server's memory for them (%.0f MiB, "
+                 "--max-request-memory); "
                  "retry", what, mib);
         return 1;
     }
     if (rc == PM_ELIMIT && j->media_refused == 2) {
         srv_fail(e, 413, "invalid_request_error", what, "media_too_large",
-                 "%s: the request's decoded media need more than the server's memory for media (%.0f MiB, --max-media-memory)", what, mib);
+                 "%s: the request's decoded media need more than the server's memory for request data (%.0f MiB, --max-request-memory)",
+                 what, mib);
         return 1;
     }
     return 0;

@@ -50,7 +50,8 @@ struct srv_job {
     pm_sampling sampling;
     pm_mode mode;
     double audio_seconds;
-    int64_t media_bytes;            /* decoded media counted against ctx->media_budget */
+    int64_t media_bytes;            /* decoded media counted against ctx->req_budget */
+    int64_t body_bytes;             /* the request's body buffer, still held while its media decode */
     int media_refused;              /* the media budget refused a decode: 1 busy now, 2 never */
     pm_media_gate gate;             /* srv_job_media_gate */
 
@@ -94,7 +95,7 @@ void srv_job_unref(srv_job *j);
  * back to the server's media budget. */
 void srv_job_free_media(srv_job *j);
 /* The gate the HTTP thread decodes this job's media through: every byte of samples and pixels is
- * counted against ctx->media_budget before it is allocated (1: not now, 2: never for this request). */
+ * counted against ctx->req_budget before it is allocated (1: not now, 2: never for this request). */
 const pm_media_gate *srv_job_media_gate(srv_job *j);
 /* When a decode failed with rc because the media budget refused it: fills e (503 overloaded for
  * "not now", 413 media_too_large for "never") and returns 1; else 0. */

@@ -43,6 +43,7 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
         if (!j->audios) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         else {
             /* stops decoding past the limit (a compressed upload can decode to hundreds of GB) */
+            j->body_bytes = sc->body_taken; /* the form is freed once the file is decoded */
             int drc = pm_audio_decode_gated(r.file, r.file_len, r.filename, ctx->limits.max_audio_seconds, srv_job_media_gate(j),
                                             &j->audios[0], err, sizeof err);
             if (srv_job_media_refusal(j, drc, r.filename, &e)) rc = -1;
@@ -56,9 +57,7 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
         }
     }
     free(parts);
-    free(sc->body); /* the file is decoded; the form is no longer needed */
-    sc->body = NULL;
-    sc->len = sc->cap = 0;
+    srv_conn_free_body(ctx, sc); /* the file is decoded; the form is no longer needed */
     if (rc) {
         srv_audio_req_free(&r);
         if (j) srv_job_unref(j);

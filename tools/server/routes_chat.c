@@ -75,9 +75,7 @@ enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn 
     srv_chat_req r;
     int rc = srv_chat_parse(root, &lim, &r, &e);
     json_decref(root);
-    free(sc->body); /* everything needed now lives in r */
-    sc->body = NULL;
-    sc->len = sc->cap = 0;
+    srv_conn_free_body(ctx, sc); /* everything needed now lives in r */
     srv_job *j = rc ? NULL : srv_job_new(ctx, SRV_JOB_CHAT);
     if (!rc && !j) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
     if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)

@@ -58,7 +58,7 @@ typedef struct srv_opts {
     int prefill_chunk;          /* engine prompt rows per step (default 512) */
     size_t max_body;            /* bytes (default 64 MiB) */
     int64_t kv_budget;          /* engine KV budget in bytes: 0 = auto (default), < 0 = none */
-    int64_t max_media_memory;   /* decoded media held by all requests, bytes: 0 = auto (default) */
+    int64_t max_request_memory;   /* decoded media held by all requests, bytes: 0 = auto (default) */
     int retry_after;            /* seconds, sent with 503 (default 1) */
     const char *port_file;      /* optional: write the bound port here once listening */
     int quiet;                  /* no per-request log lines */
@@ -83,8 +83,8 @@ typedef struct srv_ctx {
     atomic_int ready;
     atomic_int suspended;       /* connections parked right now (must reach 0 before stopping MHD) */
     atomic_uint_fast64_t next_id;
-    int64_t media_budget;       /* bytes of decoded media (samples, pixels) all requests may hold */
-    _Atomic int64_t media_used; /* held now, from the first decoded byte until the job's media are freed */
+    int64_t req_budget;       /* bytes of decoded media (samples, pixels) all requests may hold */
+    _Atomic int64_t req_used; /* held now, from the first decoded byte until the job's media are freed */
     uint64_t id_salt;
     int64_t started;            /* unix seconds */
 } srv_ctx;
