@@ -180,7 +180,8 @@ typedef struct pm_engine_opts {
     int prefill_chunk;   /* prompt rows per step per sequence (default 512) */
     pm_limits limits;
     /* KV cache bytes the live sequences may reserve together, each its worst case (prompt after
-     * media expansion + max_tokens, in whole pages) from admission to its end: 0 (default) = the
+     * media expansion + max_tokens, in whole pages, plus the prompt's embedding rows and the
+     * logits it keeps) from admission to its end: 0 (default) = the
      * memory the process may use less the resident weights and a headroom; < 0 = no limit. A
      * request larger than the budget is refused (PM_ELIMIT); one that does not fit beside the
      * live sequences gets PM_EBUSY before any encoder runs (retry when one has finished). */

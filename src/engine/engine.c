@@ -8,8 +8,8 @@
  * recomputes its whole cache (prompt rows keep their media embeddings), independent of the
  * other sequences in the batch.
  *
- * Memory: a sequence reserves its worst-case KV cache (prompt + max_tokens, whole pages) against
- * the engine's budget at admission, sized by the plan before any encoder runs (kv_budget.h); the
+ * Memory: a sequence reserves its worst-case KV cache (prompt + max_tokens, whole pages) and the
+ * rows it keeps beside it against the engine's budget at admission, sized by the plan before any encoder runs (kv_budget.h); the
  * pages themselves are still allocated as it grows. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,14 +129,18 @@ static int check_request(const pm_request *req, pm_err *e) {
     return PM_OK;
 }
 
-/* Plans the request and sizes its KV reservation: the expanded prompt plus max_tokens positions. */
+/* Plans the request and sizes its reservation: the KV pages of the expanded prompt plus max_tokens
+ * positions, and what the sequence holds beside them for its whole life (the prompt's merged
+ * embedding rows, kept for a LongRoPE recompute, and its logits): 12 KiB per prompt token and
+ * 0.8 MB on Phi-4-mini against 256 KiB per position of cache. */
 static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_err *e) {
     if (check_request(req, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
+    const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
-    *need = (int64_t)pm_kv_bytes(&eng->m->llm.c, positions);
+    *need = (int64_t)pm_kv_bytes(c, positions) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
     if (eng->kv_budget >= 0 && *need > eng->kv_budget) {
         pm_errf(e, PM_ELIMIT,
-                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache, over the engine's KV budget of %.1f MiB "
+                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows, over the engine's KV budget of %.1f MiB "
                 "(lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
                 plan->n, req->max_tokens, (double)*need / 1048576.0, (double)eng->kv_budget / 1048576.0);
         pm_plan_free(plan);

@@ -3,7 +3,7 @@
 # Starts two servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
 #   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>
 #   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks)
-#   C: 4 parallel sequences, a 2 MiB KV budget (requests refused, kept waiting, then served) and 2 MiB
+#   C: 4 parallel sequences, a 3 MiB KV budget (requests refused, kept waiting, then served) and 2 MiB
 #      for decoded media (a long clip refused, a short one served)
 # then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
 # (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
@@ -54,7 +54,7 @@ wait_ready() { # name -> prints the port
 
 start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
 start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64
-start c --parallel 4 --max-queue 4 --kv-budget 2M --max-request-memory 2M --default-max-tokens 64
+start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
 PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }

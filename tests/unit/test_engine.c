@@ -245,9 +245,10 @@ static void test_kv_budget(void **state) {
     int64_t page = (int64_t)pm_kv_bytes(c, 1);
     assert_true(page > 0);
     assert_int_equal((int64_t)pm_kv_bytes(c, PM_KV_PAGE + 1), 2 * page);
+    int64_t rows = 4 * ((int64_t)4 * c->hidden + c->vocab); /* a 4-token prompt's rows and the logits */
     pm_engine_opts o;
     pm_engine_opts_default(&o);
-    o.kv_budget = 3 * page;
+    o.kv_budget = 3 * page + 2 * rows;
     pm_engine *eng;
     char err[512];
     assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
@@ -256,18 +257,19 @@ static void test_kv_budget(void **state) {
     pm_request r = {0};
     r.prompt = "<|user|>hello<|end|><|assistant|>"; /* 4 tokens */
     int64_t need = 0, reserved = -1, budget = 0;
-    r.max_tokens = 3 * PM_KV_PAGE; /* 388 positions: 4 pages */
+    int64_t extra = (rows + page - 1) / page; /* the rows in pages, rounded up */
+    r.max_tokens = (int)(4 + extra) * PM_KV_PAGE - 4; /* 4 + extra pages and the rows: over 3 pages and 2 x the rows */
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), PM_ELIMIT);
     assert_int_equal(pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err), PM_ELIMIT);
     assert_non_null(strstr(err, "KV budget"));
     r.max_tokens = 2 * PM_KV_PAGE - 4; /* exactly 2 pages */
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
-    assert_int_equal(need, 2 * page);
+    assert_int_equal(need, 2 * page + rows);
     int64_t id;
     assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), 0);
     pm_engine_kv_usage(eng, &reserved, &budget);
-    assert_int_equal(reserved, 2 * page);
-    assert_int_equal(budget, 3 * page);
+    assert_int_equal(reserved, 2 * page + rows);
+    assert_int_equal(budget, 3 * page + 2 * rows);
     pm_request r2 = r; /* 2 more pages: not beside the first */
     assert_int_equal(pm_engine_submit(eng, &r2, &cb, NULL, err, sizeof err), PM_EBUSY);
     assert_non_null(strstr(err, "KV budget is in use"));
@@ -275,12 +277,12 @@ static void test_kv_budget(void **state) {
     int64_t id2;
     assert_int_equal(pm_engine_submit(eng, &r2, &cb, &id2, err, sizeof err), 0);
     pm_engine_kv_usage(eng, &reserved, NULL);
-    assert_int_equal(reserved, 3 * page);
+    assert_int_equal(reserved, 3 * page + 2 * rows);
     assert_int_equal(pm_engine_live(eng), 2);
     assert_int_equal(pm_engine_cancel(eng, id), 0);
     pm_engine_step(eng);
     pm_engine_kv_usage(eng, &reserved, NULL);
-    assert_int_equal(reserved, page);
+    assert_int_equal(reserved, page + rows);
     r2.max_tokens = 2 * PM_KV_PAGE - 4; /* now it fits */
     assert_int_equal(pm_engine_submit(eng, &r2, &cb, NULL, err, sizeof err), 0);
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
@@ -300,7 +302,7 @@ static void test_kv_budget(void **state) {
     assert_true(budget < 0);
     r.max_tokens = 100000;
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
-    assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004));
+    assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004) + rows);
     pm_engine_free(eng);
 }
 
