@@ -8,9 +8,9 @@
  * recomputes its whole cache (prompt rows keep their media embeddings), independent of the
  * other sequences in the batch.
  *
- * Memory: a sequence reserves its worst-case KV cache (prompt + max_tokens, whole pages) and the
- * rows it keeps beside it against the engine's budget at admission, sized by the plan before any encoder runs (kv_budget.h); the
- * pages themselves are still allocated as it grows. */
+ * Memory: at admission a sequence reserves its worst case against the engine's budget: the KV
+ * pages of its prompt + max_tokens and the rows it keeps beside them, sized from the plan before
+ * any encoder runs (kv_budget.h). The pages themselves are still allocated as it grows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,8 +140,8 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
     *need = (int64_t)pm_kv_bytes(c, positions) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
     if (eng->kv_budget >= 0 && *need > eng->kv_budget) {
         pm_errf(e, PM_ELIMIT,
-                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows, over the engine's KV budget of %.1f MiB "
-                "(lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
+                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows, over the engine's KV "
+                "budget of %.1f MiB (lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
                 plan->n, req->max_tokens, (double)*need / 1048576.0, (double)eng->kv_budget / 1048576.0);
         pm_plan_free(plan);
     }

@@ -135,7 +135,8 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
 
 size_t pm_kv_bytes(const pm_llm_config *c, int positions) {
     size_t pages = positions > 0 ? ((size_t)positions + PM_KV_PAGE - 1) / PM_KV_PAGE : 0;
-    size_t page = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, (size_t)c->n_kv_heads * (size_t)c->head_dim), sizeof(float));
+    size_t row = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    size_t page = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, row), sizeof(float));
     return pm_mul_size(pages, page);
 }
 

@@ -69,11 +69,16 @@ static int load_audio(const char *cmd, media_set *ms, const char *path, double m
     double before = 0;
     for (int i = 0; i < ms->n_audio; i++) before += (double)ms->audio[i].n_samples / ms->audio[i].sample_rate;
     if (max_seconds > 0 && before >= max_seconds)
-        return cli_fail(cmd, "%s: the clips before it already reach the limit of %.4f s per request (--max-audio-seconds)", path, max_seconds);
+        return cli_fail(cmd, "%s: the clips before it already reach the limit of %.4f s per request (--max-audio-seconds)", path,
+                        max_seconds);
     void *buf = cli_read_file(path, &len, err, sizeof err);
     if (!buf) return cli_fail(cmd, "%s", err);
-    int rc = pm_audio_decode_max(buf, len, path, max_seconds > 0 ? max_seconds - before : 0.0, &ms->audio[ms->n_audio], err, sizeof err);
+    double left = max_seconds > 0 ? max_seconds - before : 0.0;
+    int rc = pm_audio_decode_max(buf, len, path, left, &ms->audio[ms->n_audio], err, sizeof err);
     free(buf);
+    if (rc == PM_ELIMIT && before > 0)
+        return cli_fail(cmd, "%s: the clips run over the limit of %.4f s per request (%.4f s before this one; --max-audio-seconds)", path,
+                        max_seconds, before);
     if (rc) return cli_fail(cmd, "%s", err);
     ms->n_audio++;
     return 0;

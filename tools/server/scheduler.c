@@ -4,7 +4,8 @@
  * of them when the engine is idle, at most ADMIT_PER_STEP while sequences are decoding, so a burst
  * of media-heavy arrivals cannot stall running streams for long), in order and only while the
  * engine's KV budget has room for each one's worst case (the head waits for a sequence to end,
- * and the rest wait behind it: first come, first served); forward cancellations; step. A job leaves `live` in its on_done callback, which the engine fires exactly once. */
+ * and the rest wait behind it: first come, first served); forward cancellations; step. A job
+ * leaves `live` in its on_done callback, which the engine fires exactly once. */
 #include "scheduler.h"
 
 #include <poll.h>
