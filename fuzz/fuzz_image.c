@@ -11,7 +11,9 @@
  *           under ASan, so it is left to the unit and parity tests;
  *   mode 1  the rest is three little-endian int32: width, height, dynamic_hd (crop from options):
  *           plan and token count for any size, including negative and huge ones.
- * Properties: an accepted image has width, height >= 1 and w*h <= the cap; the preprocessor's
+ * Decoding goes through a memory gate (option bit 5: a small budget; bit 6: refusals say "never").
+ * Properties: a refused image gives back every byte the gate granted, an accepted one holds
+ * exactly its pixels' bytes and has width, height >= 1 and w*h <= the cap; the preprocessor's
  * token count equals pm_hd_num_tokens; crop pixels lie in [-1, 1] and the bicubic global view within
  * its overshoot bound; masks are 0/1. */
 #include <math.h>
@@ -56,10 +58,15 @@ static void check_hd(const pm_image *im, int dyn, int crop) {
 static void mode_image(const uint8_t *p, size_t n, int opt) {
     pm_image im;
     pm_err e = {0};
-    if (pm_image_read_memory(&im, p, n, "fuzz.img", CAP_PIXELS, &e) != PM_OK) {
+    /* a memory gate as the server's: with option bit 5 a budget of a few KB to a few MB */
+    fuzz_gate g = {0, opt & 32 ? (int64_t)(n % 9 + 1) << (10 + (opt & 7)) : INT64_MAX, opt & 64 ? 2 : 1};
+    pm_media_gate gate = {fuzz_gate_adjust, &g};
+    if (pm_image_read_memory_gated(&im, p, n, "fuzz.img", CAP_PIXELS, &gate, &e) != PM_OK) {
         FUZZ_CHECK(im.rgb == NULL && e.code < 0 && e.msg[0]);
+        FUZZ_CHECK(g.taken == 0);
         return;
     }
+    FUZZ_CHECK(g.taken == (int64_t)im.width * im.height * 3);
     FUZZ_CHECK(im.rgb != NULL && im.width >= 1 && im.height >= 1 && (int64_t)im.width * im.height <= CAP_PIXELS);
     volatile uint8_t sink = im.rgb[(size_t)im.width * im.height * 3 - 1];
     (void)sink;

@@ -24,6 +24,22 @@
         }                                                                                                  \
     } while (0)
 
+/* A media-decoder gate (phi4mm.h: pm_media_gate) that counts what it grants within `budget`
+ * bytes: the harnesses check that a refused or failed decode gave everything back and an accepted
+ * one holds exactly its output's bytes. refuse: the answer past the budget (1 not now, 2 never). */
+typedef struct fuzz_gate {
+    int64_t taken, budget;
+    int refuse;
+} fuzz_gate;
+
+static inline int fuzz_gate_adjust(void *user, int64_t delta) {
+    fuzz_gate *g = user;
+    if (delta > 0 && g->taken + delta > g->budget) return g->refuse;
+    g->taken += delta;
+    FUZZ_CHECK(g->taken >= 0);
+    return 0;
+}
+
 /* The scratch directory's path (a per-process buffer; "" until fuzz_scratch() made it). */
 static inline char *fuzz_scratch_path(void) {
     static char dir[256];

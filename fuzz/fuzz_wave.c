@@ -1,6 +1,8 @@
 /* fuzz_wave.c — libFuzzer harness for audio payloads through the real decoder path:
- * pm_wave_read_memory_max (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; a 5 s cap, so
- * a decompression bomb is refused while decoding, as in the server), then, when it
+ * pm_wave_read_memory_gated (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; a 5 s cap, so
+ * a decompression bomb is refused while decoding, and a memory gate whose budget follows the
+ * input's size, as in the server: a refusal gives back every byte, an accepted clip holds exactly
+ * its samples' bytes), then, when it
  * decodes, the official feature extractor pm_audio_logmel and the batcher pm_audio_batch.
  *
  * Properties of an accepted clip: n > 0 samples, all finite, rate >= 8000 Hz, at most 5 s; the
@@ -27,10 +29,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pm_wave w;
     pm_err e = {0};
-    if (pm_wave_read_memory_max(&w, data, size, "fuzz.wav", MAX_SECONDS, &e) != PM_OK) {
+    /* through a memory gate (as the server decodes) whose budget follows the input's size: from a
+     * few KB (refusals mid-decode) to more than any 5 s clip needs */
+    fuzz_gate g = {0, (int64_t)(size % 7 + 1) * (int64_t)(size % 5 ? 1 << 15 : 1 << 22), size % 3 ? 1 : 2};
+    pm_media_gate gate = {fuzz_gate_adjust, &g};
+    if (pm_wave_read_memory_gated(&w, data, size, "fuzz.wav", MAX_SECONDS, &gate, &e) != PM_OK) {
         FUZZ_CHECK(w.samples == NULL && w.n == 0 && e.code < 0 && e.msg[0]);
+        FUZZ_CHECK(g.taken == 0);
         return 0;
     }
+    FUZZ_CHECK(g.taken == (int64_t)(w.n * sizeof(double)));
     FUZZ_CHECK(w.samples != NULL && w.n > 0 && w.sample_rate >= PM_WAVE_MIN_RATE);
     FUZZ_CHECK((double)w.n / w.sample_rate <= MAX_SECONDS);
     for (size_t i = 0; i < w.n; i++) FUZZ_CHECK(isfinite(w.samples[i]));
