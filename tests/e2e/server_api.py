@@ -381,6 +381,8 @@ def main():
     jh = {"Content-Type": "application/json"}
     expect("bad JSON", 400, "invalid_json", "POST", chat, b'{"messages": [', jh)
     expect("JSON nested 100 deep", 400, "invalid_json", "POST", chat, b"[" * 100 + b"]" * 100, jh)
+    expect("JSON of 300,000 values (jansson: ~40 bytes each)", 400, "invalid_json", "POST", chat,
+           b'{"messages":[{"role":"user","content":"hi"}],"x":[' + b"0," * 299999 + b"0]}", jh)
     expect("missing messages", 400, "missing_required_parameter", "POST", chat, {"model": "x"})
     d = expect("bad base64 audio", 400, "invalid_base64", "POST", chat,
                {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "UklGR!!!", "format": "wav"}}]}]})

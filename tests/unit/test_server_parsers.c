@@ -188,6 +188,25 @@ static void test_json_guards(void **state) {
     assert_false(srv_json_depth_ok("[[[[]]]]", 8, 3));
     assert_true(srv_json_depth_ok("[\"[[[[[[\"]", 10, 1)); /* brackets inside strings do not count */
     assert_true(srv_json_depth_ok("[\"\\\"[[[\"]", 9, 1));
+    /* the value count bounds what jansson allocates: commas and brackets inside strings do not count */
+    assert_int_equal(srv_json_count_values("{\"a\":[1,2,3],\"b\":\"x,y,[z]\"}", 27), 6);
+    char *many = malloc(2 * SRV_JSON_MAX_VALUES + 8);
+    size_t k = 0;
+    many[k++] = '[';
+    for (int i = 0; i < SRV_JSON_MAX_VALUES; i++) {
+        many[k++] = '0';
+        many[k++] = ',';
+    }
+    many[k - 1] = ']';
+    srv_error je;
+    json_t *jv = srv_json_parse(many, k, SRV_JSON_MAX_DEPTH, &je); /* SRV_JSON_MAX_VALUES + 1 by the count */
+    assert_null(jv);
+    assert_non_null(strstr(je.msg, "values"));
+    many[k - 3] = ']'; /* one zero fewer: within the limit (and then refused as not an object) */
+    jv = srv_json_parse(many, k - 2, SRV_JSON_MAX_DEPTH, &je);
+    assert_null(jv);
+    assert_non_null(strstr(je.msg, "must be a JSON object"));
+    free(many);
     json_t *v = srv_json_parse("{\"a\":1}", 7, 64, &e);
     assert_non_null(v);
     json_decref(v);

@@ -49,6 +49,21 @@ int srv_json_depth_ok(const char *buf, size_t len, int max_depth) {
     return 1;
 }
 
+size_t srv_json_count_values(const char *buf, size_t len) {
+    size_t n = 1;
+    int in_str = 0, esc = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == ',' || c == '[' || c == '{') n++;
+    }
+    return n;
+}
+
 json_t *srv_json_parse(const char *buf, size_t len, int max_depth, srv_error *e) {
     if (len == 0) {
         srv_bad(e, NULL, "invalid_json", "the request body is empty; expected a JSON object");
@@ -56,6 +71,11 @@ json_t *srv_json_parse(const char *buf, size_t len, int max_depth, srv_error *e)
     }
     if (!srv_json_depth_ok(buf, len, max_depth)) {
         srv_bad(e, NULL, "invalid_json", "the request JSON nests deeper than %d levels", max_depth);
+        return NULL;
+    }
+    size_t values = srv_json_count_values(buf, len);
+    if (values > SRV_JSON_MAX_VALUES) {
+        srv_bad(e, NULL, "invalid_json", "the request JSON holds ~%zu values, more than the limit of %d", values, SRV_JSON_MAX_VALUES);
         return NULL;
     }
     json_error_t je;
