@@ -218,11 +218,18 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
      * item's token count (validates the counts, normalises legacy ids) */
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    int max_ctx = lim->max_context > 0 ? lim->max_context : m->llm.c.max_pos, room = max_ctx - (req->max_tokens > 0 ? req->max_tokens : 0);
     if (req->prompt) {
         char *rewritten = NULL;
         if (pm_prompt_rewrite_placeholders(req->prompt, req->n_images, req->n_audios, &rewritten, e)) goto fail;
-        int rc = pm_tok_encode(m->tok, rewritten, strlen(rewritten), 1, &ids, &n_ids, e);
+        /* placeholders only grow in the expansion: a prompt of more than `room` ids is over the limit */
+        int rc = pm_tok_encode_max(m->tok, rewritten, strlen(rewritten), 1, room > 0 ? (size_t)room : 1, &ids, &n_ids, e);
         free(rewritten);
+        if (rc == PM_ELIMIT) {
+            pm_err_clear(e);
+            pm_errf(e, PM_ELIMIT, "prompt of more than %d tokens plus max_tokens %d exceeds the context limit of %d (encoding stopped)",
+                    room > 0 ? room : 1, req->max_tokens, max_ctx);
+        }
         if (rc) goto fail;
     } else if (req->ids && req->n_ids) {
         if (!(ids = pm_malloc(sizeof(int32_t) * req->n_ids, e))) goto fail;
@@ -235,7 +242,6 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     pm_expand_placeholders(ids, n_ids, out->image_tokens, req->n_images, out->audio_tokens, req->n_audios, &out->ids, &out->n, e);
     free(ids);
     if (e->code) goto fail;
-    int max_ctx = lim->max_context > 0 ? lim->max_context : m->llm.c.max_pos;
     if ((int64_t)out->n + (req->max_tokens > 0 ? req->max_tokens : 0) > max_ctx) {
         pm_errf(e, PM_ELIMIT, "prompt of %zu tokens plus max_tokens %d exceeds the context limit of %d", out->n, req->max_tokens, max_ctx);
         goto fail;

@@ -32,8 +32,15 @@ typedef struct enc_ctx {
     pm_bpe_work w;
     pm_ids out;
     int naive;
+    size_t max_ids; /* 0: no limit */
     piece_cache cache;
 } enc_ctx;
+
+/* PM_ELIMIT once more than max_ids ids were made: the rest of the text is not encoded. */
+static int over_limit(const enc_ctx *c, pm_err *e) {
+    if (!c->max_ids || c->out.n <= c->max_ids) return PM_OK;
+    return pm_errf(e, PM_ELIMIT, "the text encodes to more than %zu tokens (encoding stopped there)", c->max_ids);
+}
 
 static void cache_free(piece_cache *c) {
     free(c->slot);
@@ -59,6 +66,12 @@ static int cache_grow(piece_cache *c, pm_err *e) {
 
 static int on_piece(void *vctx, const uint8_t *p, size_t n, pm_err *e) {
     enc_ctx *c = vctx;
+    int lim = over_limit(c, e);
+    if (lim) return lim;
+    /* a piece too long to fit whatever its merges (BPE work and memory grow with its length: a
+     * 10 MB one-word piece took 2.8 s and 400 MB) */
+    if (c->max_ids && c->t->max_tok_bytes && n / c->t->max_tok_bytes > c->max_ids - c->out.n)
+        return pm_errf(e, PM_ELIMIT, "the text encodes to more than %zu tokens (a %zu-byte word; encoding stopped there)", c->max_ids, n);
     if (c->naive) return pm_bpe_piece_naive(c->t, p, n, &c->w, &c->out, e);
     if (n < 2 || n > CACHE_MAX_PIECE) return pm_bpe_piece(c->t, p, n, &c->w, &c->out, e);
     piece_cache *pc = &c->cache;
@@ -160,8 +173,8 @@ static int encode_all(enc_ctx *c, const uint8_t *s, size_t n, int allow_special,
     return encode_text(c, s + seg, n - seg, e);
 }
 
-static int encode(const pm_tokenizer *t, const char *text, size_t len, int allow_special, int naive, int32_t **ids,
-                  size_t *n_ids, pm_err *e) {
+static int encode(const pm_tokenizer *t, const char *text, size_t len, int allow_special, int naive, size_t max_ids,
+                  int32_t **ids, size_t *n_ids, pm_err *e) {
     *ids = NULL;
     *n_ids = 0;
     if (!t) return pm_errf(e, PM_EINVAL, "tokenizer: not loaded");
@@ -174,8 +187,9 @@ static int encode(const pm_tokenizer *t, const char *text, size_t len, int allow
         s = (const uint8_t *)fixed.p;
         len = fixed.len;
     }
-    enc_ctx c = {.t = t, .naive = naive};
+    enc_ctx c = {.t = t, .naive = naive, .max_ids = max_ids};
     rc = encode_all(&c, s, len, allow_special, e);
+    if (!rc) rc = over_limit(&c, e); /* the last piece */
     pm_bpe_work_free(&c.w);
     cache_free(&c.cache);
     pm_buf_free(&fixed);
@@ -194,9 +208,14 @@ static int encode(const pm_tokenizer *t, const char *text, size_t len, int allow
 
 int pm_tok_encode(const pm_tokenizer *t, const char *text, size_t len, int allow_special, int32_t **ids, size_t *n_ids,
                   pm_err *e) {
-    return encode(t, text, len, allow_special, 0, ids, n_ids, e);
+    return encode(t, text, len, allow_special, 0, 0, ids, n_ids, e);
+}
+
+int pm_tok_encode_max(const pm_tokenizer *t, const char *text, size_t len, int allow_special, size_t max_ids, int32_t **ids,
+                      size_t *n_ids, pm_err *e) {
+    return encode(t, text, len, allow_special, 0, max_ids, ids, n_ids, e);
 }
 
 int pm_tok_encode_naive(const pm_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n_ids, pm_err *e) {
-    return encode(t, text, len, 1, 1, ids, n_ids, e);
+    return encode(t, text, len, 1, 1, 0, ids, n_ids, e);
 }

@@ -457,6 +457,7 @@ static int build(pm_tokenizer *t, json_t *root, json_t *model, raw_vocab *v, raw
         t->tok_flags[id] = PM_TOKF_KNOWN | (v->len[i] < 0 ? 0x80 : 0); /* 0x80: must turn out to be an added token */
         t->tok_off[id] = v->off[i];
         t->tok_len[id] = v->len[i] < 0 ? 0 : (uint32_t)v->len[i];
+        if (t->tok_len[id] > t->max_tok_bytes) t->max_tok_bytes = t->tok_len[id];
     }
     pm_buf blob = v->blob; /* the added tokens' contents go after the vocabulary bytes */
     v->blob = (pm_buf){0};

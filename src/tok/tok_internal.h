@@ -56,6 +56,7 @@ struct pm_tokenizer {
 
     int32_t byte_id[256];
     int ignore_merges;
+    uint32_t max_tok_bytes; /* the longest vocabulary token: a piece of n bytes gives >= n / this ids */
 
     pm_added_tok *added;
     int n_added;

@@ -63,6 +63,34 @@ static void test_encode_basic(void **state) {
     assert_int_equal(n, 0);
     assert_non_null(ids);
     free(ids);
+    /* a cap on the ids: at the count, the same ids; one below, PM_ELIMIT and nothing handed back */
+    const char *txt = "<|user|>Hello world, a  b<|end|>";
+    int32_t *all = NULL;
+    size_t n_all = 0;
+    assert_int_equal(pm_tok_encode(t, txt, strlen(txt), 1, &all, &n_all, &e), PM_OK);
+    assert_true(n_all > 4);
+    assert_int_equal(pm_tok_encode_max(t, txt, strlen(txt), 1, n_all, &ids, &n, &e), PM_OK);
+    assert_int_equal(n, n_all);
+    assert_memory_equal(ids, all, n * sizeof *ids);
+    free(ids);
+    for (size_t cap = 1; cap < n_all; cap++) {
+        pm_err_clear(&e);
+        assert_int_equal(pm_tok_encode_max(t, txt, strlen(txt), 1, cap, &ids, &n, &e), PM_ELIMIT);
+        assert_null(ids);
+        assert_non_null(strstr(e.msg, "more than"));
+    }
+    free(all);
+    /* one word longer than the cap times the longest token: refused before its BPE runs */
+    size_t big = 1 << 20;
+    char *word = malloc(big);
+    memset(word, 'a', big);
+    pm_err_clear(&e);
+    assert_int_equal(pm_tok_encode_max(t, word, big, 1, 1000, &ids, &n, &e), PM_ELIMIT);
+    assert_non_null(strstr(e.msg, "1048576-byte word"));
+    assert_int_equal(pm_tok_encode_max(t, word, big, 1, big, &ids, &n, &e), PM_OK); /* and encoded when it may fit */
+    assert_true(n > 1000 && n <= big);
+    free(ids);
+    free(word);
 }
 
 static void test_lookup(void **state) {

@@ -31,27 +31,12 @@ int srv_bad(srv_error *e, const char *param, const char *code, const char *fmt, 
     return -1;
 }
 
-int srv_json_depth_ok(const char *buf, size_t len, int max_depth) {
+/* One pass over buf outside strings: the deepest nesting of [ and {, and an upper bound on the
+ * number of values (every [ and { and every , plus one). */
+static void json_shape(const char *buf, size_t len, int *deepest, size_t *values) {
     int depth = 0, in_str = 0, esc = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = buf[i];
-        if (in_str) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == '"') in_str = 0;
-            continue;
-        }
-        if (c == '"') in_str = 1;
-        else if (c == '[' || c == '{') {
-            if (++depth > max_depth) return 0;
-        } else if ((c == ']' || c == '}') && depth > 0) depth--;
-    }
-    return 1;
-}
-
-size_t srv_json_count_values(const char *buf, size_t len) {
-    size_t n = 1;
-    int in_str = 0, esc = 0;
+    *deepest = 0;
+    *values = 1;
     for (size_t i = 0; i < len; i++) {
         char c = buf[i];
         if (in_str) {
@@ -59,9 +44,26 @@ size_t srv_json_count_values(const char *buf, size_t len) {
             else if (c == '\\') esc = 1;
             else if (c == '"') in_str = 0;
         } else if (c == '"') in_str = 1;
-        else if (c == ',' || c == '[' || c == '{') n++;
+        else if (c == '[' || c == '{') {
+            if (++depth > *deepest) *deepest = depth;
+            ++*values;
+        } else if (c == ',') ++*values;
+        else if ((c == ']' || c == '}') && depth > 0) depth--;
     }
-    return n;
+}
+
+int srv_json_depth_ok(const char *buf, size_t len, int max_depth) {
+    int deepest;
+    size_t values;
+    json_shape(buf, len, &deepest, &values);
+    return deepest <= max_depth;
+}
+
+size_t srv_json_count_values(const char *buf, size_t len) {
+    int deepest;
+    size_t values;
+    json_shape(buf, len, &deepest, &values);
+    return values;
 }
 
 json_t *srv_json_parse(const char *buf, size_t len, int max_depth, srv_error *e) {
@@ -69,11 +71,13 @@ json_t *srv_json_parse(const char *buf, size_t len, int max_depth, srv_error *e)
         srv_bad(e, NULL, "invalid_json", "the request body is empty; expected a JSON object");
         return NULL;
     }
-    if (!srv_json_depth_ok(buf, len, max_depth)) {
+    int deepest;
+    size_t values;
+    json_shape(buf, len, &deepest, &values);
+    if (deepest > max_depth) {
         srv_bad(e, NULL, "invalid_json", "the request JSON nests deeper than %d levels", max_depth);
         return NULL;
     }
-    size_t values = srv_json_count_values(buf, len);
     if (values > SRV_JSON_MAX_VALUES) {
         srv_bad(e, NULL, "invalid_json", "the request JSON holds ~%zu values, more than the limit of %d", values, SRV_JSON_MAX_VALUES);
         return NULL;
