@@ -194,15 +194,17 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     if (e->code) goto fail;
 
     /* Each media item's token count from its size alone (the encoders are checked against it), so
-     * that a request is refused or deferred before seconds of encoder work. The per-clip checks
-     * are the feature extractor's own, with its messages. */
+     * that a request is refused or deferred before seconds of encoder work. A clip too short or at
+     * too low a rate gets the feature extractor's own refusal; its scan of the samples for
+     * non-finite values is left to the extractor (30 min at 48 kHz are 86 M samples). */
     for (int k = 0; k < req->n_audios; k++) {
         const pm_audio_in *a = &req->audios[k];
-        if (pm_audio_check(a->samples, a->n_samples, a->sample_rate, e)) {
+        int frames = pm_audio_num_frames(a->n_samples, a->sample_rate);
+        if (frames < PM_AUDIO_MIN_FRAMES && pm_audio_check(a->samples, a->n_samples, a->sample_rate, e)) {
             pm_err_ctx(e, "audio %d: ", k + 1);
             goto fail;
         }
-        int s = (pm_audio_num_frames(a->n_samples, a->sample_rate) + m->audio_compression - 1) / m->audio_compression;
+        int s = (frames + m->audio_compression - 1) / m->audio_compression;
         out->audio_tokens[k] = (s + m->audio_downsample - 1) / m->audio_downsample;
     }
     for (int k = 0; k < req->n_images; k++) {
