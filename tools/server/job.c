@@ -58,9 +58,8 @@ int srv_job_media_refusal(srv_job *j, int rc, const char *what, srv_error *e) {
     double mib = (double)j->ctx->req_budget / (1 << 20);
     if (rc == PM_EBUSY && j->media_refused == 1) {
         srv_fail(e, 503, "server_error", NULL, "overloaded",
-                 "%s: the bodies and decoded media of the requests in flight fill the server's memory for them (%.0f MiB, "
-                 "--max-request-memory); "
-                 "retry", what, mib);
+                 "%s: the bodies and decoded media of the requests in flight fill the server's memory for them "
+                 "(%.0f MiB, --max-request-memory); retry", what, mib);
         return 1;
     }
     if (rc == PM_ELIMIT && j->media_refused == 2) {
