@@ -40,7 +40,7 @@ typedef struct img_ctx {
     const pm_media_gate *gate; /* optional (phi4mm.h) */
     int64_t taken;             /* bytes the gate granted */
     int gate_rc;               /* its refusal inside libpng's error path */
-    int64_t all_taken;         /* of which for `all` */
+    int64_t scratch_taken;     /* of which for the decoder's whole-image scratch, given back at the end */
     pm_err *e;
     pm_image *out;
     uint8_t *row;         /* decoder scratch */
@@ -181,7 +181,7 @@ static int png_decode_rows(img_ctx *c) {
     size_t rowbytes = png_get_rowbytes(png, info);
     if (passes > 1) { /* the whole decoded image first: up to 8 bytes per pixel more, asked of the gate too */
         if ((c->gate_rc = img_take(c, (int64_t)rowbytes * h))) png_error(png, "no memory for decoded media");
-        c->all_taken = c->gate ? (int64_t)rowbytes * h : 0;
+        c->scratch_taken = c->gate ? (int64_t)rowbytes * h : 0;
         c->all = malloc(rowbytes * h);
         c->rows = malloc(sizeof(png_bytep) * h);
         if (!c->all || !c->rows) png_error(png, "out of memory for an interlaced image");
@@ -261,6 +261,15 @@ static int jpg_decode(img_ctx *c, jpg_state *s) {
         return pm_errf(c->e, PM_EUNSUPPORTED, "%s: JPEG with %d colour components is not supported", c->what, nc);
     }
     int rc = img_begin(c, "JPEG", s->ci.image_width, s->ci.image_height);
+    if (!rc && c->gate && s->ci.progressive_mode) {
+        /* libjpeg holds a progressive image's DCT coefficients whole (2 bytes each: 113 MB beside the
+         * 113 MB of pixels for a flat 40 MP image of 233 KB), so they are asked of the gate too */
+        int64_t coef = 0;
+        for (int i = 0; i < nc; i++)
+            coef += (int64_t)s->ci.comp_info[i].width_in_blocks * s->ci.comp_info[i].height_in_blocks * DCTSIZE2 * (int64_t)sizeof(JCOEF);
+        if (!coef) coef = (int64_t)nc * ((s->ci.image_width + 7) / 8) * ((s->ci.image_height + 7) / 8) * DCTSIZE2 * (int64_t)sizeof(JCOEF);
+        if (!(rc = img_take(c, coef))) c->scratch_taken = coef;
+    }
     if (rc) {
         jpeg_destroy_decompress(&s->ci);
         return rc;
@@ -434,7 +443,7 @@ int pm_image_read_memory_gated(pm_image *out, const void *data, size_t len, cons
         rc = pm_errf(e, PM_EFORMAT, "%s: not a recognised image (expected PNG, JPEG, WebP or BMP data)", what);
     free(c.row);
     free(c.all);
-    img_take(&c, -c.all_taken); /* the scratch back */
+    img_take(&c, -c.scratch_taken); /* the scratch back */
     free(c.rows);
     if (rc) {
         pm_image_free(out);

@@ -5,7 +5,8 @@
  *    growth it refuses and gives everything back; the seconds limit caps the buffer's growth;
  *  - images: the pixels' bytes are asked for before they are allocated (a refusal is returned
  *    before any pixel is decoded), an interlaced PNG's whole-image scratch is asked for and given
- *    back, and nothing stays taken after a failure. */
+ *    back, as are a progressive JPEG's whole-image coefficients, and nothing stays taken after a
+ *    failure. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <png.h>
 #include <sndfile.h>
 #include <stdio.h>
+#include <jpeglib.h> /* after stdio.h: it uses FILE */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -156,10 +158,64 @@ static void test_image_gate(void **state) {
     }
 }
 
+/* A w x h RGB JPEG in memory, progressive or baseline (libjpeg's own writer). */
+static membuf make_jpeg(int w, int h, int progressive) {
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr em;
+    ci.err = jpeg_std_error(&em);
+    jpeg_create_compress(&ci);
+    unsigned char *buf = NULL;
+    unsigned long len = 0;
+    jpeg_mem_dest(&ci, &buf, &len);
+    ci.image_width = (JDIMENSION)w;
+    ci.image_height = (JDIMENSION)h;
+    ci.input_components = 3;
+    ci.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&ci);
+    if (progressive) jpeg_simple_progression(&ci);
+    jpeg_start_compress(&ci, TRUE);
+    uint8_t *row = malloc((size_t)w * 3);
+    while (ci.next_scanline < ci.image_height) {
+        for (int x = 0; x < w * 3; x++) row[x] = (uint8_t)(x + ci.next_scanline);
+        JSAMPROW rp = row;
+        jpeg_write_scanlines(&ci, &rp, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    free(row);
+    membuf m = {buf, len, len};
+    return m;
+}
+
+/* A progressive JPEG's whole-image coefficients (libjpeg holds them until the last scan) are asked
+ * of the gate beside the pixels and given back; a baseline JPEG asks for its pixels only. */
+static void test_jpeg_gate(void **state) {
+    (void)state;
+    char err[512];
+    pm_image_in im;
+    int64_t pixels = 320 * 240 * 3;
+    for (int progressive = 0; progressive < 2; progressive++) {
+        membuf jpg = make_jpeg(320, 240, progressive);
+        counter c = {.budget = 64 << 20};
+        pm_media_gate g = {count_adjust, &c};
+        assert_int_equal(pm_image_decode_gated(jpg.p, jpg.len, "i.jpg", 0, &g, &im, err, sizeof err), PM_OK);
+        assert_int_equal(c.taken, pixels);
+        assert_int_equal(c.asks, progressive ? 2 : 1);
+        if (progressive) assert_true(c.peak >= pixels + 320 * 240 * 2); /* at least the luma coefficients */
+        pm_image_in_free(&im);
+        c = (counter){.budget = pixels + 1};
+        assert_int_equal(pm_image_decode_gated(jpg.p, jpg.len, "i.jpg", 0, &g, &im, err, sizeof err), progressive ? PM_EBUSY : PM_OK);
+        assert_int_equal(c.taken, progressive ? 0 : pixels);
+        pm_image_in_free(&im);
+        free(jpg.p);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_audio_gate),
         cmocka_unit_test(test_image_gate),
+        cmocka_unit_test(test_jpeg_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
