@@ -194,6 +194,21 @@ void pm_engine_free(pm_engine *eng);
 /* Validates the request, runs its media encoders and adds it as a live sequence. On failure
  * nothing is added and no callback fires. On success on_done will fire exactly once. */
 int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err, size_t errlen);
+/* The expensive half of pm_engine_submit, for a caller that wants the live sequences to keep
+ * decoding while a request's media are encoded: pm_engine_encode validates and plans the request
+ * and runs its encoders. It reads only what never changes after pm_engine_new, so one other thread
+ * may call it while this one steps (the two share the cores). pm_engine_submit_encoded then adds
+ * the result as a live sequence: req must be the request it was encoded from (its sampling,
+ * max_tokens and stop strings are read; its media are not), and the engine must have room
+ * (PM_EBUSY: full, or the KV budget in use). On success the engine takes enc; on failure it stays
+ * the caller's, to retry or free. The tokens are those pm_engine_submit would give. */
+typedef struct pm_encoded pm_encoded;
+int pm_engine_encode(const pm_engine *eng, const pm_request *req, pm_encoded **out, char *err, size_t errlen);
+int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err,
+                             size_t errlen);
+/* The KV bytes it will reserve (pm_engine_kv_need); 0 for NULL. */
+int64_t pm_encoded_kv_need(const pm_encoded *enc);
+void pm_encoded_free(pm_encoded *enc);
 /* One scheduler step: a prefill chunk or one decode token for every live sequence, batched.
  * Returns the number of live sequences afterwards, or a negative status. */
 int pm_engine_step(pm_engine *eng);

@@ -162,68 +162,130 @@ void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget
     if (budget) *budget = eng->kv_budget;
 }
 
-int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err, size_t errlen) {
-    pm_err e = {0};
-    if (eng->n >= eng->o.max_seqs) {
-        pm_errf(&e, PM_EBUSY, "engine is full (%d live sequences)", eng->n);
-        set_err(err, errlen, &e);
-        return e.code;
-    }
-    pm_plan plan = {0};
-    int64_t need = 0;
-    if (plan_request(eng, req, &plan, &need, &e)) {
-        set_err(err, errlen, &e);
-        return e.code;
-    }
-    if (eng->kv_budget >= 0 && eng->kv_reserved + need > eng->kv_budget) { /* before any encoder runs */
-        pm_errf(&e, PM_EBUSY, "the KV budget is in use: %.1f of %.1f MiB reserved by %d live sequences, %.1f MiB needed",
-                (double)eng->kv_reserved / 1048576.0, (double)eng->kv_budget / 1048576.0, eng->n, (double)need / 1048576.0);
-        pm_plan_free(&plan);
-        set_err(err, errlen, &e);
-        return e.code;
-    }
-    const pm_sampling *sp = &req->sampling;
-    pm_seq *s = pm_calloc(1, sizeof *s, &e);
+/* A request planned and through its encoders (pm_engine_encode): what a sequence starts from. */
+struct pm_encoded {
+    pm_prepared prep;
+    int64_t need;   /* its reservation (plan_request) */
+    int max_tokens; /* what the reservation was sized for */
+};
+
+void pm_encoded_free(pm_encoded *enc) {
+    if (!enc) return;
+    pm_prepared_free(&enc->prep);
+    free(enc);
+}
+
+int64_t pm_encoded_kv_need(const pm_encoded *enc) { return enc ? enc->need : 0; }
+
+/* Refuses what the engine cannot take beside its live sequences now (PM_EBUSY). */
+static int check_room(const pm_engine *eng, int64_t need, pm_err *e) {
+    if (eng->n >= eng->o.max_seqs) return pm_errf(e, PM_EBUSY, "engine is full (%d live sequences)", eng->n);
+    if (eng->kv_budget >= 0 && eng->kv_reserved + need > eng->kv_budget)
+        return pm_errf(e, PM_EBUSY, "the KV budget is in use: %.1f of %.1f MiB reserved by %d live sequences, %.1f MiB needed",
+                       (double)eng->kv_reserved / 1048576.0, (double)eng->kv_budget / 1048576.0, eng->n, (double)need / 1048576.0);
+    return PM_OK;
+}
+
+/* Plans and runs the encoders; reads only what never changes after pm_engine_new (the model, the
+ * limits, the budget, the test fault), so it may run beside pm_engine_step on another thread. */
+static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, pm_encoded **out, pm_err *e) {
+    pm_encoded *enc = pm_calloc(1, sizeof *enc, e);
+    if (!enc) return e->code;
     pm_prep_trace ft = {0};
     ft.fault = eng->fault;
-    if (!s || pm_prepare_finish(eng->m, req, &plan, &s->prep, eng->fault ? &ft : NULL, &e)) goto fail;
-    pm_plan_free(&plan);
-    s->n_prompt = s->prep.n;
+    enc->need = need;
+    enc->max_tokens = req->max_tokens;
+    if (pm_prepare_finish(eng->m, req, plan, &enc->prep, eng->fault ? &ft : NULL, e)) {
+        free(enc);
+        return e->code;
+    }
+    *out = enc;
+    return PM_OK;
+}
+
+int pm_engine_encode(const pm_engine *eng, const pm_request *req, pm_encoded **out, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_plan plan = {0};
+    int64_t need = 0;
+    *out = NULL;
+    if (!plan_request(eng, req, &plan, &need, &e)) {
+        encode_request(eng, req, &plan, need, out, &e);
+        pm_plan_free(&plan);
+    }
+    set_err(err, errlen, &e);
+    return e.code;
+}
+
+/* The encoded request becomes a live sequence; *enc is taken on success only. */
+static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, pm_err *e) {
+    pm_encoded *enc = *encp;
+    if (check_room(eng, enc->need, e)) return e->code;
+    const pm_sampling *sp = &req->sampling;
+    pm_seq *s = pm_calloc(1, sizeof *s, e);
+    if (!s) return e->code;
+    s->n_prompt = enc->prep.n;
     s->max_tokens = req->max_tokens;
     s->max_context = eng->o.limits.max_context > 0 ? eng->o.limits.max_context : eng->m->llm.c.max_pos;
     s->cap_tokens = s->n_prompt + req->max_tokens + 1;
-    s->tokens = pm_malloc(sizeof(int32_t) * (size_t)s->cap_tokens, &e);
-    s->logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, &e);
-    if (e.code) goto fail;
-    memcpy(s->tokens, s->prep.ids, sizeof(int32_t) * (size_t)s->n_prompt);
+    s->tokens = pm_malloc(sizeof(int32_t) * (size_t)s->cap_tokens, e);
+    s->logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e);
+    if (e->code) goto fail;
+    memcpy(s->tokens, enc->prep.ids, sizeof(int32_t) * (size_t)s->n_prompt);
     s->n_tokens = s->n_prompt;
     if (pm_sampler_init(&s->sampler, sp, eng->m->llm.c.vocab)) {
-        pm_errf(&e, PM_ENOMEM, "out of memory for the sampler");
+        pm_errf(e, PM_ENOMEM, "out of memory for the sampler");
         goto fail;
     }
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
     if (!s->stream) {
-        pm_errf(&e, PM_ENOMEM, "out of memory for the detokenizer");
+        pm_errf(e, PM_ENOMEM, "out of memory for the detokenizer");
         goto fail;
     }
     if (req->n_stop > 0) {
-        s->stop = pm_calloc((size_t)req->n_stop, sizeof(char *), &e);
+        s->stop = pm_calloc((size_t)req->n_stop, sizeof(char *), e);
         if (!s->stop) goto fail;
         for (int i = 0; i < req->n_stop; i++)
             if (req->stop[i] && req->stop[i][0]) s->stop[s->n_stop++] = strdup(req->stop[i]);
     }
+    s->prep = enc->prep; /* the prompt rows move over */
+    s->kv_reserved = enc->need;
+    free(enc);
+    *encp = NULL;
     if (cb) s->cb = *cb;
     s->id = eng->next_id++;
-    s->kv_reserved = need;
-    eng->kv_reserved += need;
+    eng->kv_reserved += s->kv_reserved;
     eng->seqs[eng->n++] = s;
     if (seq_id) *seq_id = s->id;
     return PM_OK;
 fail:
-    pm_plan_free(&plan);
     seq_free(s);
+    return e->code ? e->code : PM_ENOMEM;
+}
+
+int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err,
+                             size_t errlen) {
+    pm_err e = {0};
+    if (!enc) pm_errf(&e, PM_EINVAL, "no encoded request");
+    else if (req->max_tokens != enc->max_tokens)
+        pm_errf(&e, PM_EINVAL, "max_tokens %d differs from the %d the request was encoded with", req->max_tokens, enc->max_tokens);
+    else if (!check_request(req, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
     set_err(err, errlen, &e);
-    return e.code ? e.code : PM_ENOMEM;
+    return e.code;
+}
+
+int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_plan plan = {0};
+    pm_encoded *enc = NULL;
+    int64_t need = 0;
+    /* the room is checked before any encoder runs */
+    if (!check_room(eng, 0, &e) && !plan_request(eng, req, &plan, &need, &e)) {
+        if (!check_room(eng, need, &e) && !encode_request(eng, req, &plan, need, &enc, &e)) admit_encoded(eng, &enc, req, cb, seq_id, &e);
+        pm_plan_free(&plan);
+    }
+    pm_encoded_free(enc);
+    set_err(err, errlen, &e);
+    return e.code;
 }
 
 int pm_engine_cancel(pm_engine *eng, int64_t seq_id) {

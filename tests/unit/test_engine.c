@@ -4,12 +4,17 @@
  *  - adapter isolation: a speech-adapter sequence and a no-adapter sequence batched together each
  *    equal their solo runs bit for bit, and the speech one really differs without its adapter;
  *  - the official adapter policy by mode; cancellation frees the sequence; bad requests are refused;
- *  - the KV budget: refused, deferred and admitted requests, reservations back to 0. */
+ *  - the KV budget: refused, deferred and admitted requests, reservations back to 0;
+ *  - a request encoded on another thread while the live sequences step (pm_engine_encode, as the
+ *    server does) gives every sequence its solo logits, bit for bit, whatever the thread counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +311,91 @@ static void test_kv_budget(void **state) {
     pm_engine_free(eng);
 }
 
+
+typedef struct enc_job {
+    const pm_engine *eng;
+    const pm_request *req;
+    pm_encoded *enc;
+    int rc;
+    atomic_int done;
+} enc_job;
+
+static void *enc_thread(void *u) {
+    enc_job *j = u;
+    char err[512];
+    omp_set_num_threads(1); /* this thread's regions only: the stepping thread keeps its own count */
+    j->rc = pm_engine_encode(j->eng, j->req, &j->enc, err, sizeof err);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static void test_encode_beside_steps(void **state) {
+    fx *f = *state;
+    int V = f->m->llm.c.vocab;
+    run solo = {0}, conc = {0};
+    for (run *r = &solo; r; r = r == &solo ? &conc : NULL) {
+        r->req[0].prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+        r->req[0].audios = &f->clip;
+        r->req[0].n_audios = 1;
+        r->req[0].max_tokens = STEPS;
+        r->req[1].prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
+        r->req[1].max_tokens = STEPS;
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    }
+    execute(f, &solo, (int[]){0}, 1);
+    execute(f, &solo, (int[]){1}, 1);
+
+    pm_engine *eng;
+    char err[512];
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.max_seqs = 1;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    rec c[2] = {{eng, &conc, 0, 0}, {eng, &conc, 1, 0}};
+    pm_callbacks cb0 = {rec_token, NULL, &c[0]}, cb1 = {rec_token, NULL, &c[1]};
+    assert_int_equal(pm_engine_submit(eng, &conc.req[1], &cb1, &conc.id[1], err, sizeof err), 0);
+    enc_job j = {eng, &conc.req[0], NULL, -1, 0};
+    pthread_t th;
+    int threads = omp_get_max_threads(), steps = 0;
+    omp_set_num_threads(threads > 1 ? threads - 1 : 1);
+    assert_int_equal(pthread_create(&th, NULL, enc_thread, &j), 0);
+    while (!atomic_load(&j.done) && pm_engine_live(eng) > 0) {
+        assert_true(pm_engine_step(eng) >= 0);
+        steps++;
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(j.rc, 0);
+    assert_non_null(j.enc);
+    assert_true(pm_encoded_kv_need(j.enc) > 0);
+    /* the engine holds one sequence at most: the encoded request waits, and stays the caller's */
+    if (pm_engine_live(eng) > 0) {
+        assert_int_equal(pm_engine_submit_encoded(eng, j.enc, &conc.req[0], &cb0, &conc.id[0], err, sizeof err), PM_EBUSY);
+        while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    }
+    pm_request other = conc.req[0];
+    other.max_tokens = STEPS + 1;
+    assert_int_equal(pm_engine_submit_encoded(eng, j.enc, &other, &cb0, &conc.id[0], err, sizeof err), PM_EINVAL);
+    assert_non_null(strstr(err, "max_tokens"));
+    assert_int_equal(pm_engine_submit_encoded(eng, j.enc, &conc.req[0], &cb0, &conc.id[0], err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    omp_set_num_threads(threads);
+    int64_t reserved;
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 0);
+    for (int i = 0; i < 2; i++) assert_memory_equal(solo.logits[i], conc.logits[i], sizeof(float) * (size_t)STEPS * V);
+    fprintf(stderr, "steps beside the encoder: %d\n", steps);
+
+    /* a request the plan refuses is refused by the encoder too, with nothing to free */
+    pm_request bad = conc.req[0];
+    bad.n_audios = 0;
+    pm_encoded *none = (pm_encoded *)&bad;
+    assert_int_not_equal(pm_engine_encode(eng, &bad, &none, err, sizeof err), 0);
+    assert_null(none);
+    assert_int_equal(pm_engine_submit_encoded(eng, NULL, &bad, &cb0, NULL, err, sizeof err), PM_EINVAL);
+    pm_engine_free(eng);
+    for (int i = 0; i < 2; i++) { free(solo.logits[i]); free(conc.logits[i]); }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
@@ -313,6 +403,7 @@ int main(void) {
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),
         cmocka_unit_test(test_kv_budget),
+        cmocka_unit_test(test_encode_beside_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
