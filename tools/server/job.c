@@ -84,6 +84,7 @@ void srv_job_unref(srv_job *j) {
     if (left > 0) return;
     srv_job_free_media(j);
     free(j->prompt);
+    pm_encoded_free(j->enc);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->text);
     free(j->tokens);

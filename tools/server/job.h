@@ -1,14 +1,16 @@
 /* job.h — one accepted request, shared by its HTTP connection and the inference thread.
  *
  * Life: an HTTP worker fills the inputs (prompt, decoded media, parameters) and hands the job to
- * the scheduler; the inference thread submits it (admission: the engine validates the request and
- * runs the media encoders), then streams tokens into `text` and finally records the finish.
+ * the scheduler; the scheduler's encoder thread runs its media encoders (a job with media) and the
+ * inference thread submits it (admission), then streams tokens into `text` and finally records
+ * the finish.
  * The HTTP side parks its connection (MHD_suspend_connection) while there is nothing to send and
  * is resumed by srv_job_notify_locked when what it waits for happens. Every accepted job ends in
  * DONE exactly once (admitted or not), so every accepted request gets a final answer.
  *
  * Locking: `mu` guards everything below "shared"; inputs belong to whoever holds the job at the
- * time (the HTTP worker until enqueued, then the inference thread); `cancel` is atomic.
+ * time (the HTTP worker until enqueued, then the inference thread, lending them to the encoder
+ * thread while it encodes); `cancel` is atomic.
  * Parking protocol: park and notify both run under `mu`, so a resume can never precede its
  * suspend, and `conn` is cleared (under mu) when the connection completes. */
 #ifndef PM_SRV_JOB_H
@@ -59,6 +61,10 @@ struct srv_job {
     int64_t seq_id;
     int cancel_sent;
     int64_t kv_need;                /* KV bytes it will reserve; -1 until the scheduler has planned it */
+    /* the encoder thread's result for a job with media (the scheduler hands it over under its lock) */
+    pm_encoded *enc;
+    int enc_rc;
+    char enc_err[512];
 
     atomic_int cancel;              /* the client went away: stop generating */
 

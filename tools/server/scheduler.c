@@ -1,13 +1,22 @@
 /* scheduler.c — see scheduler.h.
  *
- * Loop: wait while idle; drop queued jobs whose client left; take queued jobs into free slots (all
- * of them when the engine is idle, at most ADMIT_PER_STEP while sequences are decoding, so a burst
- * of media-heavy arrivals cannot stall running streams for long), in order and only while the
- * engine's KV budget has room for each one's worst case (the head waits for a sequence to end,
- * and the rest wait behind it: first come, first served); forward cancellations; step. A job
- * leaves `live` in its on_done callback, which the engine fires exactly once. */
+ * Loop: wait while idle; drop queued jobs whose client left; admit the job the encoder thread has
+ * finished; take queued jobs into free slots (all of them when the engine is idle, at most
+ * ADMIT_PER_STEP while sequences are decoding), in order and only while the engine's KV budget
+ * has room for each one's worst case (the head waits for a sequence to end, and the rest wait
+ * behind it: first come, first served); forward cancellations; step. A job leaves `live` in its
+ * on_done callback, which the engine fires exactly once.
+ *
+ * Media encoders (a Conformer over a 30 s clip, SigLIP over an HD image: seconds on a CPU) run on
+ * a second thread, one job at a time, so that the live streams keep decoding meanwhile instead of
+ * pausing for them: the encoder thread calls pm_engine_encode, which reads nothing of the engine
+ * that changes, and the inference thread admits its result with pm_engine_submit_encoded. While
+ * both run they split the OpenMP threads (the encoder takes half when sequences are live, all of
+ * them when none is; the steps take the rest). The job being encoded already counts against the
+ * slots and the KV budget. A text-only job is admitted inline (its plan is all it needs). */
 #include "scheduler.h"
 
+#include <omp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +37,19 @@ struct srv_sched {
     srv_job **q;          /* FIFO ring of waiting jobs */
     int q_cap, q_head, q_len;
     int stopping;
+    int wake;             /* a job was queued or cancelled: look again */
+    /* the encoder thread (mu): one job at a time from hand-off until the inference thread admits it */
+    pthread_t enc_th;
+    int enc_started, enc_quit;
+    pthread_cond_t enc_cv;
+    srv_job *enc_in;      /* handed over, not yet started */
+    srv_job *enc_out;     /* encoded (or failed), waiting for admission */
+    int enc_busy;         /* a job is in the encoder's hands (in, running or out) */
+    int64_t enc_need;     /* its KV reservation-to-be */
+    int enc_threads;      /* OpenMP threads of the encode running now; 0 when none */
+    int n_live_shared;    /* n_live as last published by the inference thread */
+    int threads;          /* OpenMP threads of the process */
+    int head_waits;       /* the queue's head cannot go until something ends (inference thread) */
     /* inference thread only */
     srv_job **live;
     int n_live, max_live;
@@ -48,6 +70,7 @@ int srv_sched_enqueue(srv_sched *s, srv_job *j) {
         srv_job_ref(j);
         s->q[(s->q_head + s->q_len) % s->q_cap] = j;
         s->q_len++;
+        s->wake = 1;
         srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
         pthread_cond_signal(&s->cv);
     }
@@ -57,6 +80,7 @@ int srv_sched_enqueue(srv_sched *s, srv_job *j) {
 
 void srv_sched_poke(srv_sched *s) {
     pthread_mutex_lock(&s->mu);
+    s->wake = 1;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
@@ -171,10 +195,10 @@ static void reject(srv_job *j, int rc, const char *msg) {
     srv_job_unref(j);
 }
 
-/* Whether the queue's head may be admitted now beside `pending` bytes already taken this round:
- * 1 yes, 0 not yet (the engine's KV budget is in use: it waits, and so does everything behind it,
- * until a sequence ends), -1 never (*rc, err: the plan's error). The need is planned once per job
- * (tokenizer and media sizes, no encoder). */
+/* Whether the queue's head may be admitted now beside `pending` bytes already taken this round or
+ * held by the encoder: 1 yes, 0 not yet (the engine's KV budget is in use: it waits, and so does
+ * everything behind it, until a sequence ends), -1 never (*rc, err: the plan's error). The need is
+ * planned once per job (tokenizer and media sizes, no encoder). */
 static int head_fits(srv_sched *s, srv_job *j, int64_t pending, int *rc, char *err, size_t errlen) {
     if (j->kv_need < 0) {
         pm_request rq;
@@ -188,13 +212,27 @@ static int head_fits(srv_sched *s, srv_job *j, int64_t pending, int *rc, char *e
     return budget < 0 || reserved + pending + j->kv_need <= budget || (pm_engine_live(s->eng) == 0 && pending == 0);
 }
 
+static int has_media(const srv_job *j) { return j->n_audios > 0 || j->n_images > 0; }
+
+static void reject_cancelled(srv_job *j, const char *when) {
+    srv_error e;
+    srv_fail(&e, 499, "invalid_request_error", NULL, "cancelled", "the client closed the connection %s", when);
+    srv_job_free_media(j);
+    srv_job_reject(j, &e);
+    srv_job_unref(j);
+}
+
+static void admitted(srv_sched *s, srv_job *j, int64_t seq) {
+    srv_job_free_media(j);
+    srv_metrics_audio(s->ctx->metrics, j->audio_seconds);
+    srv_metrics_active(s->ctx->metrics, s->n_live);
+    kv_metrics(s); /* before the client can see its first chunk */
+    srv_job_admitted(j, seq);
+}
+
 static void admit(srv_sched *s, srv_job *j) {
     if (atomic_load(&j->cancel)) {
-        srv_error e;
-        srv_fail(&e, 499, "invalid_request_error", NULL, "cancelled", "the client closed the connection before admission");
-        srv_job_free_media(j);
-        srv_job_reject(j, &e);
-        srv_job_unref(j);
+        reject_cancelled(j, "before admission");
         return;
     }
     pm_request rq;
@@ -209,28 +247,105 @@ static void admit(srv_sched *s, srv_job *j) {
         reject(j, rc, err[0] ? err : pm_status_name(rc));
         return;
     }
-    srv_job_free_media(j);
-    srv_metrics_audio(s->ctx->metrics, j->audio_seconds);
-    srv_metrics_active(s->ctx->metrics, s->n_live);
-    kv_metrics(s); /* before the client can see its first chunk */
-    srv_job_admitted(j, seq);
+    admitted(s, j, seq);
+}
+
+/* Hands a job with media to the encoder thread (mu held; the encoder is idle). */
+static void hand_to_encoder(srv_sched *s, srv_job *j) {
+    s->enc_in = j;
+    s->enc_busy = 1;
+    s->enc_need = j->kv_need;
+    pthread_cond_signal(&s->enc_cv);
+}
+
+/* Admits (or answers) the job the encoder has finished. The slot and the reservation it held in
+ * the scheduler's counts pass to the engine in the same thread, so nothing else can take them. */
+static void admit_encoded(srv_sched *s, srv_job *j, int stopping) {
+    watch_disconnects(&j, 1);
+    pm_encoded *enc = j->enc;
+    j->enc = NULL;
+    if (stopping || atomic_load(&j->cancel) || j->enc_rc) {
+        pm_encoded_free(enc);
+        if (stopping) {
+            srv_error e;
+            srv_fail(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+            srv_job_free_media(j);
+            srv_job_reject(j, &e);
+            srv_job_unref(j);
+        } else if (j->enc_rc) reject(j, j->enc_rc, j->enc_err[0] ? j->enc_err : pm_status_name(j->enc_rc));
+        else reject_cancelled(j, "while its media were encoded");
+        return;
+    }
+    pm_request rq;
+    job_request(j, &rq);
+    pm_callbacks cb = {cb_token, cb_done, j};
+    char err[1024] = "";
+    int64_t seq = 0;
+    s->live[s->n_live++] = j;
+    int rc = pm_engine_submit_encoded(s->eng, enc, &rq, &cb, &seq, err, sizeof err);
+    if (rc) {
+        s->n_live--;
+        pm_encoded_free(enc);
+        reject(j, rc, err[0] ? err : pm_status_name(rc));
+        return;
+    }
+    admitted(s, j, seq);
+}
+
+static void *enc_main(void *arg) {
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->enc_in && !s->enc_quit) pthread_cond_wait(&s->enc_cv, &s->mu);
+        if (!s->enc_in) break;
+        srv_job *j = s->enc_in;
+        s->enc_in = NULL;
+        int t = s->n_live_shared > 0 && s->threads > 1 ? s->threads / 2 : s->threads;
+        s->enc_threads = t;
+        pthread_mutex_unlock(&s->mu);
+        omp_set_num_threads(t); /* this thread's parallel regions only */
+        j->enc_rc = 0;
+        j->enc_err[0] = 0;
+        if (!atomic_load(&j->cancel)) {
+            pm_request rq;
+            job_request(j, &rq);
+            j->enc_rc = pm_engine_encode(s->eng, &rq, &j->enc, j->enc_err, sizeof j->enc_err);
+        }
+        pthread_mutex_lock(&s->mu);
+        s->enc_threads = 0;
+        s->enc_out = j;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 /* Takes up to `room` jobs off the head of the queue, in order, while the engine's KV budget has
- * room for them; a job whose plan fails is answered at once. Only this thread dequeues, so the
- * head it planned outside the lock is still the head. */
+ * room for them; a job whose plan fails is answered at once, one with media goes to the encoder
+ * thread (the head waits while that is busy). Only this thread dequeues, so the head it planned
+ * outside the lock is still the head. */
 static int take_jobs(srv_sched *s, srv_job **take, int room) {
     int n_take = 0;
     int64_t pending = 0;
+    s->head_waits = 0;
     while (room > 0) {
         pthread_mutex_lock(&s->mu);
         srv_job *j = s->q_len > 0 && !s->stopping ? s->q[s->q_head] : NULL;
+        int enc_busy = s->enc_busy;
+        int64_t enc_need = s->enc_need;
         pthread_mutex_unlock(&s->mu);
         if (!j) break;
+        if (has_media(j) && enc_busy) {
+            s->head_waits = 1;
+            break;
+        }
         int rc = 0;
         char err[1024] = "";
-        int fits = head_fits(s, j, pending, &rc, err, sizeof err);
-        if (fits == 0) break;
+        int fits = head_fits(s, j, pending + enc_need, &rc, err, sizeof err);
+        if (fits == 0) {
+            s->head_waits = 1;
+            break;
+        }
         pthread_mutex_lock(&s->mu);
         s->q_head = (s->q_head + 1) % s->q_cap;
         s->q_len--;
@@ -238,6 +353,14 @@ static int take_jobs(srv_sched *s, srv_job **take, int room) {
         pthread_mutex_unlock(&s->mu);
         if (fits < 0) {
             reject(j, rc, err[0] ? err : pm_status_name(rc));
+            continue;
+        }
+        if (has_media(j)) {
+            watch_disconnects(&j, 1);
+            pthread_mutex_lock(&s->mu);
+            hand_to_encoder(s, j);
+            pthread_mutex_unlock(&s->mu);
+            room--;
             continue;
         }
         take[n_take++] = j;
@@ -249,14 +372,24 @@ static int take_jobs(srv_sched *s, srv_job **take, int room) {
 
 /* ------------------------------------------------------------------ the thread */
 
+/* Whether the inference thread has nothing to do until signalled (mu held). */
+static int idle(const srv_sched *s) {
+    if (s->wake || s->enc_out || s->n_live > 0) return 0;
+    if (s->stopping) return s->q_len == 0 && s->enc_busy; /* the encode must end before the thread does */
+    return s->q_len == 0 || s->head_waits;
+}
+
 static void *sched_main(void *arg) {
     srv_sched *s = arg;
     srv_job **take = calloc((size_t)s->q_cap + 1, sizeof *take), **drop = calloc((size_t)s->q_cap + 1, sizeof *drop);
     for (;;) {
         int n_take = 0, n_drop = 0, stopping;
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && s->q_len == 0 && s->n_live == 0) pthread_cond_wait(&s->cv, &s->mu);
+        while (idle(s)) pthread_cond_wait(&s->cv, &s->mu);
+        s->wake = 0;
         stopping = s->stopping;
+        srv_job *encoded = s->enc_out;
+        s->enc_out = NULL;
         for (int k = 0; k < s->q_len;) { /* queued jobs whose client already left */
             srv_job *j = s->q[(s->q_head + k) % s->q_cap];
             if (atomic_load(&j->cancel) || stopping) {
@@ -264,10 +397,18 @@ static void *sched_main(void *arg) {
                 q_remove_at(s, k);
             } else k++;
         }
-        int room = s->max_live - s->n_live;
-        if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
         srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
         pthread_mutex_unlock(&s->mu);
+        if (encoded) {
+            admit_encoded(s, encoded, stopping);
+            pthread_mutex_lock(&s->mu);
+            s->enc_busy = 0;
+            s->enc_need = 0;
+            pthread_mutex_unlock(&s->mu);
+        }
+        /* the encoder's job holds a slot until it is admitted */
+        int room = s->max_live - s->n_live - s->enc_busy;
+        if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
 
         for (int i = 0; i < n_drop; i++) {
             srv_error e;
@@ -288,7 +429,13 @@ static void *sched_main(void *arg) {
                 j->cancel_sent = 1;
             }
         }
+        pthread_mutex_lock(&s->mu);
+        s->n_live_shared = s->n_live;
+        int enc_threads = s->enc_threads;
+        pthread_mutex_unlock(&s->mu);
         if (pm_engine_live(s->eng) > 0) {
+            /* beside an encode, the steps take the threads it leaves */
+            omp_set_num_threads(enc_threads <= 0 ? s->threads : s->threads > enc_threads ? s->threads - enc_threads : 1);
             s->step_tokens = 0;
             int r = pm_engine_step(s->eng);
             if (r < 0) fprintf(stderr, "phi4mm serve: engine step failed (%s); its sequences were ended with an error\n",
@@ -299,7 +446,7 @@ static void *sched_main(void *arg) {
         kv_metrics(s);
         if (stopping && s->n_live == 0) {
             pthread_mutex_lock(&s->mu);
-            int empty = s->q_len == 0;
+            int empty = s->q_len == 0 && !s->enc_busy;
             pthread_mutex_unlock(&s->mu);
             if (empty) break;
         }
@@ -307,6 +454,16 @@ static void *sched_main(void *arg) {
     free(take);
     free(drop);
     return NULL;
+}
+
+static void stop_encoder(srv_sched *s) {
+    if (!s->enc_started) return;
+    pthread_mutex_lock(&s->mu);
+    s->enc_quit = 1;
+    pthread_cond_signal(&s->enc_cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->enc_th, NULL);
+    s->enc_started = 0;
 }
 
 int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
@@ -342,15 +499,22 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->enc_cv, NULL);
+    s->threads = omp_get_max_threads();
     srv_metrics_kv(ctx->metrics, 0, srv_sched_kv_budget(s));
     ctx->sched = s; /* callbacks find the scheduler through the context */
-    if (pthread_create(&s->th, NULL, sched_main, s)) {
+    s->enc_started = pthread_create(&s->enc_th, NULL, enc_main, s) == 0;
+    if (!s->enc_started || pthread_create(&s->th, NULL, sched_main, s)) {
+        stop_encoder(s);
         ctx->sched = NULL;
         pm_engine_free(s->eng);
         free(s->q);
         free(s->live);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        pthread_cond_destroy(&s->enc_cv);
         free(s);
-        snprintf(err, errlen, "cannot start the inference thread");
+        snprintf(err, errlen, "cannot start the inference threads");
         return PM_ESTATE;
     }
     s->started = 1;
@@ -366,6 +530,7 @@ void srv_sched_stop(srv_sched *s) {
     pthread_mutex_unlock(&s->mu);
     if (s->started) pthread_join(s->th, NULL);
     s->started = 0;
+    stop_encoder(s); /* idle: the inference thread ended only once no job was in its hands */
     pm_engine_free(s->eng); /* nothing is live any more */
     s->eng = NULL;
 }
@@ -374,6 +539,7 @@ void srv_sched_free(srv_sched *s) {
     if (!s) return;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->enc_cv);
     free(s->q);
     free(s->live);
     free(s);
