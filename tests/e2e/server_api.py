@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """server_api.py — end-to-end checks of `phi4mm serve` over raw HTTP (stdlib only).
 
-Run by tests/e2e/server_api.sh, which starts two servers on free loopback ports:
+Run by tests/e2e/server_api.sh, which starts three servers on free loopback ports (A and C run media
+encoders on their encoder thread, B inline on the inference thread):
   A: --api-key, --parallel 16, --allow-media-dir <fixture inputs>   (most checks)
-  B: --parallel 1 --max-queue 1 --max-body 1M                        (overload, body cap)
+  B: --parallel 1 --max-queue 1 --max-body 1M --encoder-threads inline (overload, body cap)
   C: --parallel 4 --kv-budget 3M --max-request-memory 2M               (KV budget: refuse, wait, serve;
                                                                       decoded-media budget)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and

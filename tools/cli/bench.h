@@ -17,7 +17,7 @@ typedef struct bench_opts {
     int prefill[8], n_prefill;
     int prefill_chunk;
     int audio_secs[4], n_audio;
-    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels;
+    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap;
 } bench_opts;
 
 typedef struct bench_ctx {
@@ -74,6 +74,9 @@ int bench_llm(bench_ctx *b);    /* decode and prefill */
 int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */
 int bench_image(bench_ctx *b);  /* HD + SigLIP + projection */
 int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
+int bench_overlap(bench_ctx *b); /* a live stream's pauses while an image encodes, inline and beside */
+/* A W x H RGB test image (gradients and noise), malloc'd; NULL on OOM. */
+uint8_t *bench_synth_rgb(int W, int H);
 int bench_q8(bench_ctx *b);     /* the same decoder runs on --weights q8, as speedups over bf16 */
 int bench_kernels(bench_ctx *b); /* decoder rows capped at AVX2, as AVX-512 speedups (AVX-512 CPUs) */
 

@@ -241,18 +241,24 @@ int bench_audio(bench_ctx *b) {
 
 /* ---------------------------------------------------------------- image */
 
-/* One timed pass (HD preprocessing, then SigLIP + merge + projection) of a W x H image. warm: one
- * untimed pass first, its time reported: the first image of a process also faults in the vision
- * tower's ~0.9 GB of mapped weights, as the audio rows' first pass does for the encoder. */
-static int image_one(bench_ctx *b, int W, int H, int warm, pm_err *e) {
-    const pm_model *m = b->m;
+uint8_t *bench_synth_rgb(int W, int H) {
     uint8_t *rgb = malloc((size_t)W * H * 3);
-    if (!rgb) return pm_errf(e, PM_ENOMEM, "out of memory");
+    if (!rgb) return NULL;
     uint32_t s = 3;
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++)
             for (int c = 0; c < 3; c++)
                 rgb[((size_t)y * W + x) * 3 + c] = (uint8_t)((x * (c + 1) + y * (3 - c)) / 7 + (lcg(&s) >> 28));
+    return rgb;
+}
+
+/* One timed pass (HD preprocessing, then SigLIP + merge + projection) of a W x H image. warm: one
+ * untimed pass first, its time reported: the first image of a process also faults in the vision
+ * tower's ~0.9 GB of mapped weights, as the audio rows' first pass does for the encoder. */
+static int image_one(bench_ctx *b, int W, int H, int warm, pm_err *e) {
+    const pm_model *m = b->m;
+    uint8_t *rgb = bench_synth_rgb(W, H);
+    if (!rgb) return pm_errf(e, PM_ENOMEM, "out of memory");
     pm_image img = {rgb, W, H};
     pm_hd_image hd = {0};
     float *out = NULL;

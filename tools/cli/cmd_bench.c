@@ -110,7 +110,8 @@ static void usage(void) {
             "  --prefill-chunk N    rows per forward during prefill (default 512, as pm_engine)\n"
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
-            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels\n"
+            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels,\n"
+            "  --skip-overlap       (skips the row of a live stream beside an image encode)\n"
             "  --quick              prefill 128,512; batches 1,8; 3 decode steps; long context 1024; audio 10 s; no TTFT\n");
 }
 
@@ -160,6 +161,7 @@ int pm_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--skip-q8")) o->skip_q8 = 1;
         else if (!strcmp(a, "--skip-kernels")) o->skip_kernels = 1;
         else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
+        else if (!strcmp(a, "--skip-overlap")) o->skip_overlap = 1;
         else if (!strcmp(a, "--skip-llm")) skip_llm = 1;
         else if (!strcmp(a, "--quick")) {
             o->n_prefill = parse_list("128,512", o->prefill, 8, 1, 131072);
@@ -273,6 +275,7 @@ int pm_cmd_bench(int argc, char **argv) {
     if (!rc && !skip_llm && !o->skip_kernels) rc = bench_kernels(&b);
     if (!rc && !o->skip_audio) rc = bench_audio(&b);
     if (!rc && !o->skip_image) rc = bench_image(&b);
+    if (!rc && !o->skip_image && !o->skip_overlap) rc = bench_overlap(&b);
     if (!rc && !o->skip_tok) rc = bench_tok(&b);
     bench_rss(&rss, &anon, &file, &hwm);
     bench_row(&b, "memory", "peak RSS", hwm / 1e9, "GB", -1, -1, NULL, "VmHWM over the whole run");

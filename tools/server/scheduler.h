@@ -1,7 +1,8 @@
 /* scheduler.h — the inference thread. It alone owns the pm_engine: between engine steps it takes
  * new jobs from a bounded queue (at most --max-queue waiting) into free engine slots (--parallel),
- * submits them (the engine validates and encodes media on this thread), forwards cancellations of
- * jobs whose client went away, and steps the batch. Callbacks from the engine land in the jobs. */
+ * submits them (a job with media after the encoder thread has run its encoders beside the steps),
+ * forwards cancellations of jobs whose client went away, and steps the batch. Callbacks from the
+ * engine land in the jobs. */
 #ifndef PM_SRV_SCHEDULER_H
 #define PM_SRV_SCHEDULER_H
 

@@ -1,0 +1,143 @@
+/* bench_overlap.c — what a live stream sees while another request's image is encoded.
+ *
+ * Inline: pm_engine_submit on the stepping thread (what `phi4mm serve` did before its encoder
+ * thread): the stream pauses for the whole encode. Beside: pm_engine_encode on a second thread
+ * while this one keeps stepping, the OpenMP threads split between the two as the server splits
+ * them. Reported: the stream's longest gap between tokens in each case, the tokens it got during
+ * the encode, and the encode's time in each case (sharing the cores, it takes longer). The image
+ * request itself is never prefilled here: only the encode is in question. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+typedef struct stream_clock {
+    double last, longest, since; /* gaps are counted from `since` on */
+    int tokens;
+} stream_clock;
+
+static int on_tok(void *u, int32_t tok, const char *text, size_t len) {
+    (void)tok; (void)text; (void)len;
+    stream_clock *c = u;
+    double t = bench_now();
+    if (t >= c->since) {
+        double from = c->last > c->since ? c->last : c->since;
+        if (t - from > c->longest) c->longest = t - from;
+        c->tokens++;
+    }
+    c->last = t;
+    return 0;
+}
+
+typedef struct encoder {
+    const pm_engine *eng;
+    const pm_request *req;
+    int threads, rc;
+    pm_encoded *enc;
+    double seconds;
+    atomic_int done;
+    char err[512];
+} encoder;
+
+static void *encode_main(void *u) {
+    encoder *x = u;
+    omp_set_num_threads(x->threads);
+    double t0 = bench_now();
+    x->rc = pm_engine_encode(x->eng, x->req, &x->enc, x->err, sizeof x->err);
+    x->seconds = bench_now() - t0;
+    atomic_store(&x->done, 1);
+    return NULL;
+}
+
+static int step_n(pm_engine *eng, int n) {
+    for (int i = 0; i < n && pm_engine_live(eng) > 0; i++) {
+        int k = pm_engine_step(eng);
+        if (k < 0) return k;
+    }
+    return pm_engine_live(eng) > 0 ? PM_OK : PM_ESTATE;
+}
+
+int bench_overlap(bench_ctx *b) {
+    if (!b->m->image) return PM_OK;
+    enum { W = 1344, H = 896 };
+    bench_progress("a stream beside a %dx%d image encode", W, H);
+    uint8_t *rgb = bench_synth_rgb(W, H);
+    if (!rgb) return PM_ENOMEM;
+    pm_image_in im = {rgb, W, H};
+    pm_request img, txt;
+    memset(&img, 0, sizeof img);
+    memset(&txt, 0, sizeof txt);
+    img.prompt = "<|user|><|image_1|>Describe the image.<|end|><|assistant|>";
+    img.images = &im;
+    img.n_images = 1;
+    img.max_tokens = 1;
+    txt.prompt = "<|user|>Tell me a long story about the sea.<|end|><|assistant|>";
+    txt.max_tokens = 4096;
+    stream_clock clk = {0};
+    pm_callbacks cb = {on_tok, NULL, &clk};
+    int threads = omp_get_max_threads(), enc_threads = threads > 1 ? threads / 2 : 1, rc;
+    pm_engine *eng;
+    char err[1024] = "";
+    int64_t img_id = 0;
+    encoder x = {0};
+    pthread_t th;
+    if ((rc = pm_engine_new(&eng, b->m, NULL, err, sizeof err))) goto out_free;
+    if ((rc = pm_engine_submit(eng, &txt, &cb, NULL, err, sizeof err)) || (rc = step_n(eng, 3))) goto out;
+    double t0 = bench_now();
+    if ((rc = step_n(eng, 4))) goto out;
+    double step_alone = (bench_now() - t0) / 4;
+
+    /* inline: the encode runs where the steps do */
+    clk.since = bench_now();
+    clk.longest = 0;
+    clk.tokens = 0;
+    t0 = bench_now();
+    if ((rc = pm_engine_submit(eng, &img, NULL, &img_id, err, sizeof err))) goto out;
+    double enc_inline = bench_now() - t0;
+    pm_engine_cancel(eng, img_id); /* ends at the next step, before its prefill */
+    if ((rc = step_n(eng, 2))) goto out;
+    double gap_inline = clk.longest;
+
+    /* beside: the encode on its own thread, the steps on the threads it leaves */
+    if ((rc = step_n(eng, 2))) goto out;
+    x = (encoder){eng, &img, enc_threads, 0, NULL, 0, 0, ""};
+    omp_set_num_threads(threads > enc_threads ? threads - enc_threads : 1);
+    clk.since = bench_now();
+    clk.longest = 0;
+    clk.tokens = 0;
+    if (pthread_create(&th, NULL, encode_main, &x)) {
+        rc = PM_ESTATE;
+        snprintf(err, sizeof err, "cannot start a thread");
+        goto out;
+    }
+    while (!atomic_load(&x.done) && !(rc = step_n(eng, 1))) {}
+    pthread_join(th, NULL);
+    double t_end = bench_now();
+    int beside_tokens = clk.tokens;
+    double gap_beside = clk.longest > t_end - clk.last ? clk.longest : t_end - clk.last;
+    omp_set_num_threads(threads);
+    if (!rc && x.rc) {
+        rc = x.rc;
+        snprintf(err, sizeof err, "%s", x.err);
+    }
+    if (rc) goto out;
+    bench_row(b, "serve", "stream beside an image encode", gap_beside, "s", -1, -1,
+              json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:i}", "width", W, "height", H, "gap_beside_s", gap_beside, "gap_inline_s",
+                        gap_inline, "encode_beside_s", x.seconds, "encode_inline_s", enc_inline, "tokens_beside", beside_tokens,
+                        "step_alone_s", step_alone, "encoder_threads", enc_threads),
+              "longest pause of a live stream while a %dx%d image encodes: %.2f s with the encode on its own thread (%d tokens in its "
+              "%.2f s, %d + %d threads) against %.2f s inline (encode %.2f s); a step alone %.3f s",
+              W, H, gap_beside, beside_tokens, x.seconds, threads > enc_threads ? threads - enc_threads : 1, enc_threads, gap_inline,
+              enc_inline, step_alone);
+out:
+    pm_encoded_free(x.enc);
+    pm_engine_free(eng);
+out_free:
+    free(rgb);
+    if (rc) fprintf(stderr, "phi4mm bench: stream beside an image encode: %s\n", err[0] ? err : pm_status_name(rc));
+    return rc;
+}
