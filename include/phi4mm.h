@@ -206,6 +206,13 @@ typedef struct pm_encoded pm_encoded;
 int pm_engine_encode(const pm_engine *eng, const pm_request *req, pm_encoded **out, char *err, size_t errlen);
 int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, char *err,
                              size_t errlen);
+/* Runs the encoded request's prompt through the decoder into a cache of its own, in the chunks
+ * pm_engine_step would run (the same numbers), at most ~max_rows rows per call: 1 when the whole
+ * prompt is in, 0 when rows remain (call again: a caller can stop between calls), < 0 on error.
+ * Like pm_engine_encode it may run beside pm_engine_step on another thread; once admitted, the
+ * sequence samples its first token at its first step, and no step pauses the others for its
+ * prefill. */
+int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char *err, size_t errlen);
 /* The KV bytes it will reserve (pm_engine_kv_need); 0 for NULL. */
 int64_t pm_encoded_kv_need(const pm_encoded *enc);
 void pm_encoded_free(pm_encoded *enc);

@@ -39,6 +39,7 @@ typedef struct pm_seq {
     size_t hold_len;
     int cancelled;
     float *logits;
+    int logits_ready;       /* its prompt was prefilled before admission (pm_engine_prefill): sample first */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
 } pm_seq;
 
@@ -162,17 +163,48 @@ void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget
     if (budget) *budget = eng->kv_budget;
 }
 
-/* A request planned and through its encoders (pm_engine_encode): what a sequence starts from. */
+/* A request planned and through its encoders (pm_engine_encode), perhaps prefilled
+ * (pm_engine_prefill): what a sequence starts from. */
 struct pm_encoded {
     pm_prepared prep;
     int64_t need;   /* its reservation (plan_request) */
     int max_tokens; /* what the reservation was sized for */
+    pm_kv_cache kv; /* the prompt's positions prefilled so far */
+    int rope_long;
+    float *logits;  /* [vocab] after the last prompt position, once kv.len == prep.n */
 };
 
 void pm_encoded_free(pm_encoded *enc) {
     if (!enc) return;
     pm_prepared_free(&enc->prep);
+    pm_kv_free(&enc->kv);
+    free(enc->logits);
     free(enc);
+}
+
+int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char *err, size_t errlen) {
+    pm_err e = {0};
+    const pm_llm *llm = &eng->m->llm;
+    int n_prompt = enc->prep.n;
+    if (n_prompt <= 0) {
+        pm_errf(&e, PM_EINVAL, "nothing to prefill: the prompt is empty");
+        goto out;
+    }
+    if (!enc->logits && !(enc->logits = pm_malloc(sizeof(float) * (size_t)llm->c.vocab, &e))) goto out;
+    /* what pm_engine_step decides at a sequence's first step */
+    if (enc->kv.len == 0) enc->rope_long = n_prompt > llm->c.orig_max_pos;
+    /* the chunks pm_engine_step would run, one forward each: the same numbers */
+    while (enc->kv.len < n_prompt && max_rows > 0) {
+        int p0 = enc->kv.len, n = n_prompt - p0;
+        if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
+        pm_llm_chunk c = {&enc->kv, enc->prep.embeds + (size_t)p0 * llm->c.hidden, n, enc->prep.adapter, enc->rope_long,
+                          p0 + n == n_prompt ? enc->logits : NULL, NULL};
+        if (pm_llm_forward(llm, &c, 1, &e)) goto out;
+        max_rows -= n;
+    }
+out:
+    set_err(err, errlen, &e);
+    return e.code ? e.code : enc->kv.len == n_prompt;
 }
 
 int64_t pm_encoded_kv_need(const pm_encoded *enc) { return enc ? enc->need : 0; }
@@ -224,11 +256,12 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     pm_seq *s = pm_calloc(1, sizeof *s, e);
     if (!s) return e->code;
     s->n_prompt = enc->prep.n;
+    s->logits_ready = enc->logits && s->n_prompt > 0 && enc->kv.len == s->n_prompt;
     s->max_tokens = req->max_tokens;
     s->max_context = eng->o.limits.max_context > 0 ? eng->o.limits.max_context : eng->m->llm.c.max_pos;
     s->cap_tokens = s->n_prompt + req->max_tokens + 1;
     s->tokens = pm_malloc(sizeof(int32_t) * (size_t)s->cap_tokens, e);
-    s->logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e);
+    s->logits = s->logits_ready ? NULL : pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e);
     if (e->code) goto fail;
     memcpy(s->tokens, enc->prep.ids, sizeof(int32_t) * (size_t)s->n_prompt);
     s->n_tokens = s->n_prompt;
@@ -247,8 +280,16 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         for (int i = 0; i < req->n_stop; i++)
             if (req->stop[i] && req->stop[i][0]) s->stop[s->n_stop++] = strdup(req->stop[i]);
     }
-    s->prep = enc->prep; /* the prompt rows move over */
+    s->prep = enc->prep; /* the prompt rows move over, and its cache and logits when prefilled */
     s->kv_reserved = enc->need;
+    if (s->logits_ready) {
+        s->kv = enc->kv;
+        s->rope_long = enc->rope_long;
+        s->logits = enc->logits;
+    } else {
+        pm_kv_free(&enc->kv);
+        free(enc->logits);
+    }
     free(enc);
     *encp = NULL;
     if (cb) s->cb = *cb;
@@ -351,6 +392,11 @@ int pm_engine_step(pm_engine *eng) {
             s->rope_long = 1;   /* first time past the switch: recompute everything with long factors */
             s->kv.len = 0;
         }
+        if (s->logits_ready) { /* prefilled before admission: its first token comes from those logits */
+            s->logits_ready = 0;
+            ch[i].logits = s->logits;
+            continue;
+        }
         int p0 = s->kv.len, n = s->n_tokens - p0;
         if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
         rows[i] = pm_malloc(sizeof(float) * (size_t)n * H, &e);
@@ -372,7 +418,7 @@ int pm_engine_step(pm_engine *eng) {
         if (!dec) goto fail;
         for (int i = 0; i < nc; i++) {
             if (ch[i].n == 1) dec[nd++] = ch[i];
-            else if (pm_llm_forward(llm, &ch[i], 1, &e)) break;
+            else if (ch[i].n > 1 && pm_llm_forward(llm, &ch[i], 1, &e)) break;
         }
         if (!e.code && nd) pm_llm_forward(llm, dec, nd, &e);
         free(dec);

@@ -5,8 +5,9 @@
  *    equal their solo runs bit for bit, and the speech one really differs without its adapter;
  *  - the official adapter policy by mode; cancellation frees the sequence; bad requests are refused;
  *  - the KV budget: refused, deferred and admitted requests, reservations back to 0;
- *  - a request encoded on another thread while the live sequences step (pm_engine_encode, as the
- *    server does) gives every sequence its solo logits, bit for bit, whatever the thread counts. */
+ *  - a request encoded and prefilled on another thread while the live sequences step
+ *    (pm_engine_encode + pm_engine_prefill, as the server does) gives every sequence its solo
+ *    logits, bit for bit, whatever the thread counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,11 +98,11 @@ static int rec_token(void *u, int32_t tok, const char *text, size_t len) {
 }
 
 /* Runs the requests of r (indices in `which`) in one engine, recording each step's logits. */
-static void execute(fx *f, run *r, const int *which, int nw) {
+static void execute_with(fx *f, run *r, const int *which, int nw, const pm_engine_opts *o) {
     pm_engine *eng;
     char err[512];
     assert_int_equal(f->m->llm.c.vocab, 200064);
-    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    assert_int_equal(pm_engine_new(&eng, f->m, o, err, sizeof err), 0);
     rec c[2];
     for (int k = 0; k < nw; k++) {
         int i = which[k];
@@ -112,6 +113,8 @@ static void execute(fx *f, run *r, const int *which, int nw) {
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
     pm_engine_free(eng);
 }
+
+static void execute(fx *f, run *r, const int *which, int nw) { execute_with(f, r, which, nw, NULL); }
 
 static void test_longrope_per_sequence_in_batch(void **state) {
     fx *f = *state;
@@ -316,15 +319,22 @@ typedef struct enc_job {
     const pm_engine *eng;
     const pm_request *req;
     pm_encoded *enc;
-    int rc;
+    int rc, calls; /* calls: of pm_engine_prefill until the prompt was in */
     atomic_int done;
 } enc_job;
 
+/* Encodes, then prefills 8 rows at a time (the engine's chunks are 16 rows in this test). */
 static void *enc_thread(void *u) {
     enc_job *j = u;
     char err[512];
     omp_set_num_threads(1); /* this thread's regions only: the stepping thread keeps its own count */
     j->rc = pm_engine_encode(j->eng, j->req, &j->enc, err, sizeof err);
+    int r = 0;
+    while (!j->rc && r == 0) {
+        r = pm_engine_prefill(j->eng, j->enc, 8, err, sizeof err);
+        j->calls++;
+        if (r < 0) j->rc = r;
+    }
     atomic_store(&j->done, 1);
     return NULL;
 }
@@ -342,19 +352,20 @@ static void test_encode_beside_steps(void **state) {
         r->req[1].max_tokens = STEPS;
         for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
     }
-    execute(f, &solo, (int[]){0}, 1);
-    execute(f, &solo, (int[]){1}, 1);
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.prefill_chunk = 16; /* several chunks per prompt, in both runs */
+    execute_with(f, &solo, (int[]){0}, 1, &o);
+    execute_with(f, &solo, (int[]){1}, 1, &o);
 
     pm_engine *eng;
     char err[512];
-    pm_engine_opts o;
-    pm_engine_opts_default(&o);
     o.max_seqs = 1;
     assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
     rec c[2] = {{eng, &conc, 0, 0}, {eng, &conc, 1, 0}};
     pm_callbacks cb0 = {rec_token, NULL, &c[0]}, cb1 = {rec_token, NULL, &c[1]};
     assert_int_equal(pm_engine_submit(eng, &conc.req[1], &cb1, &conc.id[1], err, sizeof err), 0);
-    enc_job j = {eng, &conc.req[0], NULL, -1, 0};
+    enc_job j = {eng, &conc.req[0], NULL, -1, 0, 0};
     pthread_t th;
     int threads = omp_get_max_threads(), steps = 0;
     omp_set_num_threads(threads > 1 ? threads - 1 : 1);
@@ -366,6 +377,7 @@ static void test_encode_beside_steps(void **state) {
     pthread_join(th, NULL);
     assert_int_equal(j.rc, 0);
     assert_non_null(j.enc);
+    assert_true(j.calls >= 3); /* 36 prompt rows, 16 per chunk, one chunk per call */
     assert_true(pm_encoded_kv_need(j.enc) > 0);
     /* the engine holds one sequence at most: the encoded request waits, and stays the caller's */
     if (pm_engine_live(eng) > 0) {
@@ -377,13 +389,16 @@ static void test_encode_beside_steps(void **state) {
     assert_int_equal(pm_engine_submit_encoded(eng, j.enc, &other, &cb0, &conc.id[0], err, sizeof err), PM_EINVAL);
     assert_non_null(strstr(err, "max_tokens"));
     assert_int_equal(pm_engine_submit_encoded(eng, j.enc, &conc.req[0], &cb0, &conc.id[0], err, sizeof err), 0);
+    int kv_len = 0; /* admitted with its prompt in the cache: no step prefills it */
+    assert_non_null(pm_engine_last_logits(eng, conc.id[0], NULL, &kv_len));
+    assert_int_equal(kv_len, 36);
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
     omp_set_num_threads(threads);
     int64_t reserved;
     pm_engine_kv_usage(eng, &reserved, NULL);
     assert_int_equal(reserved, 0);
     for (int i = 0; i < 2; i++) assert_memory_equal(solo.logits[i], conc.logits[i], sizeof(float) * (size_t)STEPS * V);
-    fprintf(stderr, "steps beside the encoder: %d\n", steps);
+    fprintf(stderr, "steps beside the encoder and prefill: %d\n", steps);
 
     /* a request the plan refuses is refused by the encoder too, with nothing to free */
     pm_request bad = conc.req[0];
@@ -396,6 +411,50 @@ static void test_encode_beside_steps(void **state) {
     for (int i = 0; i < 2; i++) { free(solo.logits[i]); free(conc.logits[i]); }
 }
 
+
+/* One request encoded and prefilled before admission (rows per pm_engine_prefill call: `rows`). */
+static void execute_prefilled(fx *f, run *r, int i, int rows) {
+    pm_engine *eng;
+    pm_encoded *enc = NULL;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    assert_int_equal(pm_engine_encode(eng, &r->req[i], &enc, err, sizeof err), 0);
+    int rc;
+    while ((rc = pm_engine_prefill(eng, enc, rows, err, sizeof err)) == 0) {}
+    assert_int_equal(rc, 1);
+    rec c = {eng, r, i, 0};
+    pm_callbacks cb = {rec_token, NULL, &c};
+    assert_int_equal(pm_engine_submit_encoded(eng, enc, &r->req[i], &cb, &r->id[i], err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    pm_engine_free(eng);
+}
+
+/* Prefilled before admission, a prompt past original_max_position starts on the long factors and
+ * one just under it switches (and recomputes) during decode, exactly as when the engine prefills. */
+static void test_prefill_longrope(void **state) {
+    fx *f = *state;
+    int V = f->m->llm.c.vocab, L0 = f->m->llm.c.orig_max_pos, len[2] = {L0 + 3, L0 - 2};
+    run eng_run = {0}, pre = {0};
+    int32_t *ids[2] = {text_ids(len[0], 11), text_ids(len[1], 13)};
+    for (run *r = &eng_run; r; r = r == &eng_run ? &pre : NULL)
+        for (int i = 0; i < 2; i++) {
+            r->req[i].ids = ids[i];
+            r->req[i].n_ids = (size_t)len[i];
+            r->req[i].max_tokens = STEPS;
+            r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+        }
+    for (int i = 0; i < 2; i++) {
+        execute(f, &eng_run, (int[]){i}, 1);
+        execute_prefilled(f, &pre, i, 1000);
+        for (int s = 0; s < STEPS; s++) assert_int_equal(pre.rope_long[i][s], eng_run.rope_long[i][s]);
+        assert_memory_equal(eng_run.logits[i], pre.logits[i], sizeof(float) * (size_t)STEPS * V);
+    }
+    assert_int_equal(pre.rope_long[0][0], 1);
+    assert_int_equal(pre.rope_long[1][0], 0);
+    assert_int_equal(pre.rope_long[1][STEPS - 1], 1);
+    for (int i = 0; i < 2; i++) { free(eng_run.logits[i]); free(pre.logits[i]); free(ids[i]); }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
@@ -404,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_and_bad_requests),
         cmocka_unit_test(test_kv_budget),
         cmocka_unit_test(test_encode_beside_steps),
+        cmocka_unit_test(test_prefill_longrope),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
