@@ -93,8 +93,8 @@ row prompt-image-placeholder-no-image 1 "${E}prompt: <\|image_1\|> has no image:
 row prompt-invalid-utf8-repaired 0 "." gen -p $'\xff\xfe caf\xc3 \xed\xa0\x80 x'
 row prompt-missing 1 "${E}missing -p PROMPT" "$BIN" generate -m "$M" -n 2
 # serve refuses its options before loading anything (exit 2, as every serve option error)
-row serve-encoder-threads-zero 2 "^phi4mm serve: error: --encoder-threads must be auto, inline or 1..1024, got '0'" "$BIN" serve -m "$M" --encoder-threads 0
-row serve-encoder-threads-word 2 "^phi4mm serve: error: --encoder-threads must be auto, inline or 1..1024, got 'half'" "$BIN" serve -m "$M" --encoder-threads half
+row serve-prompt-threads-zero 2 "^phi4mm serve: error: --prompt-threads must be auto, inline or 1..1024, got '0'" "$BIN" serve -m "$M" --prompt-threads 0
+row serve-prompt-threads-word 2 "^phi4mm serve: error: --prompt-threads must be auto, inline or 1..1024, got 'half'" "$BIN" serve -m "$M" --prompt-threads half
 
 # ---------------------------------------------------------------- damaged checkpoints (json copies + the weights)
 mk() { rm -rf "$T/ck"; mkdir "$T/ck"; cp "$M"/*.json "$T/ck/"; ln -s "$M/model.safetensors" "$T/ck/model.safetensors"; }

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """server_api.py — end-to-end checks of `phi4mm serve` over raw HTTP (stdlib only).
 
-Run by tests/e2e/server_api.sh, which starts three servers on free loopback ports (A and C run media
-encoders on their encoder thread, B inline on the inference thread):
+Run by tests/e2e/server_api.sh, which starts three servers on free loopback ports (A and C encode and
+prefill new requests on their prompt thread, B inline on the inference thread):
   A: --api-key, --parallel 16, --allow-media-dir <fixture inputs>   (most checks)
-  B: --parallel 1 --max-queue 1 --max-body 1M --encoder-threads inline (overload, body cap)
+  B: --parallel 1 --max-queue 1 --max-body 1M --prompt-threads inline (overload, body cap)
   C: --parallel 4 --kv-budget 3M --max-request-memory 2M               (KV budget: refuse, wait, serve;
                                                                       decoded-media budget)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
@@ -582,7 +582,7 @@ def main():
            str(d)[:200])
     m = A.metrics()
     need = ['phi4mm_requests_total{endpoint="chat",mode="vision_speech",status="200"}', 'status="400"', "phi4mm_queue_depth 0",
-            "phi4mm_active_sequences 0", "phi4mm_tokens_per_second", "phi4mm_time_to_first_token_seconds_bucket{le=\"+Inf\"}",
+            "phi4mm_active_sequences 0", "phi4mm_preparing_requests 0", "phi4mm_tokens_per_second", "phi4mm_time_to_first_token_seconds_bucket{le=\"+Inf\"}",
             'phi4mm_requests_total{endpoint="transcriptions",mode="speech",status="200"}']
     missing = [n for n in need if n not in m]
     audio_s = A.metric("phi4mm_audio_seconds_total") or 0

@@ -18,6 +18,7 @@ typedef struct bench_opts {
     int prefill_chunk;
     int audio_secs[4], n_audio;
     int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap;
+    int prompt_threads; /* the serve row's prompt thread (0: half the threads, as `serve` by default) */
 } bench_opts;
 
 typedef struct bench_ctx {

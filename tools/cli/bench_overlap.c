@@ -1,11 +1,12 @@
-/* bench_overlap.c — what a live stream sees while another request's image is encoded.
+/* bench_overlap.c — what a live stream sees while another request's image is encoded and its
+ * prompt prefilled.
  *
- * Inline: pm_engine_submit on the stepping thread (what `phi4mm serve` did before its encoder
- * thread): the stream pauses for the whole encode. Beside: pm_engine_encode on a second thread
- * while this one keeps stepping, the OpenMP threads split between the two as the server splits
- * them. Reported: the stream's longest gap between tokens in each case, the tokens it got during
- * the encode, and the encode's time in each case (sharing the cores, it takes longer). The image
- * request itself is never prefilled here: only the encode is in question. */
+ * Inline: pm_engine_submit on the stepping thread (what `phi4mm serve --prompt-threads inline`
+ * does): the stream pauses for the whole encode, then for every prefill chunk of the new prompt.
+ * Beside: pm_engine_encode + pm_engine_prefill on a second thread while this one keeps stepping,
+ * the OpenMP threads split between the two as the server splits them. Reported: the stream's
+ * longest gap between tokens in each case, the tokens it got meanwhile, and the image request's
+ * time to first token in each case (sharing the cores, it is longer beside). */
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,16 +39,20 @@ typedef struct encoder {
     const pm_request *req;
     int threads, rc;
     pm_encoded *enc;
-    double seconds;
+    double encode_s, seconds; /* the encode, and encode + prefill */
     atomic_int done;
     char err[512];
 } encoder;
 
+/* Encode, then prefill one engine chunk per call, as the server's prompt thread does. */
 static void *encode_main(void *u) {
     encoder *x = u;
     omp_set_num_threads(x->threads);
     double t0 = bench_now();
     x->rc = pm_engine_encode(x->eng, x->req, &x->enc, x->err, sizeof x->err);
+    x->encode_s = bench_now() - t0;
+    for (int r = 0; !x->rc && r == 0;)
+        if ((r = pm_engine_prefill(x->eng, x->enc, 1, x->err, sizeof x->err)) < 0) x->rc = r;
     x->seconds = bench_now() - t0;
     atomic_store(&x->done, 1);
     return NULL;
@@ -64,7 +69,7 @@ static int step_n(pm_engine *eng, int n) {
 int bench_overlap(bench_ctx *b) {
     if (!b->m->image) return PM_OK;
     enum { W = 1344, H = 896 };
-    bench_progress("a stream beside a %dx%d image encode", W, H);
+    bench_progress("a stream beside a %dx%d image request", W, H);
     uint8_t *rgb = bench_synth_rgb(W, H);
     if (!rgb) return PM_ENOMEM;
     pm_image_in im = {rgb, W, H};
@@ -77,9 +82,10 @@ int bench_overlap(bench_ctx *b) {
     img.max_tokens = 1;
     txt.prompt = "<|user|>Tell me a long story about the sea.<|end|><|assistant|>";
     txt.max_tokens = 4096;
-    stream_clock clk = {0};
-    pm_callbacks cb = {on_tok, NULL, &clk};
-    int threads = omp_get_max_threads(), enc_threads = threads > 1 ? threads / 2 : 1, rc;
+    stream_clock clk = {0}, first = {0}; /* the stream's tokens; the image request's one token */
+    pm_callbacks cb = {on_tok, NULL, &clk}, cb_img = {on_tok, NULL, &first};
+    int threads = omp_get_max_threads(), rc;
+    int enc_threads = b->o.prompt_threads > 0 ? b->o.prompt_threads : threads > 1 ? threads / 2 : 1; /* as serve's auto */
     pm_engine *eng;
     char err[1024] = "";
     int64_t img_id = 0;
@@ -91,22 +97,24 @@ int bench_overlap(bench_ctx *b) {
     if ((rc = step_n(eng, 4))) goto out;
     double step_alone = (bench_now() - t0) / 4;
 
-    /* inline: the encode runs where the steps do */
+    /* inline: the encode and the prefill chunks run where the steps do */
     clk.since = bench_now();
     clk.longest = 0;
     clk.tokens = 0;
     t0 = bench_now();
-    if ((rc = pm_engine_submit(eng, &img, NULL, &img_id, err, sizeof err))) goto out;
+    if ((rc = pm_engine_submit(eng, &img, &cb_img, &img_id, err, sizeof err))) goto out;
     double enc_inline = bench_now() - t0;
-    pm_engine_cancel(eng, img_id); /* ends at the next step, before its prefill */
-    if ((rc = step_n(eng, 2))) goto out;
-    double gap_inline = clk.longest;
+    while (!first.tokens && !(rc = step_n(eng, 1))) {}
+    if (rc) goto out;
+    double ttft_inline = first.last - t0, gap_inline = clk.longest;
+    int inline_tokens = clk.tokens;
 
     /* beside: the encode on its own thread, the steps on the threads it leaves */
     if ((rc = step_n(eng, 2))) goto out;
-    x = (encoder){eng, &img, enc_threads, 0, NULL, 0, 0, ""};
+    x = (encoder){eng, &img, enc_threads, 0, NULL, 0, 0, 0, ""};
+    first = (stream_clock){0};
     omp_set_num_threads(threads > enc_threads ? threads - enc_threads : 1);
-    clk.since = bench_now();
+    clk.since = t0 = bench_now();
     clk.longest = 0;
     clk.tokens = 0;
     if (pthread_create(&th, NULL, encode_main, &x)) {
@@ -125,19 +133,27 @@ int bench_overlap(bench_ctx *b) {
         snprintf(err, sizeof err, "%s", x.err);
     }
     if (rc) goto out;
-    bench_row(b, "serve", "stream beside an image encode", gap_beside, "s", -1, -1,
-              json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:i, s:f, s:i}", "width", W, "height", H, "gap_beside_s", gap_beside, "gap_inline_s",
-                        gap_inline, "encode_beside_s", x.seconds, "encode_inline_s", enc_inline, "tokens_beside", beside_tokens,
-                        "step_alone_s", step_alone, "encoder_threads", enc_threads),
-              "longest pause of a live stream while a %dx%d image encodes: %.2f s with the encode on its own thread (%d tokens in its "
-              "%.2f s, %d + %d threads) against %.2f s inline (encode %.2f s); a step alone %.3f s",
-              W, H, gap_beside, beside_tokens, x.seconds, threads > enc_threads ? threads - enc_threads : 1, enc_threads, gap_inline,
-              enc_inline, step_alone);
+    /* admitted prefilled: its first token comes at the next step */
+    if ((rc = pm_engine_submit_encoded(eng, x.enc, &img, &cb_img, &img_id, err, sizeof err))) goto out;
+    x.enc = NULL;
+    while (!first.tokens && !(rc = step_n(eng, 1))) {}
+    if (rc) goto out;
+    double ttft_beside = first.last - t0;
+    bench_row(b, "serve", "stream beside an image request", gap_beside, "s", -1, -1,
+              json_pack("{s:i, s:i, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i}", "width", W, "height", H, "gap_beside_s", gap_beside,
+                        "gap_inline_s", gap_inline, "tokens_beside", beside_tokens, "tokens_inline", inline_tokens, "ttft_beside_s",
+                        ttft_beside, "ttft_inline_s", ttft_inline, "encode_beside_s", x.encode_s, "encode_inline_s", enc_inline,
+                        "step_alone_s", step_alone, "prompt_threads", enc_threads),
+              "a live stream's longest pause while a %dx%d image request is encoded and prefilled: %.2f s with both on the prompt "
+              "thread (%d tokens meanwhile; %d + %d threads) against %.2f s inline (%d tokens); the image request's first token after "
+              "%.1f s beside (encode %.1f s) against %.1f s inline (encode %.1f s); a step alone %.3f s",
+              W, H, gap_beside, beside_tokens, threads > enc_threads ? threads - enc_threads : 1, enc_threads, gap_inline, inline_tokens,
+              ttft_beside, x.encode_s, ttft_inline, enc_inline, step_alone);
 out:
     pm_encoded_free(x.enc);
     pm_engine_free(eng);
 out_free:
     free(rgb);
-    if (rc) fprintf(stderr, "phi4mm bench: stream beside an image encode: %s\n", err[0] ? err : pm_status_name(rc));
+    if (rc) fprintf(stderr, "phi4mm bench: stream beside an image request: %s\n", err[0] ? err : pm_status_name(rc));
     return rc;
 }

@@ -111,7 +111,8 @@ static void usage(void) {
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
             "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels,\n"
-            "  --skip-overlap       (skips the row of a live stream beside an image encode)\n"
+            "  --skip-overlap       (skips the row of a live stream beside an image request)\n"
+            "  --prompt-threads N   that row's prompt thread takes N threads (default: half, as serve's auto)\n"
             "  --quick              prefill 128,512; batches 1,8; 3 decode steps; long context 1024; audio 10 s; no TTFT\n");
 }
 
@@ -146,6 +147,9 @@ int pm_cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--long-ctx") && more) {
             if (cli_int(argv[++i], 0, 131072, &v)) return cli_fail("bench", "--long-ctx wants an integer in [0, 131072]");
             o->long_ctx = (int)v;
+        } else if (!strcmp(a, "--prompt-threads") && more) {
+            if (cli_int(argv[++i], 1, 1024, &v)) return cli_fail("bench", "--prompt-threads wants a positive integer");
+            o->prompt_threads = (int)v;
         } else if (!strcmp(a, "--prefill-chunk") && more) {
             if (cli_int(argv[++i], 1, 131072, &v)) return cli_fail("bench", "--prefill-chunk wants a positive integer");
             o->prefill_chunk = (int)v;

@@ -31,7 +31,7 @@ void srv_opts_default(srv_opts *o) {
     o->http_threads = 4;
     o->default_max_tokens = 1024;
     o->prefill_chunk = 512;
-    o->encoder_threads = -1;
+    o->prompt_threads = -1;
     o->max_body = (size_t)64 << 20;
     o->retry_after = 1;
 }
@@ -72,10 +72,11 @@ static void usage(void) {
             "  --weights bf16|q8       decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
             "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512)\n"
-            "  --encoder-threads N|auto|inline  media encoders run on a thread of their own while the live\n"
-            "                          streams keep decoding, with N OpenMP threads (the steps take the rest;\n"
-            "                          default auto: half of them; all while nothing decodes); inline: on the\n"
-            "                          inference thread with all threads, every stream pausing for the encode\n"
+            "  --prompt-threads N|auto|inline  a new request's media encoders and prompt prefill run on a\n"
+            "                          thread of their own while the live streams keep decoding, with N OpenMP\n"
+            "                          threads (the steps take the rest; default auto: half of them; all while\n"
+            "                          nothing decodes); inline: between the steps with all threads, every\n"
+            "                          stream pausing meanwhile\n"
             "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
             "                          (default auto: memory less the weights and a headroom); a request that\n"
             "                          does not fit waits in the queue, one larger than the budget gets 400\n"
@@ -128,11 +129,11 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (cli_int(v, 1, 1 << 20, &n)) return cli_fail(cmd, "--prefill-chunk must be a positive integer, got '%s'", v);
             o->prefill_chunk = (int)n;
-        } else if (!strcmp(a, "--encoder-threads")) {
-            if (!strcmp(v, "auto")) o->encoder_threads = -1;
-            else if (!strcmp(v, "inline")) o->encoder_threads = 0;
-            else if (cli_int(v, 1, 1024, &n)) return cli_fail(cmd, "--encoder-threads must be auto, inline or 1..1024, got '%s'", v);
-            else o->encoder_threads = (int)n;
+        } else if (!strcmp(a, "--prompt-threads")) {
+            if (!strcmp(v, "auto")) o->prompt_threads = -1;
+            else if (!strcmp(v, "inline")) o->prompt_threads = 0;
+            else if (cli_int(v, 1, 1024, &n)) return cli_fail(cmd, "--prompt-threads must be auto, inline or 1..1024, got '%s'", v);
+            else o->prompt_threads = (int)n;
         } else if (!strcmp(a, "--retry-after")) {
             if (cli_int(v, 0, 86400, &n)) return cli_fail(cmd, "--retry-after must be 0..86400, got '%s'", v);
             o->retry_after = (int)n;

@@ -24,7 +24,7 @@ struct srv_metrics {
     series s[MAX_SERIES];
     int n_series;
     unsigned long long finish[4];
-    int queue_depth, active;
+    int queue_depth, active, preparing;
     long long kv_reserved, kv_budget;
     unsigned long long prompt_tokens, gen_tokens;
     long long ring_sec[RING];
@@ -98,6 +98,19 @@ void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget) {
     m->kv_reserved = (long long)reserved;
     m->kv_budget = (long long)budget;
     pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_preparing(srv_metrics *m, int n) {
+    pthread_mutex_lock(&m->mu);
+    m->preparing = n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int srv_metrics_get_preparing(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    int n = m->preparing;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 int srv_metrics_get_active(srv_metrics *m) {
@@ -188,6 +201,10 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     put(&o, "# HELP phi4mm_active_sequences Sequences live in the engine.\n# TYPE phi4mm_active_sequences gauge\n"
             "phi4mm_active_sequences %d\n",
         m->active);
+    put(&o,
+        "# HELP phi4mm_preparing_requests Requests whose media are encoded and prompt prefilled beside the steps.\n"
+        "# TYPE phi4mm_preparing_requests gauge\nphi4mm_preparing_requests %d\n",
+        m->preparing);
     put(&o, "# HELP phi4mm_kv_reserved_bytes KV cache reserved by the live sequences (each its prompt plus max_tokens).\n"
             "# TYPE phi4mm_kv_reserved_bytes gauge\nphi4mm_kv_reserved_bytes %lld\n"
             "# HELP phi4mm_kv_budget_bytes The engine's KV cache budget (-1: none).\n# TYPE phi4mm_kv_budget_bytes gauge\n"

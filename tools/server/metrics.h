@@ -3,6 +3,8 @@
  *   phi4mm_request_finish_total{reason}               counter: stop / length / cancelled / error
  *   phi4mm_queue_depth                                gauge: accepted requests waiting for a slot
  *   phi4mm_active_sequences                           gauge: sequences live in the engine
+ *   phi4mm_preparing_requests                         gauge: requests being encoded and prefilled
+ *                                                     beside the steps (the prompt thread: 0 or 1)
  *   phi4mm_kv_reserved_bytes, phi4mm_kv_budget_bytes   gauges: KV cache the live sequences reserve,
  *                                                     and the engine's budget for it (-1: none)
  *   phi4mm_prompt_tokens_total, phi4mm_generated_tokens_total   counters
@@ -32,6 +34,8 @@ void srv_metrics_finish(srv_metrics *m, pm_finish reason, int prompt_tokens, int
 void srv_metrics_queue_depth(srv_metrics *m, int depth);
 void srv_metrics_active(srv_metrics *m, int live);
 int srv_metrics_get_active(srv_metrics *m);
+void srv_metrics_preparing(srv_metrics *m, int n);
+int srv_metrics_get_preparing(srv_metrics *m);
 void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);

@@ -52,6 +52,7 @@ enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_con
     if (ready) {
         json_object_set_new(o, "active_sequences", json_integer(srv_metrics_get_active(ctx->metrics)));
         json_object_set_new(o, "queue_depth", json_integer(srv_sched_queue_depth(ctx->sched)));
+        json_object_set_new(o, "preparing_requests", json_integer(srv_metrics_get_preparing(ctx->metrics)));
         json_object_set_new(o, "request_bytes", json_integer((json_int_t)atomic_load(&ctx->req_used)));
     }
     return respond_json(ctx, c, sc, ready ? 200 : 503, o);

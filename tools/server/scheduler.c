@@ -1,25 +1,25 @@
 /* scheduler.c — see scheduler.h.
  *
- * Loop: wait while idle; drop queued jobs whose client left; admit the job the encoder thread has
+ * Loop: wait while idle; drop queued jobs whose client left; admit the job the prompt thread has
  * finished; take queued jobs into free slots (all of them when the engine is idle, at most
  * ADMIT_PER_STEP while sequences are decoding), in order and only while the engine's KV budget
  * has room for each one's worst case (the head waits for a sequence to end, and the rest wait
  * behind it: first come, first served); forward cancellations; step. A job leaves `live` in its
  * on_done callback, which the engine fires exactly once.
  *
- * Media encoders (a Conformer over a 30 s clip, SigLIP over an HD image: seconds on a CPU) run on
- * a second thread, one job at a time, so that the live streams keep decoding meanwhile instead of
- * pausing for them: the encoder thread calls pm_engine_encode, which reads nothing of the engine
- * that changes, and the inference thread admits its result with pm_engine_submit_encoded. While
- * both run they split the OpenMP threads (the encoder takes --encoder-threads, by default half,
- * when sequences are live, all of them when none is; the steps take the rest). The job being
- * encoded already counts against the slots and the KV budget. A text-only job is admitted inline
- * (its plan is all it needs), and so is every job with --encoder-threads inline.
+ * A new request's expensive part — its media encoders (a Conformer over a 30 s clip, SigLIP over
+ * an HD image) and its prompt's prefill (seconds per 512-row chunk on a CPU) — runs on a second
+ * thread, the prompt thread, one job at a time, so that the live streams keep decoding meanwhile
+ * instead of pausing for it: pm_engine_encode and pm_engine_prefill read nothing of the engine
+ * that changes and fill the request's own cache; the inference thread then admits the result
+ * with pm_engine_submit_encoded, and the sequence samples its first token at its first step.
+ * While both run they split the OpenMP threads (the prompt thread takes --prompt-threads, by
+ * default half, while sequences are live, all of them while none is, re-decided at every prefill
+ * chunk; the steps take the rest). The job in its hands already counts against the slots and the
+ * KV budget. With --prompt-threads inline every job is submitted on this thread, as before.
  *
  * Measured on the full-size synthetic checkpoint, 2 cores (`phi4mm bench`, row "stream beside an
- * image encode"): while a 1344x896 image encoded, a live stream's longest pause was 0.39 s beside
- * the encoder (168 tokens meanwhile) against 19.1 s inline; the encode itself took 46.8 s on its
- * one core against 18.9 s on both. */
+ * image request"): see tools/server/README.md. */
 #include "scheduler.h"
 
 #include <omp.h>
@@ -44,18 +44,18 @@ struct srv_sched {
     int q_cap, q_head, q_len;
     int stopping;
     int wake;             /* a job was queued or cancelled: look again */
-    /* the encoder thread (mu): one job at a time from hand-off until the inference thread admits it */
-    pthread_t enc_th;
-    int enc_started, enc_quit;
-    pthread_cond_t enc_cv;
-    srv_job *enc_in;      /* handed over, not yet started */
-    srv_job *enc_out;     /* encoded (or failed), waiting for admission */
-    int enc_busy;         /* a job is in the encoder's hands (in, running or out) */
-    int64_t enc_need;     /* its KV reservation-to-be */
-    int enc_threads;      /* OpenMP threads of the encode running now; 0 when none */
+    /* the prompt thread (mu): one job at a time from hand-off until the inference thread admits it */
+    pthread_t pt_th;
+    int pt_started, pt_quit;
+    pthread_cond_t pt_cv;
+    srv_job *pt_in;      /* handed over, not yet started */
+    srv_job *pt_out;     /* encoded (or failed), waiting for admission */
+    int pt_busy;          /* a job is in the prompt thread's hands (in, running or out) */
+    int64_t pt_need;     /* its KV reservation-to-be */
+    int pt_threads;       /* OpenMP threads of its work now; 0 when none */
     int n_live_shared;    /* n_live as last published by the inference thread */
     int threads;          /* OpenMP threads of the process */
-    int enc_live_threads; /* the encoder's share while sequences are live (--encoder-threads) */
+    int pt_live_threads;  /* its share while sequences are live (--prompt-threads) */
     int head_waits;       /* the queue's head cannot go until something ends (inference thread) */
     /* inference thread only */
     srv_job **live;
@@ -203,7 +203,7 @@ static void reject(srv_job *j, int rc, const char *msg) {
 }
 
 /* Whether the queue's head may be admitted now beside `pending` bytes already taken this round or
- * held by the encoder: 1 yes, 0 not yet (the engine's KV budget is in use: it waits, and so does
+ * held by the prompt thread: 1 yes, 0 not yet (the engine's KV budget is in use: it waits, and so does
  * everything behind it, until a sequence ends), -1 never (*rc, err: the plan's error). The need is
  * planned once per job (tokenizer and media sizes, no encoder). */
 static int head_fits(srv_sched *s, srv_job *j, int64_t pending, int *rc, char *err, size_t errlen) {
@@ -219,8 +219,8 @@ static int head_fits(srv_sched *s, srv_job *j, int64_t pending, int *rc, char *e
     return budget < 0 || reserved + pending + j->kv_need <= budget || (pm_engine_live(s->eng) == 0 && pending == 0);
 }
 
-/* Whether the job's encoders run on the encoder thread (else inline, at admission). */
-static int encodes_beside(const srv_sched *s, const srv_job *j) { return s->enc_started && (j->n_audios > 0 || j->n_images > 0); }
+/* Whether the job's encoders and prefill run on the prompt thread (else on this one: inline). */
+static int via_prompt_thread(const srv_sched *s) { return s->pt_started; }
 
 static void reject_cancelled(srv_job *j, const char *when) {
     srv_error e;
@@ -258,17 +258,18 @@ static void admit(srv_sched *s, srv_job *j) {
     admitted(s, j, seq);
 }
 
-/* Hands a job with media to the encoder thread (mu held; the encoder is idle). */
-static void hand_to_encoder(srv_sched *s, srv_job *j) {
-    s->enc_in = j;
-    s->enc_busy = 1;
-    s->enc_need = j->kv_need;
-    pthread_cond_signal(&s->enc_cv);
+/* Hands a job to the prompt thread (mu held; it is idle). */
+static void hand_to_prompt_thread(srv_sched *s, srv_job *j) {
+    s->pt_in = j;
+    s->pt_busy = 1;
+    s->pt_need = j->kv_need;
+    srv_metrics_preparing(s->ctx->metrics, 1);
+    pthread_cond_signal(&s->pt_cv);
 }
 
-/* Admits (or answers) the job the encoder has finished. The slot and the reservation it held in
- * the scheduler's counts pass to the engine in the same thread, so nothing else can take them. */
-static void admit_encoded(srv_sched *s, srv_job *j, int stopping) {
+/* Admits (or answers) the job the prompt thread has finished. The slot and the reservation it held
+ * in the scheduler's counts pass to the engine in the same thread, so nothing else can take them. */
+static void admit_prepared(srv_sched *s, srv_job *j, int stopping) {
     watch_disconnects(&j, 1);
     pm_encoded *enc = j->enc;
     j->enc = NULL;
@@ -281,7 +282,7 @@ static void admit_encoded(srv_sched *s, srv_job *j, int stopping) {
             srv_job_reject(j, &e);
             srv_job_unref(j);
         } else if (j->enc_rc) reject(j, j->enc_rc, j->enc_err[0] ? j->enc_err : pm_status_name(j->enc_rc));
-        else reject_cancelled(j, "while its media were encoded");
+        else reject_cancelled(j, "while its prompt was prepared");
         return;
     }
     pm_request rq;
@@ -300,28 +301,49 @@ static void admit_encoded(srv_sched *s, srv_job *j, int stopping) {
     admitted(s, j, seq);
 }
 
-static void *enc_main(void *arg) {
+/* The prompt thread's share of the OpenMP threads for its next piece of work, published for the
+ * steps (mu held): its own share while sequences are live, all of them while none is. */
+static int prompt_threads_now(srv_sched *s) {
+    s->pt_threads = s->n_live_shared > 0 ? s->pt_live_threads : s->threads;
+    return s->pt_threads;
+}
+
+/* Encodes, then prefills one engine chunk at a time; between chunks it stops for a client that
+ * left or a server that stops, and takes a new share of the threads (a stream may have started or
+ * ended meanwhile). */
+static void prepare_job(srv_sched *s, srv_job *j) {
+    pm_request rq;
+    job_request(j, &rq);
+    j->enc_rc = pm_engine_encode(s->eng, &rq, &j->enc, j->enc_err, sizeof j->enc_err);
+    for (int done = 0; !j->enc_rc && !done;) {
+        pthread_mutex_lock(&s->mu);
+        int stop = s->stopping || atomic_load(&j->cancel), t = prompt_threads_now(s);
+        pthread_mutex_unlock(&s->mu);
+        if (stop) return;
+        omp_set_num_threads(t);
+        int r = pm_engine_prefill(s->eng, j->enc, 1, j->enc_err, sizeof j->enc_err);
+        if (r < 0) j->enc_rc = r;
+        done = r == 1;
+    }
+}
+
+static void *prompt_main(void *arg) {
     srv_sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->enc_in && !s->enc_quit) pthread_cond_wait(&s->enc_cv, &s->mu);
-        if (!s->enc_in) break;
-        srv_job *j = s->enc_in;
-        s->enc_in = NULL;
-        int t = s->n_live_shared > 0 ? s->enc_live_threads : s->threads;
-        s->enc_threads = t;
+        while (!s->pt_in && !s->pt_quit) pthread_cond_wait(&s->pt_cv, &s->mu);
+        if (!s->pt_in) break;
+        srv_job *j = s->pt_in;
+        s->pt_in = NULL;
+        int t = prompt_threads_now(s);
         pthread_mutex_unlock(&s->mu);
         omp_set_num_threads(t); /* this thread's parallel regions only */
         j->enc_rc = 0;
         j->enc_err[0] = 0;
-        if (!atomic_load(&j->cancel)) {
-            pm_request rq;
-            job_request(j, &rq);
-            j->enc_rc = pm_engine_encode(s->eng, &rq, &j->enc, j->enc_err, sizeof j->enc_err);
-        }
+        if (!atomic_load(&j->cancel)) prepare_job(s, j);
         pthread_mutex_lock(&s->mu);
-        s->enc_threads = 0;
-        s->enc_out = j;
+        s->pt_threads = 0;
+        s->pt_out = j;
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -329,8 +351,8 @@ static void *enc_main(void *arg) {
 }
 
 /* Takes up to `room` jobs off the head of the queue, in order, while the engine's KV budget has
- * room for them; a job whose plan fails is answered at once, one with media goes to the encoder
- * thread (the head waits while that is busy). Only this thread dequeues, so the head it planned
+ * room for them; a job whose plan fails is answered at once, the others go to the prompt thread
+ * (the head waits while it is busy) or, inline, to the caller. Only this thread dequeues, so the head it planned
  * outside the lock is still the head. */
 static int take_jobs(srv_sched *s, srv_job **take, int room) {
     int n_take = 0;
@@ -339,17 +361,17 @@ static int take_jobs(srv_sched *s, srv_job **take, int room) {
     while (room > 0) {
         pthread_mutex_lock(&s->mu);
         srv_job *j = s->q_len > 0 && !s->stopping ? s->q[s->q_head] : NULL;
-        int enc_busy = s->enc_busy;
-        int64_t enc_need = s->enc_need;
+        int pt_busy = s->pt_busy;
+        int64_t pt_need = s->pt_need;
         pthread_mutex_unlock(&s->mu);
         if (!j) break;
-        if (encodes_beside(s, j) && enc_busy) {
+        if (via_prompt_thread(s) && pt_busy) {
             s->head_waits = 1;
             break;
         }
         int rc = 0;
         char err[1024] = "";
-        int fits = head_fits(s, j, pending + enc_need, &rc, err, sizeof err);
+        int fits = head_fits(s, j, pending + pt_need, &rc, err, sizeof err);
         if (fits == 0) {
             s->head_waits = 1;
             break;
@@ -363,10 +385,10 @@ static int take_jobs(srv_sched *s, srv_job **take, int room) {
             reject(j, rc, err[0] ? err : pm_status_name(rc));
             continue;
         }
-        if (encodes_beside(s, j)) {
+        if (via_prompt_thread(s)) {
             watch_disconnects(&j, 1);
             pthread_mutex_lock(&s->mu);
-            hand_to_encoder(s, j);
+            hand_to_prompt_thread(s, j);
             pthread_mutex_unlock(&s->mu);
             room--;
             continue;
@@ -382,8 +404,8 @@ static int take_jobs(srv_sched *s, srv_job **take, int room) {
 
 /* Whether the inference thread has nothing to do until signalled (mu held). */
 static int idle(const srv_sched *s) {
-    if (s->wake || s->enc_out || s->n_live > 0) return 0;
-    if (s->stopping) return s->q_len == 0 && s->enc_busy; /* the encode must end before the thread does */
+    if (s->wake || s->pt_out || s->n_live > 0) return 0;
+    if (s->stopping) return s->q_len == 0 && s->pt_busy; /* its job must come back before the thread ends */
     return s->q_len == 0 || s->head_waits;
 }
 
@@ -396,8 +418,8 @@ static void *sched_main(void *arg) {
         while (idle(s)) pthread_cond_wait(&s->cv, &s->mu);
         s->wake = 0;
         stopping = s->stopping;
-        srv_job *encoded = s->enc_out;
-        s->enc_out = NULL;
+        srv_job *encoded = s->pt_out;
+        s->pt_out = NULL;
         for (int k = 0; k < s->q_len;) { /* queued jobs whose client already left */
             srv_job *j = s->q[(s->q_head + k) % s->q_cap];
             if (atomic_load(&j->cancel) || stopping) {
@@ -408,14 +430,15 @@ static void *sched_main(void *arg) {
         srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
         pthread_mutex_unlock(&s->mu);
         if (encoded) {
-            admit_encoded(s, encoded, stopping);
+            admit_prepared(s, encoded, stopping);
             pthread_mutex_lock(&s->mu);
-            s->enc_busy = 0;
-            s->enc_need = 0;
+            s->pt_busy = 0;
+            s->pt_need = 0;
             pthread_mutex_unlock(&s->mu);
+            srv_metrics_preparing(s->ctx->metrics, 0);
         }
-        /* the encoder's job holds a slot until it is admitted */
-        int room = s->max_live - s->n_live - s->enc_busy;
+        /* the prompt thread's job holds a slot until it is admitted */
+        int room = s->max_live - s->n_live - s->pt_busy;
         if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
 
         for (int i = 0; i < n_drop; i++) {
@@ -439,11 +462,11 @@ static void *sched_main(void *arg) {
         }
         pthread_mutex_lock(&s->mu);
         s->n_live_shared = s->n_live;
-        int enc_threads = s->enc_threads;
+        int pt_threads = s->pt_threads;
         pthread_mutex_unlock(&s->mu);
         if (pm_engine_live(s->eng) > 0) {
-            /* beside an encode, the steps take the threads it leaves */
-            omp_set_num_threads(enc_threads <= 0 ? s->threads : s->threads > enc_threads ? s->threads - enc_threads : 1);
+            /* beside the prompt thread, the steps take the threads it leaves */
+            omp_set_num_threads(pt_threads <= 0 ? s->threads : s->threads > pt_threads ? s->threads - pt_threads : 1);
             s->step_tokens = 0;
             int r = pm_engine_step(s->eng);
             if (r < 0) fprintf(stderr, "phi4mm serve: engine step failed (%s); its sequences were ended with an error\n",
@@ -454,7 +477,7 @@ static void *sched_main(void *arg) {
         kv_metrics(s);
         if (stopping && s->n_live == 0) {
             pthread_mutex_lock(&s->mu);
-            int empty = s->q_len == 0 && !s->enc_busy;
+            int empty = s->q_len == 0 && !s->pt_busy;
             pthread_mutex_unlock(&s->mu);
             if (empty) break;
         }
@@ -464,14 +487,14 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
-static void stop_encoder(srv_sched *s) {
-    if (!s->enc_started) return;
+static void stop_prompt_thread(srv_sched *s) {
+    if (!s->pt_started) return;
     pthread_mutex_lock(&s->mu);
-    s->enc_quit = 1;
-    pthread_cond_signal(&s->enc_cv);
+    s->pt_quit = 1;
+    pthread_cond_signal(&s->pt_cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->enc_th, NULL);
-    s->enc_started = 0;
+    pthread_join(s->pt_th, NULL);
+    s->pt_started = 0;
 }
 
 int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
@@ -507,22 +530,22 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    pthread_cond_init(&s->enc_cv, NULL);
+    pthread_cond_init(&s->pt_cv, NULL);
     s->threads = omp_get_max_threads();
-    int et = ctx->o.encoder_threads;
-    s->enc_live_threads = et < 0 ? (s->threads > 1 ? s->threads / 2 : 1) : et < s->threads ? et : s->threads;
+    int et = ctx->o.prompt_threads;
+    s->pt_live_threads = et < 0 ? (s->threads > 1 ? s->threads / 2 : 1) : et < s->threads ? et : s->threads;
     srv_metrics_kv(ctx->metrics, 0, srv_sched_kv_budget(s));
     ctx->sched = s; /* callbacks find the scheduler through the context */
-    int enc_failed = et != 0 && !(s->enc_started = pthread_create(&s->enc_th, NULL, enc_main, s) == 0);
-    if (enc_failed || pthread_create(&s->th, NULL, sched_main, s)) {
-        stop_encoder(s);
+    int pt_failed = et != 0 && !(s->pt_started = pthread_create(&s->pt_th, NULL, prompt_main, s) == 0);
+    if (pt_failed || pthread_create(&s->th, NULL, sched_main, s)) {
+        stop_prompt_thread(s);
         ctx->sched = NULL;
         pm_engine_free(s->eng);
         free(s->q);
         free(s->live);
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
-        pthread_cond_destroy(&s->enc_cv);
+        pthread_cond_destroy(&s->pt_cv);
         free(s);
         snprintf(err, errlen, "cannot start the inference threads");
         return PM_ESTATE;
@@ -540,7 +563,7 @@ void srv_sched_stop(srv_sched *s) {
     pthread_mutex_unlock(&s->mu);
     if (s->started) pthread_join(s->th, NULL);
     s->started = 0;
-    stop_encoder(s); /* idle: the inference thread ended only once no job was in its hands */
+    stop_prompt_thread(s); /* idle: the inference thread ended only once no job was in its hands */
     pm_engine_free(s->eng); /* nothing is live any more */
     s->eng = NULL;
 }
@@ -549,7 +572,7 @@ void srv_sched_free(srv_sched *s) {
     if (!s) return;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
-    pthread_cond_destroy(&s->enc_cv);
+    pthread_cond_destroy(&s->pt_cv);
     free(s->q);
     free(s->live);
     free(s);

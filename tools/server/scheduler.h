@@ -1,6 +1,6 @@
 /* scheduler.h — the inference thread. It alone owns the pm_engine: between engine steps it takes
  * new jobs from a bounded queue (at most --max-queue waiting) into free engine slots (--parallel),
- * submits them (a job with media after the encoder thread has run its encoders beside the steps),
+ * submits them (after the prompt thread has run their encoders and prefill beside the steps),
  * forwards cancellations of jobs whose client went away, and steps the batch. Callbacks from the
  * engine land in the jobs. */
 #ifndef PM_SRV_SCHEDULER_H

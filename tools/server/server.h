@@ -56,8 +56,8 @@ typedef struct srv_opts {
     int http_threads;           /* libmicrohttpd worker threads (default 4) */
     int default_max_tokens;     /* completion cap when a request names none (default 1024) */
     int prefill_chunk;          /* engine prompt rows per step (default 512) */
-    int encoder_threads;        /* media encoders: < 0 auto (default: a thread of their own, half the OpenMP
-                                   threads while sequences are live), 0 inline on the inference thread, N */
+    int prompt_threads;         /* encoders + prefill of new requests: < 0 auto (default: a thread of their
+                                   own, half the OpenMP threads while sequences are live), 0 inline, N */
     size_t max_body;            /* bytes (default 64 MiB) */
     int64_t kv_budget;          /* engine KV budget in bytes: 0 = auto (default), < 0 = none */
     int64_t max_request_memory;   /* decoded media held by all requests, bytes: 0 = auto (default) */
