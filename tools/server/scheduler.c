@@ -48,10 +48,10 @@ struct srv_sched {
     pthread_t pt_th;
     int pt_started, pt_quit;
     pthread_cond_t pt_cv;
-    srv_job *pt_in;      /* handed over, not yet started */
-    srv_job *pt_out;     /* encoded (or failed), waiting for admission */
+    srv_job *pt_in;       /* handed over, not yet started */
+    srv_job *pt_out;      /* prepared (or failed), waiting for admission */
     int pt_busy;          /* a job is in the prompt thread's hands (in, running or out) */
-    int64_t pt_need;     /* its KV reservation-to-be */
+    int64_t pt_need;      /* its KV reservation-to-be */
     int pt_threads;       /* OpenMP threads of its work now; 0 when none */
     int n_live_shared;    /* n_live as last published by the inference thread */
     int threads;          /* OpenMP threads of the process */
@@ -352,8 +352,8 @@ static void *prompt_main(void *arg) {
 
 /* Takes up to `room` jobs off the head of the queue, in order, while the engine's KV budget has
  * room for them; a job whose plan fails is answered at once, the others go to the prompt thread
- * (the head waits while it is busy) or, inline, to the caller. Only this thread dequeues, so the head it planned
- * outside the lock is still the head. */
+ * (the head waits while it is busy) or, inline, to the caller. Only this thread dequeues, so the
+ * head it planned outside the lock is still the head. */
 static int take_jobs(srv_sched *s, srv_job **take, int room) {
     int n_take = 0;
     int64_t pending = 0;
@@ -472,6 +472,9 @@ static void *sched_main(void *arg) {
             if (r < 0) fprintf(stderr, "phi4mm serve: engine step failed (%s); its sequences were ended with an error\n",
                                pm_status_name(r));
             srv_metrics_step(s->ctx->metrics, s->step_tokens, srv_now());
+            pthread_mutex_lock(&s->mu);
+            s->n_live_shared = s->n_live; /* the prompt thread takes every thread once none is left */
+            pthread_mutex_unlock(&s->mu);
         }
         srv_metrics_active(s->ctx->metrics, pm_engine_live(s->eng));
         kv_metrics(s);
