@@ -146,19 +146,22 @@ static void test_longrope_per_sequence_in_batch(void **state) {
     free(b);
 }
 
+/* r->req[0]: the audio case (speech adapter), r->req[1]: a text question; STEPS logits each. */
+static void audio_and_text(fx *f, run *r) {
+    r->req[0].prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+    r->req[0].audios = &f->clip;
+    r->req[0].n_audios = 1;
+    r->req[0].max_tokens = STEPS;
+    r->req[1].prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
+    r->req[1].max_tokens = STEPS;
+    for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * f->m->llm.c.vocab, sizeof(float));
+}
+
 static void test_adapter_isolation_in_batch(void **state) {
     fx *f = *state;
     int V = f->m->llm.c.vocab;
     run solo = {0}, bat = {0}, noad = {0};
-    for (run *r = &solo; r; r = r == &solo ? &bat : r == &bat ? &noad : NULL) {
-        r->req[0].prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
-        r->req[0].audios = &f->clip;
-        r->req[0].n_audios = 1;
-        r->req[0].max_tokens = STEPS;
-        r->req[1].prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
-        r->req[1].max_tokens = STEPS;
-        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
-    }
+    for (run *r = &solo; r; r = r == &solo ? &bat : r == &bat ? &noad : NULL) audio_and_text(f, r);
     execute(f, &solo, (int[]){0}, 1);
     execute(f, &solo, (int[]){1}, 1);
     execute(f, &bat, (int[]){0, 1}, 2);
@@ -343,15 +346,7 @@ static void test_encode_beside_steps(void **state) {
     fx *f = *state;
     int V = f->m->llm.c.vocab;
     run solo = {0}, conc = {0};
-    for (run *r = &solo; r; r = r == &solo ? &conc : NULL) {
-        r->req[0].prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
-        r->req[0].audios = &f->clip;
-        r->req[0].n_audios = 1;
-        r->req[0].max_tokens = STEPS;
-        r->req[1].prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
-        r->req[1].max_tokens = STEPS;
-        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
-    }
+    for (run *r = &solo; r; r = r == &solo ? &conc : NULL) audio_and_text(f, r);
     pm_engine_opts o;
     pm_engine_opts_default(&o);
     o.prefill_chunk = 16; /* several chunks per prompt, in both runs */

@@ -238,24 +238,37 @@ static void admitted(srv_sched *s, srv_job *j, int64_t seq) {
     srv_job_admitted(j, seq);
 }
 
-static void admit(srv_sched *s, srv_job *j) {
-    if (atomic_load(&j->cancel)) {
-        reject_cancelled(j, "before admission");
-        return;
-    }
+static void reject_shutdown(srv_job *j) {
+    srv_error e;
+    srv_fail(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+    srv_job_free_media(j);
+    srv_job_reject(j, &e);
+    srv_job_unref(j);
+}
+
+/* Submits the job to the engine: whole (enc NULL) or as the prompt thread prepared it (enc, taken
+ * in every case). */
+static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     pm_request rq;
     job_request(j, &rq);
     pm_callbacks cb = {cb_token, cb_done, j};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */
-    int rc = pm_engine_submit(s->eng, &rq, &cb, &seq, err, sizeof err);
+    int rc = enc ? pm_engine_submit_encoded(s->eng, enc, &rq, &cb, &seq, err, sizeof err)
+                 : pm_engine_submit(s->eng, &rq, &cb, &seq, err, sizeof err);
     if (rc) {
         s->n_live--;
+        pm_encoded_free(enc);
         reject(j, rc, err[0] ? err : pm_status_name(rc));
         return;
     }
     admitted(s, j, seq);
+}
+
+static void admit(srv_sched *s, srv_job *j) {
+    if (atomic_load(&j->cancel)) reject_cancelled(j, "before admission");
+    else submit(s, j, NULL);
 }
 
 /* Hands a job to the prompt thread (mu held; it is idle). */
@@ -275,30 +288,12 @@ static void admit_prepared(srv_sched *s, srv_job *j, int stopping) {
     j->enc = NULL;
     if (stopping || atomic_load(&j->cancel) || j->enc_rc) {
         pm_encoded_free(enc);
-        if (stopping) {
-            srv_error e;
-            srv_fail(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
-            srv_job_free_media(j);
-            srv_job_reject(j, &e);
-            srv_job_unref(j);
-        } else if (j->enc_rc) reject(j, j->enc_rc, j->enc_err[0] ? j->enc_err : pm_status_name(j->enc_rc));
+        if (stopping) reject_shutdown(j);
+        else if (j->enc_rc) reject(j, j->enc_rc, j->enc_err[0] ? j->enc_err : pm_status_name(j->enc_rc));
         else reject_cancelled(j, "while its prompt was prepared");
         return;
     }
-    pm_request rq;
-    job_request(j, &rq);
-    pm_callbacks cb = {cb_token, cb_done, j};
-    char err[1024] = "";
-    int64_t seq = 0;
-    s->live[s->n_live++] = j;
-    int rc = pm_engine_submit_encoded(s->eng, enc, &rq, &cb, &seq, err, sizeof err);
-    if (rc) {
-        s->n_live--;
-        pm_encoded_free(enc);
-        reject(j, rc, err[0] ? err : pm_status_name(rc));
-        return;
-    }
-    admitted(s, j, seq);
+    submit(s, j, enc);
 }
 
 /* The prompt thread's share of the OpenMP threads for its next piece of work, published for the
@@ -442,12 +437,8 @@ static void *sched_main(void *arg) {
         if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
 
         for (int i = 0; i < n_drop; i++) {
-            srv_error e;
-            if (stopping) srv_fail(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
-            else srv_fail(&e, 499, "invalid_request_error", NULL, "cancelled", "the client closed the connection");
-            srv_job_free_media(drop[i]);
-            srv_job_reject(drop[i], &e);
-            srv_job_unref(drop[i]);
+            if (stopping) reject_shutdown(drop[i]);
+            else reject_cancelled(drop[i], "while it waited in the queue");
         }
         if (!stopping) n_take = take_jobs(s, take, room);
         watch_disconnects(take, n_take);
