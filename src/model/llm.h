@@ -50,8 +50,10 @@ int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e)
  * of every layer, laid out [n_layers][K, V][PM_KV_PAGE][row] fp32 (row = n_kv_heads * head_dim).
  * Pages are separate anonymous mappings: a growing sequence never copies its cache, a finished one
  * returns every byte to the system, and concurrent sequences of any lengths never fragment a
- * shared heap. Untouched parts of a page cost no memory. fp32 (not bf16) because the fixture
- * parity budget (1e-4 x max|ref| per layer) has no room for rounding K/V to 8 mantissa bits.
+ * shared heap. Untouched parts of a page cost no memory (in 2 MB steps where the kernel backs
+ * them with transparent huge pages: they are advised so, for the TLB; pm_kv_reserve). fp32 (not
+ * bf16) because the fixture parity budget (1e-4 x max|ref| per layer) has no room for rounding
+ * K/V to 8 mantissa bits.
  * Users read and write `len` only (0 = start over; the pages are reused). */
 #define PM_KV_PAGE 128
 
