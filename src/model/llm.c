@@ -124,17 +124,23 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
         if (p == MAP_FAILED)
             return pm_errf(e, PM_ENOMEM, "out of memory for a KV cache of %d positions (%zu MB per %d-position page)", cap, bytes >> 20,
                            PM_KV_PAGE);
-        /* 2 MB pages where the kernel has them (THP "madvise" or "always"): a decode step reads the
-         * cache as 4 KB rows of 512 KB runs, one TLB entry each on 4 KB pages, and a TLB miss in a
-         * VM costs a two-level walk. In one process on the full-size checkpoint (2 threads,
-         * alternating, the same bits): decode step at 4096 cached positions 0.721 -> 0.310 s
-         * (10 of 10 pairs), batch 8 at 512 0.854 -> 0.634 s (10 of 10), batch 16 at 512 1.024 ->
-         * 0.914 s (6 of 6), batch 1 at 512 0.299 -> 0.259 s (7 of 10). Advice only: refused or
-         * unavailable, the pages stay 4 KB. */
-        madvise(p, bytes, MADV_HUGEPAGE);
         kv->pages[kv->n_pages++] = p;
         kv->cap = kv->n_pages * PM_KV_PAGE;
     }
+    /* 2 MB pages where the kernel has them (THP "madvise" or "always"): a decode step reads the
+     * cache as 4 KB rows in 512 KB runs, one TLB entry each on 4 KB pages, and a TLB miss in a VM
+     * costs a two-level walk. In one process on the full-size checkpoint (2 threads, alternating,
+     * the same bits), two sessions of runs: decode step at 4096 cached positions 1.74-2.33 x
+     * faster (0.705 -> 0.404 s, 6 of 6 pairs; 0.721 -> 0.310 s, 10 of 10), batch 8 at 512
+     * 1.07-1.35 x (11 of 12; 10 of 10), batch 16 at 512 1.12 x (6 of 6), batch 1 at 512
+     * 1.16-1.18 x (8 of 12; 7 of 10). Only pages the reservation covers whole are
+     * advised: a huge page is resident as a whole, and a page's first rows already touch every
+     * 2 MB of it (each spans the K and V runs of two layers), so the growing last page of a
+     * decoding sequence stays on 4 KB pages (advised too, RSS grew by up to 32 MB per sequence:
+     * 1.07 x weights + KV in the bench) until the sequence passes it; then khugepaged may collapse
+     * it. Advice only: refused or unavailable, the pages stay 4 KB. */
+    for (; kv->n_huge < kv->n_pages && (kv->n_huge + 1) * PM_KV_PAGE <= cap; kv->n_huge++)
+        madvise(kv->pages[kv->n_huge], bytes, MADV_HUGEPAGE);
     kv->n_layers = c->n_layers;
     kv->row = row;
     kv->page_bytes = bytes;

@@ -50,16 +50,16 @@ int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e)
  * of every layer, laid out [n_layers][K, V][PM_KV_PAGE][row] fp32 (row = n_kv_heads * head_dim).
  * Pages are separate anonymous mappings: a growing sequence never copies its cache, a finished one
  * returns every byte to the system, and concurrent sequences of any lengths never fragment a
- * shared heap. Untouched parts of a page cost no memory (in 2 MB steps where the kernel backs
- * them with transparent huge pages: they are advised so, for the TLB; pm_kv_reserve). fp32 (not
- * bf16) because the fixture parity budget (1e-4 x max|ref| per layer) has no room for rounding
- * K/V to 8 mantissa bits.
+ * shared heap. Untouched parts of a page cost no memory (pages a reservation covers whole are
+ * advised to be transparent huge pages, for the TLB: pm_kv_reserve). fp32 (not bf16) because the
+ * fixture parity budget (1e-4 x max|ref| per layer) has no room for rounding K/V to 8 mantissa
+ * bits.
  * Users read and write `len` only (0 = start over; the pages are reused). */
 #define PM_KV_PAGE 128
 
 typedef struct pm_kv_cache {
     float **pages;
-    int n_pages, max_pages;
+    int n_pages, max_pages, n_huge; /* n_huge: pages [0, n_huge) advised MADV_HUGEPAGE (pm_kv_reserve) */
     int len, cap, n_layers, row;  /* cap = n_pages * PM_KV_PAGE */
     size_t page_bytes;
 } pm_kv_cache;
