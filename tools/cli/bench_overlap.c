@@ -109,7 +109,7 @@ int bench_overlap(bench_ctx *b) {
     double ttft_inline = first.last - t0, gap_inline = clk.longest;
     int inline_tokens = clk.tokens;
 
-    /* beside: the encode on its own thread, the steps on the threads it leaves */
+    /* beside: the encode and the prefill on their own thread, the steps on the threads it leaves */
     if ((rc = step_n(eng, 2))) goto out;
     x = (encoder){eng, &img, enc_threads, 0, NULL, 0, 0, 0, ""};
     first = (stream_clock){0};
