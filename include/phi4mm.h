@@ -57,6 +57,11 @@ void pm_model_free(pm_model *m);
 typedef enum pm_weight_format { PM_WEIGHTS_BF16 = 0, PM_WEIGHTS_Q8 = 1 } pm_weight_format;
 typedef struct pm_load_options {
     pm_weight_format weights;
+    /* 1: lock the mapped checkpoint in memory (mlock) at load, so that the page cache cannot drop
+     * the weights between decode steps (each dropped page is read back from disk). Needs
+     * RLIMIT_MEMLOCK (ulimit -l) above the checkpoint's size, or CAP_IPC_LOCK; refused: a load
+     * error. Loading takes longer (every page is read in). */
+    int mlock;
 } pm_load_options;
 /* pm_model_load with options (NULL = defaults). */
 int pm_model_load_opts(pm_model **out, const char *dir, const pm_load_options *opts, char *err, size_t errlen);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -190,13 +191,31 @@ static int map_file(const char *path, shard *s, pm_err *e) {
     return PM_OK;
 }
 
+int pm_weights_lock(pm_weights *w, pm_err *e) {
+    for (int i = 0; i < w->n_shards; i++)
+        if (mlock(w->shards[i].map, w->shards[i].len)) {
+            int err = errno;
+            struct rlimit rl = {0, 0};
+            getrlimit(RLIMIT_MEMLOCK, &rl);
+            return pm_errf(e, PM_ELIMIT,
+                           "%s: cannot lock its %.1f MB in memory (--mlock): %s; the limit of locked memory is %s%.1f MB "
+                           "(ulimit -l; or run without --mlock)",
+                           w->shards[i].path, (double)w->shards[i].len / 1e6, strerror(err),
+                           rl.rlim_cur == RLIM_INFINITY ? "unlimited, " : "", rl.rlim_cur == RLIM_INFINITY ? 0.0 : (double)rl.rlim_cur / 1e6);
+        }
+    return PM_OK;
+}
+
 void pm_weights_release(const pm_weights *w, const pm_tensor *t) {
     if (!w || !t || t->shard < 0 || t->shard >= w->n_shards) return;
     const shard *s = &w->shards[t->shard];
     uintptr_t a = (uintptr_t)t->data, lo = (uintptr_t)s->map;
     if (a < lo || a + t->nbytes > lo + s->len) return; /* a private copy, not the mapping */
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (a + pg - 1) & ~(pg - 1), end = (a + t->nbytes) & ~(pg - 1);
-    if (end > b) madvise((void *)b, end - b, MADV_DONTNEED);
+    if (end > b) {
+        munlock((void *)b, end - b); /* MADV_DONTNEED refuses locked pages (--mlock) */
+        madvise((void *)b, end - b, MADV_DONTNEED);
+    }
 }
 
 void pm_weights_close(pm_weights *w) {

@@ -40,6 +40,9 @@ const char *pm_dtype_name(pm_dtype dt);
 
 /* Opens the weights of checkpoint directory `dir`. */
 int pm_weights_open(pm_weights **out, const char *dir, pm_err *e);
+/* Locks every shard's mapping in memory (mlock: reads it in); PM_ELIMIT with the size and the
+ * limit when the system refuses. pm_weights_release unlocks what it gives back. */
+int pm_weights_lock(pm_weights *w, pm_err *e);
 void pm_weights_close(pm_weights *w);
 
 int pm_weights_count(const pm_weights *w);

@@ -92,6 +92,14 @@ row opt-max-audio-seconds-negative 1 "${E}--max-audio-seconds must be a non-nega
 row prompt-image-placeholder-no-image 1 "${E}prompt: <\|image_1\|> has no image: only 0 images were given" gen -p "<|image_1|>x"
 row prompt-invalid-utf8-repaired 0 "." gen -p $'\xff\xfe caf\xc3 \xed\xa0\x80 x'
 row prompt-missing 1 "${E}missing -p PROMPT" "$BIN" generate -m "$M" -n 2
+# --mlock: refused by a small RLIMIT_MEMLOCK (root also loses CAP_IPC_LOCK, which would override it)
+lowlock() { # command... under ulimit -l 64
+  if [ "$(id -u)" = 0 ]; then (ulimit -l 64 && exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@")
+  else (ulimit -l 64 && exec "$@"); fi
+}
+row mlock-refused 1 "${E}.*model.safetensors: cannot lock its [0-9.]+ MB in memory \(--mlock\): .*the limit of locked memory is 0.1 MB \(ulimit -l" lowlock "$BIN" generate -m "$M" -n 2 -p x --mlock
+row mlock-not-asked 0 "." lowlock "$BIN" generate -m "$M" -n 2 -p x
+if [ "$(id -u)" = 0 ] || [ "$(ulimit -l)" = unlimited ]; then row mlock-ok 0 "." gen -p x --mlock; fi
 # serve refuses its options before loading anything (exit 2, as every serve option error)
 row serve-prompt-threads-zero 2 "^phi4mm serve: error: --prompt-threads must be auto, inline or 1..1024, got '0'" "$BIN" serve -m "$M" --prompt-threads 0
 row serve-prompt-threads-word 2 "^phi4mm serve: error: --prompt-threads must be auto, inline or 1..1024, got 'half'" "$BIN" serve -m "$M" --prompt-threads half

@@ -408,7 +408,7 @@ int bench_q8(bench_ctx *b) {
     bench_rss(&r0, &a0, &f0, &h0);
     bench_progress("q8: loading %s with --weights q8", b->o.model_dir);
     pm_model *mq = NULL, *mb = b->m;
-    pm_load_options lo = {PM_WEIGHTS_Q8};
+    pm_load_options lo = {.weights = PM_WEIGHTS_Q8, .mlock = b->o.mlock};
     double t0 = bench_now();
     if (pm_model_load_opts(&mq, b->o.model_dir, &lo, err, sizeof err)) {
         fprintf(stderr, "phi4mm bench: q8: %s\n", err);

@@ -113,6 +113,7 @@ static void usage(void) {
             "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels,\n"
             "  --skip-overlap       (skips the row of a live stream beside an image request)\n"
             "  --prompt-threads N   that row's prompt thread takes N threads (default: half, as serve's auto)\n"
+            "  --mlock              lock the checkpoint in memory (the decode rows then cannot read the disk)\n"
             "  --quick              prefill 128,512; batches 1,8; 3 decode steps; long context 1024; audio 10 s; no TTFT\n");
 }
 
@@ -166,6 +167,7 @@ int pm_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--skip-kernels")) o->skip_kernels = 1;
         else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
         else if (!strcmp(a, "--skip-overlap")) o->skip_overlap = 1;
+        else if (!strcmp(a, "--mlock")) o->mlock = 1;
         else if (!strcmp(a, "--skip-llm")) skip_llm = 1;
         else if (!strcmp(a, "--quick")) {
             o->n_prefill = parse_list("128,512", o->prefill, 8, 1, 131072);
@@ -257,7 +259,8 @@ int pm_cmd_bench(int argc, char **argv) {
     size_t r0, a0, f0, h0;
     bench_rss(&r0, &a0, &f0, &h0);
     double t0 = bench_now();
-    if (pm_model_load(&b.m, o->model_dir, err, sizeof err)) {
+    pm_load_options lo = {.mlock = o->mlock}; /* locked: the load reads every page in */
+    if (pm_model_load_opts(&b.m, o->model_dir, &lo, err, sizeof err)) {
         json_decref(b.root);
         return cli_fail("bench", "%s", err);
     }

@@ -44,6 +44,7 @@ static void usage_generate(void) {
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
+            "  --mlock               lock the checkpoint in memory (needs ulimit -l above its size)\n"
             "  --kv-budget SIZE      KV cache the request may use, e.g. 4G (default auto: memory less the\n"
             "                        weights and a headroom; none: no limit)\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
@@ -136,7 +137,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "-h") && strcmp(a, "--help");
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--mlock") && strcmp(a, "-h") && strcmp(a, "--help");
         if (takes && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -150,6 +151,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "--raw")) { raw = 1; continue; }
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
+        else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--audio")) {
             if (n_audio_paths >= MAX_MEDIA) rc = cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
             else audio_paths[n_audio_paths++] = v; /* decoded once every option (the limit) is known */
@@ -220,11 +222,12 @@ int pm_cmd_transcribe(int argc, char **argv) {
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] FILE...\n"
+            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] [--mlock] FILE...\n"
                             "  speech recognition with the official prompt, one line per file\n");
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(a, "--weights") && i + 1 < argc) rc = cli_weights(cmd, argv[++i], &lo);
+        else if (!strcmp(a, "--mlock")) lo.mlock = 1;
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);

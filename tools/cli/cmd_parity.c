@@ -604,7 +604,7 @@ int pm_cmd_parity(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/inputs.json", c.inputs_dir);
     c.inputs = json_load_file(path, 0, NULL);
     if (!c.inputs) c.inputs = json_object();
-    pm_load_options lo = {c.q8 ? PM_WEIGHTS_Q8 : PM_WEIGHTS_BF16};
+    pm_load_options lo = {.weights = c.q8 ? PM_WEIGHTS_Q8 : PM_WEIGHTS_BF16};
     if (pm_model_load_opts(&c.m, c.model_dir, &lo, err, sizeof err)) {
         json_decref(c.manifest);
         json_decref(c.inputs);

@@ -97,7 +97,7 @@ int pm_cmd_q8check(int argc, char **argv) {
     char err[1024];
     int rc = 0;
     pm_model *mb = NULL, *mq = NULL;
-    pm_load_options lq = {PM_WEIGHTS_Q8};
+    pm_load_options lq = {.weights = PM_WEIGHTS_Q8};
     double t0 = cli_now(), tb = 0, tq = 0;
     if (pm_model_load(&mb, dir, err, sizeof err) || run_all(mb, prompts, (int)n, (int)tokens, (int)batch, rb, err, sizeof err)) rc = 1;
     tb = cli_now() - t0;

@@ -70,6 +70,8 @@ static void usage(void) {
             "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
             "  --max-body BYTES        request body limit, K/M/G suffixes (default 64M)\n"
             "  --weights bf16|q8       decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
+            "  --mlock                 lock the checkpoint in memory, so that the page cache cannot drop the\n"
+            "                          weights between steps (needs ulimit -l above its size, or CAP_IPC_LOCK)\n"
             "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512)\n"
             "  --prompt-threads N|auto|inline  a new request's media encoders and prompt prefill run on a\n"
@@ -99,6 +101,10 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         }
         if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--mlock")) {
+            o->load.mlock = 1;
             continue;
         }
         if (i + 1 >= argc) return cli_fail(cmd, "option %s needs a value (see --help)", a);
