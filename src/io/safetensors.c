@@ -196,12 +196,13 @@ int pm_weights_lock(pm_weights *w, pm_err *e) {
         if (mlock(w->shards[i].map, w->shards[i].len)) {
             int err = errno;
             struct rlimit rl = {0, 0};
-            getrlimit(RLIMIT_MEMLOCK, &rl);
+            char lim[64] = "unlimited";
+            if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+                snprintf(lim, sizeof lim, "%.1f MB", (double)rl.rlim_cur / 1e6);
             return pm_errf(e, PM_ELIMIT,
-                           "%s: cannot lock its %.1f MB in memory (--mlock): %s; the limit of locked memory is %s%.1f MB "
-                           "(ulimit -l; or run without --mlock)",
-                           w->shards[i].path, (double)w->shards[i].len / 1e6, strerror(err),
-                           rl.rlim_cur == RLIM_INFINITY ? "unlimited, " : "", rl.rlim_cur == RLIM_INFINITY ? 0.0 : (double)rl.rlim_cur / 1e6);
+                           "%s: cannot lock its %.1f MB in memory (--mlock): %s; the limit of locked memory is %s (ulimit -l; "
+                           "or run without --mlock)",
+                           w->shards[i].path, (double)w->shards[i].len / 1e6, strerror(err), lim);
         }
     return PM_OK;
 }
