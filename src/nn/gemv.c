@@ -6,8 +6,8 @@
  * the memory stream). So each thread walks its own contiguous range of output rows in blocks; a
  * block's rows are streamed from memory once, converted bf16 -> fp32 in registers, and multiplied
  * by register tiles of RT rows x NT inputs (12 accumulators at 4 x 3); the other input groups of
- * the same block re-read the rows from L1/L2. At n = 1 a work item is four runs of rows walked
- * side by side: four long sequential streams per thread (gemv_n1).
+ * the same block re-read the rows from L1/L2. At n <= 4 a work item is four runs of rows walked
+ * side by side: four long sequential streams per thread (gemv_runs).
  *
  * bf16 -> fp32 without shuffles: a 32-byte load holds 16 bf16 as 8 dwords; `<< 16` yields the 8
  * even elements as fp32 and `& 0xffff0000` the 8 odd ones. The inputs are permuted once per call
@@ -238,9 +238,13 @@ AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const 
     for (; i < n; i++) tile(y, out, j0, i, wr, xp, x, in, 1, 1, 0, scale, accumulate);
 }
 
-/* n = 1: the plain dots of four rows anywhere (wr) into t[0..4) (gemv_n1). */
-AVX2 static void quad_n1(float *t, const float *xp, const float *x, const uint16_t *const *wr, int in) {
-    tile(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0);
+/* n <= 3: the plain dots of four rows anywhere (wr) with each input into t[i * 4 + r] (gemv_runs). */
+AVX2 static void quad(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in) {
+    switch (n) {
+    case 1: tile(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
+    case 2: tile(t, 4, 0, 0, wr, xp, x, in, 4, 2, GEMV_PF, 1.0f, 0); return;
+    default: tile(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
+    }
 }
 
 #endif
@@ -423,8 +427,13 @@ GROUP512(1, 1, 0, 0, group512_1_1)
 ROWS512(4)
 ROWS512(1)
 
-AVX512 static void quad512_n1(float *t, const float *xp, const float *x, const uint16_t *const *wr, int in) {
-    tile512(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0);
+AVX512 static void quad512(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in) {
+    switch (n) {
+    case 1: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
+    case 2: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 2, GEMV_PF, 1.0f, 0); return;
+    case 3: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
+    default: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 4, GEMV_PF, 1.0f, 0); return;
+    }
 }
 
 /* Many inputs (pm_kern_gemv_many): full-length tiles of 4 rows x NT inputs, each a tile512 over
@@ -467,29 +476,35 @@ static void many512_block(float *y, const float *xp, const float *x, int n, cons
     }
 }
 
-/* One ISA's row routines: 4 rows anywhere at n = 1, 4 rows and 1 row against all n inputs. */
+/* One ISA's row routines: 4 rows anywhere against n <= quad_max inputs, 4 rows and 1 row against
+ * all n inputs. */
 typedef void (*rows_fn)(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb,
                         float scale, int accumulate);
-typedef void (*quad_fn)(float *t, const float *xp, const float *x, const uint16_t *const *wr, int in);
+typedef void (*quad_fn)(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in);
 typedef struct gemv_rows {
-    quad_fn n1_4;
+    quad_fn quad;
+    int quad_max; /* the widest single-pass tile: 4 inputs at AVX-512, 3 at AVX2 */
     rows_fn all_4, all_1;
 } gemv_rows;
 
-/* n = 1, the decode of one sequence: pure streaming. A work item is 4 runs of q consecutive rows
- * (~384 KB each), walked together one row of each at a time: every run is one sequential stream
- * (the prefetch PF bytes ahead runs on into the run's next row), 4 per thread like the bench's
- * STREAM pass. Measured in one process against the former layout (8 adjacent rows at a time, 8
- * streams 1 row apart), over every projection of Phi-4-mini and its lm_head: 0.97-0.99 of a plain
- * sum over the same mapped weights against 0.87-0.93 (AVX2: 0.93 against 0.82). Items are taken dynamically, at least 4 per
- * thread. Each row's arithmetic is the tile's, so the bits do not depend on where a row falls. */
-static void gemv_n1(const gemv_rows *R, float *y, const float *xp, const float *x, const uint16_t *w, int out, int in, float scale,
-                    int accumulate) {
+/* n <= quad_max (the decode of one to four sequences): streaming, each row read once by one
+ * single-pass tile. A work item is 4 runs of q consecutive rows (~384 KB each), walked together
+ * one row of each at a time: every run is one sequential stream (the prefetch PF bytes ahead runs
+ * on into the run's next row), 4 per thread like the bench's STREAM pass. Measured in one process
+ * against the former layout (8 adjacent rows at a time, 8 streams 1 row apart), over every
+ * projection of Phi-4-mini and its lm_head at n = 1: 0.97-0.99 of a plain sum over the same mapped
+ * weights against 0.87-0.93 (AVX2: 0.93 against 0.82); against gemv_schedule's blocks of adjacent
+ * rows at AVX-512 (same process, 6 alternating passes, weights in 2 MB pages): 1.13-1.15 x at
+ * n = 2, 1.06-1.10 at 3, 1.17-1.21 at 4 (k-blocked n >= 5 gained 3 % at 5-6 and lost 3-8 % at 8-12:
+ * they stay there). Items are taken dynamically, at least 4 per thread. Each row's arithmetic is
+ * the tile's, so the bits do not depend on where a row falls. */
+static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
+                      float scale, int accumulate) {
     int nt = omp_get_max_threads(), q = (int)((384u << 10) / ((size_t)2 * (in > 0 ? in : 1)));
     int most = (out + 16 * nt - 1) / (16 * nt); /* 4 runs per item, 4 items per thread */
     if (q > most) q = most;
     if (q < 1) q = 1;
-    int items = (out + 4 * q - 1) / (4 * q), kb = pm_gemv_kblock(1);
+    int items = (out + 4 * q - 1) / (4 * q), kb = pm_gemv_kblock(n);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int it = 0; it < items; it++) {
         int j0 = it * 4 * q, rows = out - j0 < 4 * q ? out - j0 : 4 * q, qq = (rows + 3) / 4; /* run s: [j0 + s qq, ...) */
@@ -503,21 +518,26 @@ static void gemv_n1(const gemv_rows *R, float *y, const float *xp, const float *
                     k++;
                 }
             if (k < 4) { /* the short last run of the last item */
-                for (int i = 0; i < k; i++) R->all_1(y, xp, x, 1, w, out, in, jr[i], kb, scale, accumulate);
+                for (int i = 0; i < k; i++) R->all_1(y, xp, x, n, w, out, in, jr[i], kb, scale, accumulate);
                 continue;
             }
-            float d[4];
-            R->n1_4(d, xp, x, wr, in);
-            for (int i = 0; i < 4; i++) y[jr[i]] = accumulate ? y[jr[i]] + scale * d[i] : d[i]; /* as finish512 / finish256 */
+            float d[4 * 4];
+            R->quad(d, xp, x, n, wr, in);
+            for (int i = 0; i < n; i++)
+                for (int r = 0; r < 4; r++) { /* as finish512 / finish256 store */
+                    float *yy = &y[(size_t)i * out + jr[r]];
+                    *yy = accumulate ? *yy + scale * d[i * 4 + r] : d[i * 4 + r];
+                }
         }
     }
 }
 
-/* n > 1: threads take chunks of ~512 KB of consecutive 8-row blocks dynamically (pm_gemv_chunk). */
+/* n > quad_max: threads take chunks of ~512 KB of consecutive 8-row blocks dynamically
+ * (pm_gemv_chunk). */
 static void gemv_schedule(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                           float scale, int accumulate) {
-    if (n == 1) {
-        gemv_n1(R, y, xp, x, w, out, in, scale, accumulate);
+    if (n <= R->quad_max) {
+        gemv_runs(R, y, xp, x, n, w, out, in, scale, accumulate);
         return;
     }
     int nb = out / 8, chunk = pm_gemv_chunk(nb, (size_t)16 * (in > 0 ? in : 1), omp_get_max_threads()), kb = pm_gemv_kblock(n);
@@ -615,7 +635,7 @@ void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float sca
         PM_ASSERT(xp);
         int wide = pm_kern_have_avx512();
         permute_x(xp, x, n, in, wide ? 32 : 16);
-        static const gemv_rows avx512 = {quad512_n1, rows512_4, rows512_1}, avx2 = {quad_n1, rows_4, rows_1};
+        static const gemv_rows avx512 = {quad512, 4, rows512_4, rows512_1}, avx2 = {quad, 3, rows_4, rows_1};
         gemv_schedule(wide ? &avx512 : &avx2, y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
         if (xp != stack) free(xp);
         return;
