@@ -81,6 +81,7 @@ int pm_model_open(pm_model **out, const char *dir, const pm_load_options *opts, 
     if (!e->code) pm_tok_load(&m->tok, dir, e);
     m->weights = opts ? opts->weights : PM_WEIGHTS_BF16;
     if (!e->code && m->weights == PM_WEIGHTS_Q8) pm_llm_quantize(&m->llm, m->w, &m->q8_bytes, e);
+    if (!e->code) pm_weights_unmap_resident(m->w); /* the inference faults back in what it reads */
     json_decref(gen);
     json_decref(pre);
     if (e->code) {

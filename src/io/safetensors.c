@@ -28,6 +28,7 @@ struct pm_weights {
     size_t total_bytes;
     void **copies;     /* aligned private copies of tensors the file stores misaligned (see add_shard) */
     int n_copies;
+    int locked;        /* pm_weights_lock succeeded */
 };
 
 size_t pm_dtype_size(pm_dtype dt) { return dt == PM_DT_F32 ? 4 : dt == PM_DT_Q8 ? 1 : 2; }
@@ -204,7 +205,54 @@ int pm_weights_lock(pm_weights *w, pm_err *e) {
                            "or run without --mlock)",
                            w->shards[i].path, (double)w->shards[i].len / 1e6, strerror(err), lim);
         }
+    w->locked = 1;
     return PM_OK;
+}
+
+/* Bytes of the mapping at `base` that the kernel maps with 2 MB entries (FilePmdMapped of its
+ * /proc/self/smaps block); 0 where that file is unreadable. */
+static size_t pmd_mapped_bytes(const void *base) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return 0;
+    char line[512];
+    int in = 0;
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) in = lo == (uintptr_t)base;
+        else if (in && sscanf(line, "FilePmdMapped: %zu kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
+int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e) {
+    *bytes = *huge_bytes = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return pm_errf(e, PM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size == 0) {
+        close(fd);
+        return pm_errf(e, PM_EIO, "%s: cannot stat or empty", path);
+    }
+    size_t len = (size_t)st.st_size;
+    if (evict) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* drops only the pages nobody maps */
+    uint8_t *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return pm_errf(e, PM_EIO, "%s: cannot mmap: %s", path, strerror(errno));
+    madvise(m, len, MADV_HUGEPAGE);
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < len; i += 4096) sink ^= m[i];
+    (void)sink;
+    *bytes = len;
+    *huge_bytes = pmd_mapped_bytes(m);
+    munmap(m, len);
+    return PM_OK;
+}
+
+void pm_weights_unmap_resident(pm_weights *w) {
+    if (!w || w->locked) return;
+    for (int i = 0; i < w->n_shards; i++) madvise(w->shards[i].map, w->shards[i].len, MADV_DONTNEED);
 }
 
 void pm_weights_release(const pm_weights *w, const pm_tensor *t) {
@@ -254,6 +302,18 @@ static int align_tensors(pm_weights *w, pm_tensor *t, int n, pm_err *e) {
     return PM_OK;
 }
 
+/* Transparent huge pages for the mapping: where the page cache reads a shard in through it
+ * (nothing cached yet), it reads 2 MB folios, which the kernel then maps one PMD each (ext4, xfs
+ * and tmpfs cache files in large folios on recent kernels; elsewhere this changes nothing). A
+ * decode step streams gigabytes through these mappings. Measured on the full-size synthetic
+ * checkpoint (Zen 5 VM, 2 threads, 20 passes of every GEMV of a batch-1 step): cached in 2 MB
+ * folios 0.113-0.115 s per pass on average, in the 4 KB ones an earlier read() had left
+ * 0.135-0.137 s; the best passes equal (0.104-0.107 s): what differs are the passes that a kernel
+ * thread sampling page-table accessed bits every 0.5 s (DAMON) met, 30-90 ms slower on 4 KB
+ * entries. Advising only the big tensors, 4 KB entries around them, measured 0.125-0.154 s.
+ * Advice only: a failure changes nothing. */
+static void advise_pages(const shard *s) { madvise(s->map, s->len, MADV_HUGEPAGE); }
+
 static int add_shard(pm_weights *w, const char *path, pm_err *e) {
     shard *ns = realloc(w->shards, (size_t)(w->n_shards + 1) * sizeof *ns);
     if (!ns) return pm_errf(e, PM_ENOMEM, "out of memory");
@@ -271,6 +331,7 @@ static int add_shard(pm_weights *w, const char *path, pm_err *e) {
         pm_safetensors_free_tensors(t, n);
         return rc;
     }
+    advise_pages(s);
     pm_tensor *all = realloc(w->t, (size_t)(w->n + n) * sizeof *all);
     if (!all) {
         pm_safetensors_free_tensors(t, n);

@@ -70,6 +70,20 @@ const pm_tensor *pm_wget_opt(pm_weights *w, pm_err *e, int ndim, const int64_t *
  * file stays intact and a later read would fault them back in). No-op for private copies. */
 void pm_weights_release(const pm_weights *w, const pm_tensor *t);
 
+/* Unmaps every page of the shards' mappings (MADV_DONTNEED; the page cache keeps them): what the
+ * load itself read (headers, the norms and tables it copied) leaves the resident set, and a tensor
+ * read later faults back in on first use. The page cache may hold a shard in 2 MB folios, which
+ * the kernel maps whole on a fault: ~0.7 GB of the full checkpoint stayed resident after a load
+ * that had copied only small tensors. No-op once pm_weights_lock has locked the mapping. */
+void pm_weights_unmap_resident(pm_weights *w);
+
+/* Reads file `path` into the page cache through a MADV_HUGEPAGE mapping, so that the pages it
+ * brings in are 2 MB folios (where the filesystem has them: ext4, xfs, tmpfs on recent kernels).
+ * evict: first drops the file's cached pages that no process maps (POSIX_FADV_DONTNEED), so
+ * that pages cached in small folios by an earlier copy or read() are read again. *bytes: the
+ * file's size; *huge_bytes: how much of it the kernel mapped with 2 MB entries. */
+int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e);
+
 /* Errors (listing up to a few names) if any tensor was never fetched. */
 int pm_weights_check_consumed(const pm_weights *w, pm_err *e);
 

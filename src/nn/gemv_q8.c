@@ -459,7 +459,7 @@ AVX512 static void group_kblocked512(float *y, int out, int g, const pm_tensor *
 AVX512 static void gemv_q8_avx512(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate) {
     int out = (int)W->shape[0], in = (int)W->shape[1], ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
     int chunk = pm_gemv_chunk(ng, (size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD, omp_get_max_threads());
-    if (n == 1) { /* work items of Q8_NG runs of q consecutive groups, walked side by side (as gemv.c's gemv_n1) */
+    if (n == 1) { /* work items of Q8_NG runs of q consecutive groups, walked side by side (as gemv.c's gemv_runs) */
         size_t gbytes = (size_t)(in / PM_Q8_BLOCK) * PM_Q8_RECORD;
         int nt = omp_get_max_threads(), q = (int)((384u << 10) / (gbytes ? gbytes : 1));
         int most = (ng + 4 * Q8_NG * nt - 1) / (4 * Q8_NG * nt); /* at least 4 items per thread */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh — `phi4mm bench --quick` on the tiny fixture checkpoint: it runs to the end, writes JSON
 # whose rows cover every section with finite values (the decode rows paired with a plain read of the
-# step's bytes and interleaved with batch 1 included), and a missing model directory is an error.
+# step's bytes and interleaved with batch 1 included; the warm-up evicted and re-read the shards),
+# and a missing model directory is an error.
 # The numbers of a tiny model mean nothing; this only keeps the benchmark's code paths working.
 set -u
 . "$(dirname "$0")/common.bash"
@@ -38,6 +39,8 @@ read = by[("decode", "batch 1 vs reading its bytes")]
 assert read["bytes_per_step"] > 0 and read["read_gbs_median"] > 0, read
 long = by[("decode", "decode batch 1 at ctx 1024")]
 assert long["ctx"] == 1024 and long["batch"] == 1 and long["bytes_per_step"] > by[("decode", "decode batch 1")]["bytes_per_step"], long
+warm = by[("load", "page-cache warm-up")]
+assert warm["evicted_first"] is True and warm["gb"] > 0 and 0 <= warm["huge_gb"] <= warm["gb"], warm
 inter = by[("decode", "batch 8 / batch 1 interleaved")]
 assert inter["batch"] == 8 and inter["batch1_step_s"] > 0 and inter["batchB_step_s"] > 0, inter
 print(len(rows), "rows")

@@ -20,6 +20,7 @@ typedef struct bench_opts {
     int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap;
     int prompt_threads; /* the serve row's prompt thread (0: half the threads, as `serve` by default) */
     int mlock;          /* --mlock: both loads lock the checkpoint */
+    int keep_cache;     /* --keep-cache: the warm-up reads the shards without evicting them first */
 } bench_opts;
 
 typedef struct bench_ctx {
