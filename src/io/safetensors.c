@@ -231,9 +231,14 @@ int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_byt
     int fd = open(path, O_RDONLY);
     if (fd < 0) return pm_errf(e, PM_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) < 0 || st.st_size == 0) {
+    if (fstat(fd, &st) < 0) {
+        int err = errno;
         close(fd);
-        return pm_errf(e, PM_EIO, "%s: cannot stat or empty", path);
+        return pm_errf(e, PM_EIO, "%s: cannot stat: %s", path, strerror(err));
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return pm_errf(e, PM_EIO, "%s: file is empty", path);
     }
     size_t len = (size_t)st.st_size;
     if (evict) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* drops only the pages nobody maps */

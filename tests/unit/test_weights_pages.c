@@ -2,7 +2,7 @@
  * pm_weights_unmap_resident every tensor still reads its bytes (they fault back in from the page
  * cache) and the mapping's resident pages are gone; pm_file_recache reads a whole file (evicting
  * it first or not), reports its size and at most that much in 2 MB pages, and names a missing
- * file. The file here is 6 MB plus a tail, so that it spans whole 2 MB pages wherever the
+ * or empty file. The file here is 6 MB plus a tail, so that it spans whole 2 MB pages wherever the
  * filesystem can cache it in them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,6 +114,13 @@ static void test_recache(void **state) {
     assert_int_equal(pm_file_recache(missing, 1, &bytes, &huge, &e), PM_EIO);
     assert_non_null(strstr(e.msg, "nope.safetensors"));
     assert_true(bytes == 0 && huge == 0);
+    snprintf(missing, sizeof missing, "%s/empty.safetensors", dir);
+    FILE *f = fopen(missing, "wb");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(pm_file_recache(missing, 0, &bytes, &huge, &e), PM_EIO);
+    unlink(missing);
+    assert_non_null(strstr(e.msg, "empty.safetensors: file is empty"));
 }
 
 int main(void) {
