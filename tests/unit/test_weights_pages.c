@@ -118,6 +118,7 @@ static void test_recache(void **state) {
     FILE *f = fopen(missing, "wb");
     assert_non_null(f);
     fclose(f);
+    e = (pm_err){0};
     assert_int_equal(pm_file_recache(missing, 0, &bytes, &huge, &e), PM_EIO);
     unlink(missing);
     assert_non_null(strstr(e.msg, "empty.safetensors: file is empty"));
