@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 int pm_q8_supported(const pm_tensor *W) {
     return W && W->ndim == 2 && W->dtype != PM_DT_Q8 && W->shape[0] > 0 && W->shape[1] > 0 && W->shape[1] % PM_Q8_BLOCK == 0;
@@ -79,14 +78,12 @@ int pm_q8_quantize(pm_tensor *dst, const pm_tensor *src, pm_err *e) {
         return pm_errf(e, PM_EUNSUPPORTED, "tensor '%s' cannot be quantized to int8 (needs 2-D with a width divisible by %d)",
                        src ? src->name : "?", PM_Q8_BLOCK);
     int64_t out = src->shape[0], in = src->shape[1], nb = in / PM_Q8_BLOCK, ng = (out + PM_Q8_ROWS - 1) / PM_Q8_ROWS;
-    size_t bytes = (size_t)ng * nb * PM_Q8_RECORD, huge = (size_t)2 << 20;
-    /* 2 MB-aligned, its whole 2 MB pages advised as transparent huge pages before the first write
-     * (a 4 KB page fault every 4 KB of 4.3 GB otherwise): `--weights q8` load + quantize of the
-     * full-size checkpoint 5.4-6.2 s against 10.8-11.2 s (Zen 5 VM, 2 threads, two runs each),
-     * decode the same. The tail stays on 4 KB pages: no huge page is resident beyond the data. */
-    uint8_t *buf = aligned_alloc(huge, (bytes + huge - 1) & ~(huge - 1));
+    size_t bytes = (size_t)ng * nb * PM_Q8_RECORD;
+    /* on huge pages (pm_alloc_huge): a 4 KB page fault every 4 KB of 4.3 GB otherwise; `--weights
+     * q8` load + quantize of the full-size checkpoint 5.4-6.2 s against 10.8-11.2 s (Zen 5 VM, 2
+     * threads, two runs each), decode the same */
+    uint8_t *buf = pm_alloc_huge(bytes);
     if (!buf) return pm_errf(e, PM_ENOMEM, "out of memory quantizing '%s' (%zu bytes)", src->name, bytes);
-    if (bytes >= huge) madvise(buf, bytes & ~(huge - 1), MADV_HUGEPAGE);
     int fail = 0;
 #pragma omp parallel
     {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 int pm_errf(pm_err *e, int code, const char *fmt, ...) {
     if (!e || e->code) return e && e->code ? e->code : code;
@@ -56,6 +57,14 @@ void *pm_malloc(size_t n, pm_err *e) {
 void *pm_calloc(size_t count, size_t size, pm_err *e) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) pm_errf(e, PM_ENOMEM, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void *pm_alloc_huge(size_t n) {
+    const size_t huge = (size_t)2 << 20;
+    if (n > SIZE_MAX - huge) return NULL;
+    void *p = aligned_alloc(huge, (n + huge - 1) & ~(huge - 1));
+    if (p && n >= huge) madvise(p, n & ~(huge - 1), MADV_HUGEPAGE); /* advice only */
     return p;
 }
 
