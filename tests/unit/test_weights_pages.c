@@ -2,8 +2,8 @@
  * pm_weights_unmap_resident every tensor still reads its bytes (they fault back in from the page
  * cache) and the mapping's resident pages are gone; pm_file_recache reads a whole file (evicting
  * it first or not), reports its size and at most that much in 2 MB pages, and names a missing
- * or empty file. The file here is 6 MB plus a tail, so that it spans whole 2 MB pages wherever the
- * filesystem can cache it in them. */
+ * or empty file; pm_alloc_huge gives 2 MB-aligned memory of any size. The file here is 6 MB plus
+ * a tail, so that it spans whole 2 MB pages wherever the filesystem can cache it in them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,10 +124,28 @@ static void test_recache(void **state) {
     assert_non_null(strstr(e.msg, "empty.safetensors: file is empty"));
 }
 
+/* pm_alloc_huge: 2 MB-aligned, every byte of n writable and readable back, for sizes below,
+ * at and past a 2 MB multiple. */
+static void test_alloc_huge(void **state) {
+    (void)state;
+    size_t sizes[] = {1, 4096, (size_t)2 << 20, ((size_t)5 << 20) + 13};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint8_t *p = pm_alloc_huge(sizes[k]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % ((uintptr_t)2 << 20), 0);
+        for (size_t i = 0; i < sizes[k]; i++) p[i] = (uint8_t)(i * 31);
+        for (size_t i = 0; i < sizes[k]; i += 4093) assert_int_equal(p[i], (uint8_t)(i * 31));
+        assert_int_equal(p[sizes[k] - 1], (uint8_t)((sizes[k] - 1) * 31));
+        free(p);
+    }
+    assert_null(pm_alloc_huge(SIZE_MAX - 5));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unmap_keeps_contents),
         cmocka_unit_test(test_recache),
+        cmocka_unit_test(test_alloc_huge),
     };
     return cmocka_run_group_tests(tests, write_shard, remove_shard);
 }
