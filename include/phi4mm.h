@@ -62,6 +62,11 @@ typedef struct pm_load_options {
      * RLIMIT_MEMLOCK (ulimit -l) above the checkpoint's size, or CAP_IPC_LOCK; refused: a load
      * error. Loading takes longer (every page is read in). */
     int mlock;
+    /* 1: before anything else, evict the checkpoint's cached pages that no process maps and read
+     * the shards again through a MADV_HUGEPAGE mapping, so that the page cache holds them in 2 MB
+     * folios which decode streams faster (README, "Huge pages"). Costs one read of the checkpoint
+     * from disk; worth it once after a download or copy left it cached in 4 KB pages. */
+    int recache;
 } pm_load_options;
 /* pm_model_load with options (NULL = defaults). */
 int pm_model_load_opts(pm_model **out, const char *dir, const pm_load_options *opts, char *err, size_t errlen);
@@ -81,6 +86,7 @@ typedef struct pm_model_info {
     double load_seconds;
     pm_weight_format weights;
     size_t q8_bytes;         /* int8 weights + scales held in memory (Q8), else 0 */
+    size_t recache_bytes, recache_huge_bytes; /* pm_load_options.recache: bytes re-read, of which mapped in 2 MB pages */
 } pm_model_info;
 void pm_model_get_info(const pm_model *m, pm_model_info *info);
 

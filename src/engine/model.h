@@ -35,6 +35,7 @@ struct pm_model {
     double load_seconds;
     pm_weight_format weights;
     size_t q8_bytes;
+    size_t recache_bytes, recache_huge_bytes; /* pm_load_options.recache */
 };
 
 /* SigLIP width and layer count of the vision tower (for info and parity). */

@@ -105,6 +105,10 @@ else
 fi
 row mlock-not-asked 0 "." lowlock "$BIN" generate -m "$M" -n 2 -p x
 if [ "$(id -u)" = 0 ] || [ "$(ulimit -l)" = unlimited ]; then row mlock-ok 0 "." gen -p x --mlock; fi
+# --recache: the shards re-read into 2 MB pages before the load; the same text as without it
+row recache-stats 0 "phi4mm: re-read [0-9.]+ GB of checkpoint, [0-9.]+ GB of it in 2 MB pages" gen -p x --recache --stats
+row recache-same-text 0 "^same$" bash -c '[ "$("$1" generate -m "$2" -n 4 -p hello 2>/dev/null)" = "$("$1" generate -m "$2" -n 4 -p hello --recache 2>/dev/null)" ] && echo same' _ "$BIN" "$M"
+if [ "$(id -u)" = 0 ] || [ "$(ulimit -l)" = unlimited ]; then row recache-then-mlock 0 "." gen -p x --recache --mlock; fi
 # serve refuses its options before loading anything (exit 2, as every serve option error)
 row serve-prompt-threads-zero 2 "^phi4mm serve: error: --prompt-threads must be auto, inline or 1..1024, got '0'" "$BIN" serve -m "$M" --prompt-threads 0
 row serve-prompt-threads-word 2 "^phi4mm serve: error: --prompt-threads must be auto, inline or 1..1024, got 'half'" "$BIN" serve -m "$M" --prompt-threads half

@@ -45,6 +45,7 @@ static void usage_generate(void) {
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
             "  --mlock               lock the checkpoint in memory (needs ulimit -l above its size)\n"
+            "  --recache             first re-read the checkpoint into 2 MB pages of the page cache (README)\n"
             "  --kv-budget SIZE      KV cache the request may use, e.g. 4G (default auto: memory less the\n"
             "                        weights and a headroom; none: no limit)\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
@@ -137,7 +138,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--mlock") && strcmp(a, "-h") && strcmp(a, "--help");
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
         if (takes && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -152,6 +153,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--raw")) { raw = 1; continue; }
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
+        else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
         else if (!strcmp(a, "--audio")) {
             if (n_audio_paths >= MAX_MEDIA) rc = cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
             else audio_paths[n_audio_paths++] = v; /* decoded once every option (the limit) is known */
@@ -195,6 +197,11 @@ int pm_cmd_generate(int argc, char **argv) {
         media_free(&ms);
         return cli_fail(cmd, "%s", err);
     }
+    if (stats && lo.recache) {
+        pm_model_info info;
+        pm_model_get_info(m, &info);
+        fprintf(stderr, "phi4mm: re-read %.2f GB of checkpoint, %.2f GB of it in 2 MB pages\n", info.recache_bytes / 1e9, info.recache_huge_bytes / 1e9);
+    }
     pm_request req = {0};
     req.prompt = full;
     req.audios = ms.audio;
@@ -222,12 +229,13 @@ int pm_cmd_transcribe(int argc, char **argv) {
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] [--mlock] FILE...\n"
+            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] [--mlock] [--recache] FILE...\n"
                             "  speech recognition with the official prompt, one line per file\n");
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(a, "--weights") && i + 1 < argc) rc = cli_weights(cmd, argv[++i], &lo);
         else if (!strcmp(a, "--mlock")) lo.mlock = 1;
+        else if (!strcmp(a, "--recache")) lo.recache = 1;
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);

@@ -72,6 +72,8 @@ static void usage(void) {
             "  --weights bf16|q8       decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
             "  --mlock                 lock the checkpoint in memory, so that the page cache cannot drop the\n"
             "                          weights between steps (needs ulimit -l above its size, or CAP_IPC_LOCK)\n"
+            "  --recache               before loading, re-read the checkpoint into 2 MB pages of the page cache\n"
+            "                          (one read from disk; decode streams them faster: README, \"Huge pages\")\n"
             "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512)\n"
             "  --prompt-threads N|auto|inline  a new request's media encoders and prompt prefill run on a\n"
@@ -105,6 +107,10 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         }
         if (!strcmp(a, "--mlock")) {
             o->load.mlock = 1;
+            continue;
+        }
+        if (!strcmp(a, "--recache")) {
+            o->load.recache = 1;
             continue;
         }
         if (i + 1 >= argc) return cli_fail(cmd, "option %s needs a value (see --help)", a);
@@ -233,6 +239,9 @@ int pm_cmd_serve(int argc, char **argv) {
         pm_model_info info;
         pm_model_get_info(ctx->model, &info);
         ctx->max_context = info.max_position;
+        if (ctx->o.load.recache)
+            fprintf(stderr, "phi4mm serve: re-read %.2f GB of checkpoint, %.2f GB of it in 2 MB pages\n", info.recache_bytes / 1e9,
+                    info.recache_huge_bytes / 1e9);
         if (srv_sched_start(&ctx->sched, ctx, err, sizeof err)) rc = cli_fail("serve", "%s", err);
     }
     if (!rc) {
