@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # server_api.sh — end-to-end test of `phi4mm serve` (issue 6) on the tiny fixture model.
-# Starts two servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
+# Starts three servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
 #   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>
 #   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks)
 #   C: 4 parallel sequences, a 3 MiB KV budget (requests refused, kept waiting, then served) and 2 MiB
-#      for decoded media (a long clip refused, a short one served)
+#      for decoded media (a long clip refused, a short one served); --recache (its log line checked)
 # then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
 # (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
 # timeout), and a graceful-shutdown check. Prints PASS/FAIL lines.
@@ -54,7 +54,7 @@ wait_ready() { # name -> prints the port
 
 start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
 start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline
-start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64
+start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64 --recache
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
 PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }
@@ -64,6 +64,11 @@ timeout 600 "$PY" tests/e2e/server_api.py --a "127.0.0.1:$PA" --b "127.0.0.1:$PB
   --model "$FIX/tiny_model" --inputs "$FIX/inputs" --expected "$tmp/expected.json"
 rc=$?
 [ $rc -eq 124 ] && echo "FAIL server_api.py (timed out)"
+if grep -Eq "^phi4mm serve: re-read [0-9.]+ GB of checkpoint, [0-9.]+ GB of it in 2 MB pages" "$tmp/c.log"; then
+  echo "PASS serve --recache (server C re-read its checkpoint before loading and said so)"
+else
+  echo "FAIL serve --recache (no re-read line in server C's log: $(head -c 300 "$tmp/c.log"))"
+fi
 
 # The official openai client (tests/node pins the version; node_modules is git-ignored).
 NODE_DIR=tests/node
