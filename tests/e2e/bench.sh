@@ -22,6 +22,7 @@ import json, math, sys
 d = json.load(open(sys.argv[1]))
 rows = d["rows"]
 assert isinstance(d["machine"], dict) and rows, "empty"
+assert isinstance(d["machine"]["thp"], str) and d["machine"]["damon_monitors_on"] >= 0, d["machine"]
 by = {(r["section"], r["name"]): r for r in rows}
 need = [("machine", "read bandwidth"), ("machine", "compute peak"), ("load", "load time (warm cache)"),
         ("decode", "decode batch 1"), ("decode", "batch 1 vs reading its bytes"), ("decode", "decode batch 8"),

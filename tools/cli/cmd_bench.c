@@ -86,6 +86,34 @@ static int warm_page_cache(const pm_model *m, int evict, double *gb, double *hug
     return PM_OK;
 }
 
+/* The kernel settings that moved the decode rows on the machines measured (README "Huge pages",
+ * bench/README.md): the transparent-huge-page mode (the word in brackets of its sysfs file; "?"
+ * where absent) and how many DAMON monitors run (each samples page tables every few hundred ms). */
+static void thp_mode(char *out, size_t n) {
+    snprintf(out, n, "?");
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128];
+    if (!f) return;
+    if (fgets(line, sizeof line, f)) {
+        char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+        if (a && b) snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
+    }
+    fclose(f);
+}
+
+static int damon_monitors_on(void) {
+    int on = 0;
+    for (int i = 0; i < 64; i++) {
+        char path[96], st[16] = "";
+        snprintf(path, sizeof path, "/sys/kernel/mm/damon/admin/kdamonds/%d/state", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fgets(st, sizeof st, f) && !strncmp(st, "on", 2)) on++;
+        fclose(f);
+    }
+    return on;
+}
+
 static int parse_list(const char *s, int *out, int max, long lo, long hi) {
     int n = 0;
     char tmp[256];
@@ -225,10 +253,16 @@ int pm_cmd_bench(int argc, char **argv) {
         fclose(lf0);
     }
     json_object_set_new(mach, "loadavg_start", json_real(la0));
+    char thp[32];
+    thp_mode(thp, sizeof thp);
+    int damon = damon_monitors_on();
+    json_object_set_new(mach, "thp", json_string(thp));
+    json_object_set_new(mach, "damon_monitors_on", json_integer(damon));
 
-    printf("phi4mm bench — %s, %d threads, kernels %s, OMP_WAIT_POLICY %s, GOMP_SPINCOUNT %s, %s%s%s, load average %.2f\n", host, nt,
-           pm_kern_level_name(pm_kern_level_in_use()), wp ? wp : "(default)", sc ? sc : "(default)", openblas_get_config(),
-           coretype ? ", OPENBLAS_CORETYPE from the environment: " : "", coretype ? coretype : "", la0);
+    printf("phi4mm bench — %s, %d threads, kernels %s, OMP_WAIT_POLICY %s, GOMP_SPINCOUNT %s, %s%s%s, THP %s, DAMON monitors on: %d, load "
+           "average %.2f\n",
+           host, nt, pm_kern_level_name(pm_kern_level_in_use()), wp ? wp : "(default)", sc ? sc : "(default)", openblas_get_config(),
+           coretype ? ", OPENBLAS_CORETYPE from the environment: " : "", coretype ? coretype : "", thp, damon, la0);
     printf("%-10s %-30s %10s %-7s %10s %6s  %s\n", "section", "measurement", "value", "unit", "bound", "ratio", "notes");
     bench_progress("machine limits");
     b.bw_gbs = bench_read_bandwidth((size_t)512 << 20, 7);
