@@ -6,8 +6,8 @@
  * the memory stream). So each thread walks its own contiguous range of output rows in blocks; a
  * block's rows are streamed from memory once, converted bf16 -> fp32 in registers, and multiplied
  * by register tiles of RT rows x NT inputs (12 accumulators at 4 x 3); the other input groups of
- * the same block re-read the rows from L1/L2. At n <= 4 a work item is four runs of rows walked
- * side by side: four long sequential streams per thread (gemv_runs).
+ * the same block re-read the rows from L1/L2. At n <= 4 (AVX2: 2) a work item is four runs of rows
+ * walked side by side: four long sequential streams per thread (gemv_runs).
  *
  * bf16 -> fp32 without shuffles: a 32-byte load holds 16 bf16 as 8 dwords; `<< 16` yields the 8
  * even elements as fp32 and `& 0xffff0000` the 8 odd ones. The inputs are permuted once per call
@@ -238,7 +238,7 @@ AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const 
     for (; i < n; i++) tile(y, out, j0, i, wr, xp, x, in, 1, 1, 0, scale, accumulate);
 }
 
-/* n <= 3: the plain dots of four rows anywhere (wr) with each input into t[i * 4 + r] (gemv_runs). */
+/* n <= 3 inputs: the plain dots of four rows anywhere (wr) with each input into t[i * 4 + r] (gemv_runs). */
 AVX2 static void quad(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in) {
     switch (n) {
     case 1: tile(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
@@ -483,7 +483,7 @@ typedef void (*rows_fn)(float *y, const float *xp, const float *x, int n, const 
 typedef void (*quad_fn)(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in);
 typedef struct gemv_rows {
     quad_fn quad;
-    int quad_max; /* the widest single-pass tile: 4 inputs at AVX-512, 3 at AVX2 */
+    int quad_max; /* where the runs win: 4 inputs at AVX-512, 2 at AVX2 (gemv_runs) */
     rows_fn all_4, all_1;
 } gemv_rows;
 
@@ -495,9 +495,10 @@ typedef struct gemv_rows {
  * projection of Phi-4-mini and its lm_head at n = 1: 0.97-0.99 of a plain sum over the same mapped
  * weights against 0.87-0.93 (AVX2: 0.93 against 0.82); against gemv_schedule's blocks of adjacent
  * rows at AVX-512 (same process, 6 alternating passes, weights in 2 MB pages): 1.13-1.15 x at
- * n = 2, 1.06-1.10 at 3, 1.17-1.21 at 4 (k-blocked n >= 5 gained 3 % at 5-6 and lost 3-8 % at 8-12:
- * they stay there). Items are taken dynamically, at least 4 per thread. Each row's arithmetic is
- * the tile's, so the bits do not depend on where a row falls. */
+ * n = 2, 1.06-1.20 at 3, 1.16-1.21 at 4 (k-blocked n >= 5 gained 3 % at 5-6 and lost 3-8 % at 8-12:
+ * they stay there); at AVX2 1.46-1.52 x at n = 2 but 0.96 at 3 (its 4 x 3 tile), which stays on the
+ * blocks. Items are taken dynamically, at least 4 per thread. Each row's arithmetic is the tile's,
+ * so the bits do not depend on where a row falls. */
 static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                       float scale, int accumulate) {
     int nt = omp_get_max_threads(), q = (int)((384u << 10) / ((size_t)2 * (in > 0 ? in : 1)));
@@ -635,7 +636,7 @@ void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float sca
         PM_ASSERT(xp);
         int wide = pm_kern_have_avx512();
         permute_x(xp, x, n, in, wide ? 32 : 16);
-        static const gemv_rows avx512 = {quad512, 4, rows512_4, rows512_1}, avx2 = {quad, 3, rows_4, rows_1};
+        static const gemv_rows avx512 = {quad512, 4, rows512_4, rows512_1}, avx2 = {quad, 2, rows_4, rows_1};
         gemv_schedule(wide ? &avx512 : &avx2, y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
         if (xp != stack) free(xp);
         return;
