@@ -71,7 +71,7 @@ int pm_model_open(pm_model **out, const char *dir, const pm_load_options *opts, 
     json_t *ap = m->config ? json_object_get(m->config, "audio_processor") : NULL;
     if (!e->code && pm_conformer_config_parse(ap, &m->conf_cfg, e)) pm_err_ctx(e, "%s/", dir);
     if (!e->code) pm_weights_open(&m->w, dir, e);
-    if (!e->code && opts && opts->recache) pm_weights_recache(m->w, &m->recache_bytes, &m->recache_huge_bytes, e); /* before the lock */
+    if (!e->code && opts && opts->recache) pm_weights_recache(m->w, 1, &m->recache_bytes, &m->recache_huge_bytes, e); /* before the lock */
     if (!e->code && opts && opts->mlock) pm_weights_lock(m->w, e); /* before anything is released */
     if (!e->code) pm_llm_load(&m->llm, m->w, &lc, e);
     if (!e->code) pm_conformer_load(&m->conformer, m->w, &m->conf_cfg, e);

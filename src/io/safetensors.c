@@ -255,11 +255,11 @@ int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_byt
     return PM_OK;
 }
 
-int pm_weights_recache(const pm_weights *w, size_t *bytes, size_t *huge_bytes, pm_err *e) {
+int pm_weights_recache(const pm_weights *w, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e) {
     *bytes = *huge_bytes = 0;
     for (int i = 0; i < w->n_shards; i++) {
         size_t b, h;
-        if (pm_file_recache(w->shards[i].path, 1, &b, &h, e)) return e->code;
+        if (pm_file_recache(w->shards[i].path, evict, &b, &h, e)) return e->code;
         *bytes += b, *huge_bytes += h;
     }
     return PM_OK;

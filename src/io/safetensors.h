@@ -84,8 +84,8 @@ void pm_weights_unmap_resident(pm_weights *w);
  * file's size; *huge_bytes: how much of it the kernel mapped with 2 MB entries. */
 int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e);
 
-/* pm_file_recache (evicting first) of every shard; *bytes and *huge_bytes summed. */
-int pm_weights_recache(const pm_weights *w, size_t *bytes, size_t *huge_bytes, pm_err *e);
+/* pm_file_recache of every shard; *bytes and *huge_bytes summed. */
+int pm_weights_recache(const pm_weights *w, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e);
 
 /* Errors (listing up to a few names) if any tensor was never fetched. */
 int pm_weights_check_consumed(const pm_weights *w, pm_err *e);

@@ -35,9 +35,10 @@ void pm_assert_fail(const char *expr, const char *file, int line);
 void *pm_malloc(size_t n, pm_err *e);
 void *pm_calloc(size_t count, size_t size, pm_err *e);
 /* n bytes aligned to 2 MB, whose whole 2 MB pages are advised as transparent huge pages before
- * anything touches them (weights the engine makes itself and streams: int8 copies, GEMM packs;
- * one fault per 2 MB instead of per 4 KB, one TLB entry per 2 MB); the tail past the last whole
- * 2 MB stays on 4 KB pages, so nothing beyond n is resident. NULL when out of memory; free(). */
+ * anything touches them (weights the engine makes itself and streams, the int8 copies of
+ * `--weights q8`: one fault per 2 MB instead of per 4 KB, one TLB entry per 2 MB); the tail past
+ * the last whole 2 MB stays on 4 KB pages, so nothing beyond n is resident. NULL when out of
+ * memory; free(). */
 void *pm_alloc_huge(size_t n);
 /* Multiplies sizes, returns 0 on overflow (callers treat 0 as failure when operands are non-zero). */
 size_t pm_mul_size(size_t a, size_t b);

@@ -6,7 +6,6 @@
  * the ratios are for people and for comparing runs. */
 #include <cblas.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,22 +67,6 @@ void bench_row(bench_ctx *b, const char *section, const char *name, double value
     if (ratio >= 0) snprintf(rs, sizeof rs, "%.2f", ratio);
     printf("%-10s %-30s %10.3f %-7s %10s %6s  %s\n", section, name, value, unit, bs, rs, note);
     fflush(stdout);
-}
-
-/* Reads every shard once so that the load and the first decode steps see a warm page cache, as
- * the engine's own mapping would read it on a cold cache: in 2 MB folios (pm_file_recache). evict:
- * first drops what the cache holds of it in whatever folios an earlier writer or reader left
- * (the files of `phi4mm synth`, a download, a copy), so that every run measures that same state;
- * --keep-cache measures the cache as found. */
-static int warm_page_cache(const pm_model *m, int evict, double *gb, double *huge_gb, double *secs, pm_err *e) {
-    double t0 = bench_now(), bytes = 0, huge = 0;
-    for (int s = 0; s < pm_weights_num_shards(m->w); s++) {
-        size_t nb, nh;
-        if (pm_file_recache(pm_weights_shard_path(m->w, s), evict, &nb, &nh, e)) return e->code;
-        bytes += (double)nb, huge += (double)nh;
-    }
-    *gb = bytes / 1e9, *huge_gb = huge / 1e9, *secs = bench_now() - t0;
-    return PM_OK;
 }
 
 /* The kernel settings that moved the decode rows on the machines measured (README "Huge pages",
@@ -291,13 +274,20 @@ int pm_cmd_bench(int argc, char **argv) {
         return cli_fail("bench", "%s", err);
     }
     b.m = m0;
-    double gb = 0, hgb = 0, tw = 1;
+    /* The warm-up reads every shard as the engine's own mapping would on a cold cache: in 2 MB folios
+     * (pm_file_recache). Unless --keep-cache, it first drops what the cache holds of them in
+     * whatever folios an earlier writer or reader left (`phi4mm synth`, a download, a copy), so that
+     * every run measures that same state. */
+    size_t wb = 0, whb = 0;
     pm_err we = {0};
-    if (warm_page_cache(m0, !o->keep_cache, &gb, &hgb, &tw, &we)) {
+    double tw = bench_now();
+    if (pm_weights_recache(m0->w, !o->keep_cache, &wb, &whb, &we)) {
         pm_model_free(m0);
         json_decref(b.root);
         return cli_fail("bench", "%s", we.msg);
     }
+    tw = bench_now() - tw;
+    double gb = wb / 1e9, hgb = whb / 1e9;
     bench_row(&b, "load", "page-cache warm-up", gb / tw, "GB/s", -1, -1, json_pack("{s:b, s:f, s:f}", "evicted_first", !o->keep_cache, "gb", gb, "huge_gb", hgb),
               "%s %.2f GB of shards in %.2f s through a MADV_HUGEPAGE mapping: %.2f GB of it in 2 MB pages", o->keep_cache ? "read" : "evicted and re-read",
               gb, tw, hgb);
