@@ -197,6 +197,13 @@ typedef struct pm_engine_opts {
      * request larger than the budget is refused (PM_ELIMIT); one that does not fit beside the
      * live sequences gets PM_EBUSY before any encoder runs (retry when one has finished). */
     int64_t kv_budget;
+    /* LongRoPE: a sequence whose length first passes original_max_position recomputes its whole
+     * cache with the long factors (the official generate). 0 (default): pm_engine_step runs that
+     * recompute itself, a prefill_chunk at a time, and every other live sequence waits for each
+     * chunk. 1: the step parks the sequence instead (it stays live and samples nothing) and the
+     * caller runs the recompute beside the steps: pm_engine_take_recompute, pm_engine_prefill on
+     * another thread, pm_engine_resume. Same tokens either way. */
+    int recompute_beside;
 } pm_engine_opts;
 void pm_engine_opts_default(pm_engine_opts *o);
 
@@ -224,6 +231,19 @@ int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *
  * sequence samples its first token at its first step, and no step pauses the others for its
  * prefill. */
 int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char *err, size_t errlen);
+/* With opts.recompute_beside: hands out the LongRoPE recompute of one parked sequence as an
+ * encoded prompt of all its tokens (its media rows kept), with an empty cache: 1 (*out, and the
+ * sequence's id in *seq_id), 0 when no sequence waits for one, < 0 on error (nothing handed out).
+ * pm_engine_prefill fills it, beside the steps; pm_engine_resume gives it back. The sequence stays
+ * live (and cancellable) meanwhile; its KV reservation stays with it. */
+int pm_engine_take_recompute(pm_engine *eng, pm_encoded **out, int64_t *seq_id);
+/* Gives a recompute back (enc is taken in every case). Complete: the sequence resumes from its new
+ * cache and samples at its next step. error != NULL: the sequence ends with that error. Neither
+ * (the caller stopped early): it waits to be taken again. A sequence that ended meanwhile is
+ * ignored. */
+int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error);
+/* Live sequences a step advances: pm_engine_live less those parked for a recompute. */
+int pm_engine_stepping(const pm_engine *eng);
 /* The KV bytes it will reserve (pm_engine_kv_need); 0 for NULL. */
 int64_t pm_encoded_kv_need(const pm_encoded *enc);
 void pm_encoded_free(pm_encoded *enc);

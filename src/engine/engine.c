@@ -6,7 +6,9 @@
  * forward, each with the sequence's own adapter. LongRoPE follows the official generate: a
  * sequence whose length first exceeds original_max_position switches to the long factors and
  * recomputes its whole cache (prompt rows keep their media embeddings), independent of the
- * other sequences in the batch.
+ * other sequences in the batch: in the step's own chunks (every other sequence waits for each), or,
+ * with opts.recompute_beside, parked while the caller runs it beside the steps (a 4,097-row
+ * recompute of Phi-4-mini is ~8 chunks of ~10 s each on 2 cores: a stall of every stream).
  *
  * Memory: at admission a sequence reserves its worst case against the engine's budget: the KV
  * pages of its prompt + max_tokens and the rows it keeps beside them, sized from the plan before
@@ -22,6 +24,8 @@
 #include "engine/sampler.h"
 #include "nn/ops.h"
 #include "tok/tokenizer.h"
+
+enum { PARK_NONE, PARK_WAITING, PARK_AWAY };
 
 typedef struct pm_seq {
     int64_t id;
@@ -39,7 +43,8 @@ typedef struct pm_seq {
     size_t hold_len;
     int cancelled;
     float *logits;
-    int logits_ready;       /* its prompt was prefilled before admission (pm_engine_prefill): sample first */
+    int logits_ready;       /* its prompt (or recompute) was prefilled beside the steps: sample first */
+    int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
 } pm_seq;
 
@@ -57,6 +62,7 @@ struct pm_engine {
 void pm_engine_opts_default(pm_engine_opts *o) {
     o->max_seqs = 16;
     o->prefill_chunk = 512;
+    o->recompute_beside = 0;
     pm_limits_default(&o->limits);
     o->kv_budget = 0;
 }
@@ -166,7 +172,9 @@ void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget
 /* A request planned and through its encoders (pm_engine_encode), perhaps prefilled
  * (pm_engine_prefill): what a sequence starts from. */
 struct pm_encoded {
-    pm_prepared prep;
+    pm_prepared prep; /* prep.n rows to prefill: the first n_embeds from prep.embeds, the rest embeds of prep.ids */
+    int n_embeds;
+    int64_t seq_id; /* a recompute's sequence (pm_engine_take_recompute); 0 for a request */
     int64_t need;   /* its reservation (plan_request) */
     int max_tokens; /* what the reservation was sized for */
     pm_kv_cache kv; /* the prompt's positions prefilled so far */
@@ -180,6 +188,18 @@ void pm_encoded_free(pm_encoded *enc) {
     pm_kv_free(&enc->kv);
     free(enc->logits);
     free(enc);
+}
+
+/* The input rows of positions [p0, p0 + n): the prompt's merged embeddings below n_embeds, the
+ * embeddings of ids past it. */
+static int chunk_rows(const pm_llm *llm, const pm_prepared *prep, int n_embeds, const int32_t *ids, int p0, int n, float *dst, pm_err *e) {
+    int H = llm->c.hidden;
+    for (int j = 0; j < n; j++) {
+        int p = p0 + j;
+        if (p < n_embeds) memcpy(dst + (size_t)j * H, prep->embeds + (size_t)p * H, sizeof(float) * H);
+        else if (pm_llm_embed(llm, &ids[p], 1, dst + (size_t)j * H, e)) return e->code;
+    }
+    return PM_OK;
 }
 
 int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char *err, size_t errlen) {
@@ -197,9 +217,17 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
     while (enc->kv.len < n_prompt && max_rows > 0) {
         int p0 = enc->kv.len, n = n_prompt - p0;
         if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
-        pm_llm_chunk c = {&enc->kv, enc->prep.embeds + (size_t)p0 * llm->c.hidden, n, enc->prep.adapter, enc->rope_long,
+        float *rows = NULL; /* only for a chunk past the media rows (a recompute's generated tokens) */
+        if (p0 + n > enc->n_embeds &&
+            (!(rows = pm_malloc(sizeof(float) * (size_t)n * llm->c.hidden, &e)) ||
+             chunk_rows(llm, &enc->prep, enc->n_embeds, enc->prep.ids, p0, n, rows, &e)))
+            goto chunk_out;
+        pm_llm_chunk c = {&enc->kv, rows ? rows : enc->prep.embeds + (size_t)p0 * llm->c.hidden, n, enc->prep.adapter, enc->rope_long,
                           p0 + n == n_prompt ? enc->logits : NULL, NULL};
-        if (pm_llm_forward(llm, &c, 1, &e)) goto out;
+        pm_llm_forward(llm, &c, 1, &e);
+    chunk_out:
+        free(rows);
+        if (e.code) goto out;
         max_rows -= n;
     }
 out:
@@ -231,6 +259,7 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
         free(enc);
         return e->code;
     }
+    enc->n_embeds = enc->prep.n;
     *out = enc;
     return PM_OK;
 }
@@ -307,6 +336,7 @@ int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *
                              size_t errlen) {
     pm_err e = {0};
     if (!enc) pm_errf(&e, PM_EINVAL, "no encoded request");
+    else if (enc->seq_id) pm_errf(&e, PM_EINVAL, "a recompute goes back to its sequence (pm_engine_resume), not in as a request");
     else if (req->max_tokens != enc->max_tokens)
         pm_errf(&e, PM_EINVAL, "max_tokens %d differs from the %d the request was encoded with", req->max_tokens, enc->max_tokens);
     else if (!check_request(req, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
@@ -336,6 +366,74 @@ int pm_engine_cancel(pm_engine *eng, int64_t seq_id) {
             return PM_OK;
         }
     return PM_EINVAL;
+}
+
+int pm_engine_stepping(const pm_engine *eng) {
+    int n = 0;
+    for (int i = 0; i < eng->n; i++) n += !eng->seqs[i]->parked;
+    return n;
+}
+
+int pm_engine_take_recompute(pm_engine *eng, pm_encoded **out, int64_t *seq_id) {
+    pm_err e = {0};
+    *out = NULL;
+    for (int i = 0; i < eng->n; i++) {
+        pm_seq *s = eng->seqs[i];
+        if (s->parked != PARK_WAITING || s->cancelled) continue;
+        pm_encoded *enc = pm_calloc(1, sizeof *enc, &e);
+        int32_t *ids = pm_malloc(sizeof(int32_t) * (size_t)s->n_tokens, &e);
+        if (e.code) {
+            free(enc);
+            free(ids);
+            return e.code;
+        }
+        /* every token so far; the prompt's media rows move over (the sequence reads them only for
+         * this recompute) */
+        memcpy(ids, s->tokens, sizeof(int32_t) * (size_t)s->n_tokens);
+        enc->prep = s->prep;
+        enc->prep.ids = ids;
+        enc->prep.n = s->n_tokens;
+        enc->n_embeds = s->n_prompt;
+        enc->seq_id = s->id;
+        enc->max_tokens = s->max_tokens;
+        s->prep.embeds = NULL;
+        s->parked = PARK_AWAY;
+        *out = enc;
+        if (seq_id) *seq_id = s->id;
+        return 1;
+    }
+    return 0;
+}
+
+int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
+    if (!enc) return PM_EINVAL;
+    if (!enc->seq_id) { /* a request's: pm_engine_submit_encoded */
+        pm_encoded_free(enc);
+        return PM_EINVAL;
+    }
+    int i = 0;
+    while (i < eng->n && !(eng->seqs[i]->id == enc->seq_id && eng->seqs[i]->parked == PARK_AWAY)) i++;
+    if (i < eng->n) {
+        pm_seq *s = eng->seqs[i];
+        if (error) {
+            seq_finish(eng, i, PM_FINISH_ERROR, error);
+        } else if (enc->logits && enc->kv.len == enc->prep.n && enc->prep.n == s->n_tokens) {
+            pm_kv_free(&s->kv);
+            s->kv = enc->kv;
+            memset(&enc->kv, 0, sizeof enc->kv);
+            free(s->logits);
+            s->logits = enc->logits;
+            enc->logits = NULL;
+            s->logits_ready = 1;
+            s->parked = PARK_NONE; /* its media rows are not needed again: they go with enc */
+        } else { /* stopped early: wait to be taken again, from scratch */
+            s->prep.embeds = enc->prep.embeds;
+            enc->prep.embeds = NULL;
+            s->parked = PARK_WAITING;
+        }
+    }
+    pm_encoded_free(enc);
+    return PM_OK;
 }
 
 /* Emits text through on_token, holding back any tail that could begin a stop string.
@@ -391,7 +489,12 @@ int pm_engine_step(pm_engine *eng) {
         if (!s->rope_long && s->n_tokens > llm->c.orig_max_pos) {
             s->rope_long = 1;   /* first time past the switch: recompute everything with long factors */
             s->kv.len = 0;
+            if (eng->o.recompute_beside) { /* beside the steps: its cache goes now, a new one comes back */
+                pm_kv_free(&s->kv);
+                s->parked = PARK_WAITING;
+            }
         }
+        if (s->parked) continue; /* no chunk: n = 0 */
         if (s->logits_ready) { /* prefilled before admission: its first token comes from those logits */
             s->logits_ready = 0;
             ch[i].logits = s->logits;
@@ -400,12 +503,7 @@ int pm_engine_step(pm_engine *eng) {
         int p0 = s->kv.len, n = s->n_tokens - p0;
         if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
         rows[i] = pm_malloc(sizeof(float) * (size_t)n * H, &e);
-        if (!rows[i]) goto fail;
-        for (int j = 0; j < n; j++) {
-            int p = p0 + j;
-            if (p < s->n_prompt) memcpy(rows[i] + (size_t)j * H, s->prep.embeds + (size_t)p * H, sizeof(float) * H);
-            else if (pm_llm_embed(llm, &s->tokens[p], 1, rows[i] + (size_t)j * H, &e)) goto fail;
-        }
+        if (!rows[i] || chunk_rows(llm, &s->prep, s->n_prompt, s->tokens, p0, n, rows[i], &e)) goto fail;
         pm_adapter ad = eng->fault == PM_FAULT_LEAK_ADAPTER ? eng->seqs[0]->prep.adapter : s->prep.adapter;
         pm_llm_chunk c = {&s->kv, rows[i], n, ad, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, NULL};
         ch[i] = c;

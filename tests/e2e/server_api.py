@@ -213,6 +213,33 @@ def main():
     ok = st == 200 and chat_content(d) == ref[:ref.index(stop)] and d["choices"][0]["finish_reason"] == "stop"
     report("stop sequence", ok, "%r / stop %r: %s" % (ref, stop, d))
 
+    # LongRoPE: a conversation crossing original_max_position (4,096) while decoding recomputes its
+    # cache with the long factors. A (prompt thread) runs it beside the steps while a second stream
+    # decodes, B (inline) in its steps; both give the CLI's text, and only A counts a recompute.
+    long_text = "hello " * 4086  # 4,090 prompt tokens: the 7th generated token crosses
+    lref, rc = cli("generate", "-m", M, "-n", "12", "-p", long_text)
+    long_body = {"messages": [{"role": "user", "content": long_text}], "max_tokens": 12}
+    for srv, name, want in ((A, "A, beside the steps", 1), (B, "B, inline", 0)):
+        before = srv.metric("phi4mm_longrope_recomputes_total")
+        side = {}
+        th = None
+        if srv is A:  # a short stream decoding meanwhile, which must give its own answer
+            def short():
+                side["r"] = A.stream("/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 12, "stream": True})
+            th = threading.Thread(target=short)
+            th.start()
+        st, _, d = srv.json("POST", "/v1/chat/completions", long_body)
+        if th:
+            th.join(TIMEOUT)
+        after = srv.metric("phi4mm_longrope_recomputes_total")
+        ok = (st == 200 and rc == 0 and chat_content(d) == lref and d["usage"]["prompt_tokens"] == 4090
+              and d["usage"]["completion_tokens"] == 12 and before is not None and after == before + want)
+        if srv is A:
+            sst, sev, _ = side.get("r", (None, [], ""))
+            ok = ok and sst == 200 and stream_content(sev)[0] == expected["text"]
+        report("LongRoPE crossing at 4,096 tokens (%s) equals CLI" % name, ok,
+               "status %s, cli rc %s, recomputes %s -> %s: %r vs %r" % (st, rc, before, after, str(d)[:200], lref))
+
     # local media path inside --allow-media-dir gives the same answer as the data: URL
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + I + "/image.png"}},
                                          {"type": "text", "text": "Describe the image in detail."}]}]

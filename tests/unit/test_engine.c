@@ -7,7 +7,10 @@
  *  - the KV budget: refused, deferred and admitted requests, reservations back to 0;
  *  - a request encoded and prefilled on another thread while the live sequences step
  *    (pm_engine_encode + pm_engine_prefill, as the server does) gives every sequence its solo
- *    logits, bit for bit, whatever the thread counts. */
+ *    logits, bit for bit, whatever the thread counts;
+ *  - the LongRoPE recompute taken out of the steps (opts.recompute_beside, as the server runs it):
+ *    the other sequence decodes meanwhile, the tokens and logits are those of the inline recompute;
+ *    cancelled or failed while away, the sequence ends once and nothing stays reserved. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -450,6 +453,162 @@ static void test_prefill_longrope(void **state) {
     for (int i = 0; i < 2; i++) { free(eng_run.logits[i]); free(pre.logits[i]); free(ids[i]); }
 }
 
+/* ---- LongRoPE recompute beside the steps (opts.recompute_beside, as the server runs it) ---- */
+
+typedef struct trec {
+    pm_engine *eng;
+    int64_t id;
+    int n;
+    int32_t toks[64];
+    float *logits; /* [STEPS][vocab], or NULL */
+    int rope_long[STEPS];
+} trec;
+
+static int trec_token(void *u, int32_t tok, const char *text, size_t len) {
+    (void)text; (void)len;
+    trec *t = u;
+    if (t->n < 64) t->toks[t->n] = tok;
+    if (t->logits && t->n < STEPS) {
+        const float *lg = pm_engine_last_logits(t->eng, t->id, &t->rope_long[t->n], NULL);
+        assert_non_null(lg);
+        memcpy(t->logits + (size_t)t->n * 200064, lg, sizeof(float) * 200064);
+    }
+    t->n++;
+    return 0;
+}
+
+/* A sequence crossing original_max_position (its prompt L0 - 2, the third decode crosses) beside a
+ * short one with 40 tokens to go. beside: the recompute is taken out, held for two steps (the
+ * short one keeps decoding, the long one waits), given back once unfinished (`partial`: it must be
+ * taken again, from scratch), then prefilled 300 rows per call and resumed. */
+static void run_crossing(fx *f, int beside, int partial, trec t[2]) {
+    int L0 = f->m->llm.c.orig_max_pos;
+    int32_t *a = text_ids(L0 - 2, 7), *b = text_ids(20, 9);
+    pm_request r[2] = {{0}, {0}};
+    r[0].ids = a, r[0].n_ids = (size_t)(L0 - 2), r[0].max_tokens = STEPS;
+    r[1].ids = b, r[1].n_ids = 20, r[1].max_tokens = 40;
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.recompute_beside = beside;
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    for (int i = 0; i < 2; i++) {
+        t[i].eng = eng;
+        pm_callbacks cb = {trec_token, NULL, &t[i]};
+        assert_int_equal(pm_engine_submit(eng, &r[i], &cb, &t[i].id, err, sizeof err), 0);
+    }
+    int taken = 0;
+    while (pm_engine_live(eng) > 0) {
+        assert_true(pm_engine_step(eng) >= 0);
+        pm_encoded *enc = NULL;
+        int64_t sid = 0;
+        int k = pm_engine_take_recompute(eng, &enc, &sid);
+        assert_true(beside ? k >= 0 : k == 0);
+        if (k != 1) continue;
+        taken++;
+        assert_int_equal(sid, t[0].id);
+        assert_int_equal(pm_engine_live(eng), 2);
+        assert_int_equal(pm_engine_stepping(eng), 1);
+        pm_encoded *again = NULL;
+        assert_int_equal(pm_engine_take_recompute(eng, &again, NULL), 0); /* away: not handed out twice */
+        /* a recompute is no request */
+        assert_int_equal(pm_engine_submit_encoded(eng, enc, &r[0], NULL, NULL, err, sizeof err), PM_EINVAL);
+        int n0 = t[0].n, n1 = t[1].n;
+        for (int s = 0; s < 2; s++) assert_true(pm_engine_step(eng) >= 0);
+        assert_int_equal(t[0].n, n0);     /* parked */
+        assert_int_equal(t[1].n, n1 + 2); /* the other one decodes meanwhile */
+        int rc = pm_engine_prefill(eng, enc, 300, err, sizeof err);
+        assert_int_equal(rc, 0);
+        if (partial && taken == 1) { /* unfinished: it waits to be taken again */
+            assert_int_equal(pm_engine_resume(eng, enc, NULL), 0);
+            assert_int_equal(pm_engine_stepping(eng), 1);
+            continue;
+        }
+        while ((rc = pm_engine_prefill(eng, enc, 300, err, sizeof err)) == 0) {}
+        assert_int_equal(rc, 1);
+        assert_int_equal(pm_engine_resume(eng, enc, NULL), 0);
+        assert_int_equal(pm_engine_stepping(eng), 2);
+    }
+    assert_int_equal(taken, beside ? 1 + partial : 0);
+    int64_t reserved;
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 0);
+    pm_engine_free(eng);
+    free(a);
+    free(b);
+}
+
+static void test_recompute_beside_steps(void **state) {
+    fx *f = *state;
+    size_t V = (size_t)f->m->llm.c.vocab;
+    trec in[2] = {{0}}, bs[2] = {{0}}, pa[2] = {{0}};
+    in[0].logits = calloc(STEPS * V, sizeof(float));
+    bs[0].logits = calloc(STEPS * V, sizeof(float));
+    pa[0].logits = calloc(STEPS * V, sizeof(float));
+    run_crossing(f, 0, 0, in);
+    run_crossing(f, 1, 0, bs);
+    run_crossing(f, 1, 1, pa);
+    assert_int_equal(in[0].n, STEPS);
+    assert_int_equal(in[1].n, 40);
+    int switched = 0;
+    for (int s = 0; s < STEPS; s++) switched |= in[0].rope_long[s];
+    assert_true(switched);
+    for (trec *t = bs; t; t = t == bs ? pa : NULL) {
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(t[i].n, in[i].n);
+            assert_memory_equal(t[i].toks, in[i].toks, sizeof(int32_t) * (size_t)in[i].n);
+        }
+        assert_memory_equal(t[0].rope_long, in[0].rope_long, sizeof in[0].rope_long);
+        assert_memory_equal(t[0].logits, in[0].logits, sizeof(float) * STEPS * V);
+    }
+    free(in[0].logits); free(bs[0].logits); free(pa[0].logits);
+}
+
+/* The parked sequence's client leaves: it ends cancelled at the next step, its recompute comes back
+ * to nobody, and nothing stays reserved; an error from the recompute ends its sequence with it. */
+static void test_recompute_cancel_and_error(void **state) {
+    fx *f = *state;
+    int L0 = f->m->llm.c.orig_max_pos;
+    int32_t *a = text_ids(L0, 5);
+    pm_request r = {0};
+    r.ids = a, r.n_ids = (size_t)L0, r.max_tokens = 4;
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.recompute_beside = 1;
+    char err[512];
+    for (int how = 0; how < 2; how++) {
+        pm_engine *eng;
+        assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+        done_rec d = {0};
+        pm_callbacks cb = {NULL, rec_done, &d};
+        int64_t id, sid = 0;
+        assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), 0);
+        pm_encoded *enc = NULL;
+        while (pm_engine_stepping(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+        assert_int_equal(pm_engine_take_recompute(eng, &enc, &sid), 1);
+        assert_int_equal(sid, id);
+        if (how == 0) {
+            assert_int_equal(pm_engine_cancel(eng, id), 0);
+            assert_true(pm_engine_step(eng) >= 0);
+            assert_int_equal(pm_engine_live(eng), 0);
+            assert_int_equal(d.why, PM_FINISH_CANCELLED);
+            assert_int_equal(pm_engine_resume(eng, enc, NULL), 0); /* nobody to give it to */
+        } else {
+            assert_int_equal(pm_engine_resume(eng, enc, "out of memory"), 0);
+            assert_int_equal(pm_engine_live(eng), 0);
+            assert_int_equal(d.why, PM_FINISH_ERROR);
+        }
+        assert_int_equal(d.calls, 1);
+        int64_t reserved;
+        pm_engine_kv_usage(eng, &reserved, NULL);
+        assert_int_equal(reserved, 0);
+        assert_int_equal(pm_engine_resume(eng, NULL, NULL), PM_EINVAL);
+        pm_engine_free(eng);
+    }
+    free(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
@@ -459,6 +618,8 @@ int main(void) {
         cmocka_unit_test(test_kv_budget),
         cmocka_unit_test(test_encode_beside_steps),
         cmocka_unit_test(test_prefill_longrope),
+        cmocka_unit_test(test_recompute_beside_steps),
+        cmocka_unit_test(test_recompute_cancel_and_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -30,6 +30,7 @@ struct srv_metrics {
     long long ring_sec[RING];
     unsigned long long ring_tok[RING];
     double audio_seconds;
+    unsigned long long recomputes;
     unsigned long long ttft_bucket[N_BUCKETS], ttft_count;
     double ttft_sum;
 };
@@ -103,6 +104,12 @@ void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget) {
 void srv_metrics_preparing(srv_metrics *m, int n) {
     pthread_mutex_lock(&m->mu);
     m->preparing = n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_recompute(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->recomputes++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -226,6 +233,9 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     put(&o, "# HELP phi4mm_audio_seconds_total Seconds of audio admitted for processing.\n"
             "# TYPE phi4mm_audio_seconds_total counter\nphi4mm_audio_seconds_total %.3f\n",
         m->audio_seconds);
+    put(&o, "# HELP phi4mm_longrope_recomputes_total Caches recomputed with the long RoPE factors beside the steps.\n"
+            "# TYPE phi4mm_longrope_recomputes_total counter\nphi4mm_longrope_recomputes_total %llu\n",
+        m->recomputes);
     put(&o, "# HELP phi4mm_time_to_first_token_seconds Time from request arrival to the first generated token.\n"
             "# TYPE phi4mm_time_to_first_token_seconds histogram\n");
     for (int i = 0; i < N_BUCKETS; i++)

@@ -10,6 +10,8 @@
  *   phi4mm_prompt_tokens_total, phi4mm_generated_tokens_total   counters
  *   phi4mm_tokens_per_second                          gauge: generated tokens/s over the last 10 s
  *   phi4mm_audio_seconds_total                        counter: seconds of audio admitted
+ *   phi4mm_longrope_recomputes_total                  counter: sequences past original_max_position
+ *                                                     whose cache the prompt thread recomputed
  *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
  *   phi4mm_model_ready                                gauge: 1 once the model is loaded
  * Thread-safe (one mutex); owned by the server context. */
@@ -36,6 +38,8 @@ void srv_metrics_active(srv_metrics *m, int live);
 int srv_metrics_get_active(srv_metrics *m);
 void srv_metrics_preparing(srv_metrics *m, int n);
 int srv_metrics_get_preparing(srv_metrics *m);
+/* A LongRoPE recompute handed to the prompt thread. */
+void srv_metrics_recompute(srv_metrics *m);
 void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);

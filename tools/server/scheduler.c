@@ -18,6 +18,14 @@
  * chunk; the steps take the rest). The job in its hands already counts against the slots and the
  * KV budget. With --prompt-threads inline every job is submitted on this thread, as before.
  *
+ * The same thread runs the LongRoPE recompute of a live sequence whose length first passes
+ * original_max_position (Phi-4-mini: 4,096): the engine parks it (pm_engine_opts.recompute_beside),
+ * the inference thread hands it over as soon as the prompt thread is free (before any new job:
+ * the sequence is already admitted), the prompt thread prefills all its tokens into a new cache
+ * with the long factors, and the inference thread gives it back (pm_engine_resume). Run by the
+ * steps, that recompute (~8 chunks of ~10 s at 4,097 tokens, 2 cores) stalled every live stream
+ * for each chunk.
+ *
  * Measured on the full-size synthetic checkpoint, 2 cores (`phi4mm bench`, row "stream beside an
  * image request"): see tools/server/README.md. */
 #include "scheduler.h"
@@ -50,7 +58,12 @@ struct srv_sched {
     pthread_cond_t pt_cv;
     srv_job *pt_in;       /* handed over, not yet started */
     srv_job *pt_out;      /* prepared (or failed), waiting for admission */
-    int pt_busy;          /* a job is in the prompt thread's hands (in, running or out) */
+    int pt_busy;          /* a job or a recompute is in the prompt thread's hands (in, running or out) */
+    /* a live sequence's LongRoPE recompute in its hands, instead of a job (mu) */
+    pm_encoded *rc_in, *rc_out;
+    srv_job *rc_job;      /* the sequence's job (a reference): its client may leave meanwhile */
+    int rc_rc;
+    char rc_err[512];
     int64_t pt_need;      /* its KV reservation-to-be */
     int pt_threads;       /* OpenMP threads of its work now; 0 when none */
     int n_live_shared;    /* n_live as last published by the inference thread */
@@ -60,6 +73,7 @@ struct srv_sched {
     /* inference thread only */
     srv_job **live;
     int n_live, max_live;
+    int n_stepping;       /* live sequences a step advances (not parked for a recompute) */
     int step_tokens;
 };
 
@@ -322,11 +336,43 @@ static void prepare_job(srv_sched *s, srv_job *j) {
     }
 }
 
+/* A live sequence's recompute, one engine chunk at a time like a prompt; it stops early for a
+ * client that left or a server that stops (the engine then ends or cancels the sequence). */
+static void recompute(srv_sched *s, pm_encoded *enc, srv_job *j) {
+    for (int done = 0; !done;) {
+        pthread_mutex_lock(&s->mu);
+        int stop = s->stopping || atomic_load(&j->cancel), t = prompt_threads_now(s);
+        pthread_mutex_unlock(&s->mu);
+        if (stop) return;
+        omp_set_num_threads(t);
+        int r = pm_engine_prefill(s->eng, enc, 1, s->rc_err, sizeof s->rc_err);
+        if (r < 0) {
+            s->rc_rc = r;
+            return;
+        }
+        done = r == 1;
+    }
+}
+
 static void *prompt_main(void *arg) {
     srv_sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->pt_in && !s->pt_quit) pthread_cond_wait(&s->pt_cv, &s->mu);
+        while (!s->pt_in && !s->rc_in && !s->pt_quit) pthread_cond_wait(&s->pt_cv, &s->mu);
+        if (s->rc_in) {
+            pm_encoded *enc = s->rc_in;
+            srv_job *j = s->rc_job;
+            s->rc_in = NULL;
+            s->rc_rc = 0;
+            s->rc_err[0] = 0;
+            pthread_mutex_unlock(&s->mu);
+            recompute(s, enc, j);
+            pthread_mutex_lock(&s->mu);
+            s->pt_threads = 0;
+            s->rc_out = enc;
+            pthread_cond_signal(&s->cv);
+            continue;
+        }
         if (!s->pt_in) break;
         srv_job *j = s->pt_in;
         s->pt_in = NULL;
@@ -397,9 +443,56 @@ static int take_jobs(srv_sched *s, srv_job **take, int room) {
 
 /* ------------------------------------------------------------------ the thread */
 
+/* Hands a parked sequence's LongRoPE recompute to the prompt thread when it is free. */
+static void take_recompute(srv_sched *s) {
+    if (!via_prompt_thread(s)) return;
+    pthread_mutex_lock(&s->mu);
+    int busy = s->pt_busy;
+    pthread_mutex_unlock(&s->mu);
+    if (busy) return;
+    pm_encoded *enc = NULL;
+    int64_t seq = 0;
+    int r = pm_engine_take_recompute(s->eng, &enc, &seq);
+    if (r != 1) {
+        if (r < 0) fprintf(stderr, "phi4mm serve: cannot hand out a LongRoPE recompute (%s); it is tried again\n", pm_status_name(r));
+        return;
+    }
+    srv_job *j = NULL;
+    for (int i = 0; i < s->n_live && !j; i++)
+        if (s->live[i]->seq_id == seq) j = s->live[i];
+    if (!j) { /* cannot happen: every live sequence has its job; give it back to be ended */
+        pm_engine_resume(s->eng, enc, "internal error: no job for the sequence");
+        return;
+    }
+    srv_job_ref(j);
+    if (!s->ctx->o.quiet)
+        fprintf(stderr, "phi4mm serve: sequence %lld passed the LongRoPE switch: its cache is recomputed with the long factors beside the "
+                        "other streams\n", (long long)seq);
+    pthread_mutex_lock(&s->mu);
+    s->rc_in = enc;
+    s->rc_job = j;
+    s->pt_busy = 1;
+    s->pt_need = 0;
+    srv_metrics_recompute(s->ctx->metrics);
+    pthread_cond_signal(&s->pt_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Gives the prompt thread's recompute back to the engine: the sequence resumes, ends with the
+ * recompute's error, or (stopped early) waits to be taken again. */
+static void resume_recomputed(srv_sched *s, pm_encoded *enc) {
+    srv_job *j = s->rc_job;
+    pm_engine_resume(s->eng, enc, s->rc_rc ? (s->rc_err[0] ? s->rc_err : pm_status_name(s->rc_rc)) : NULL);
+    pthread_mutex_lock(&s->mu);
+    s->rc_job = NULL;
+    s->pt_busy = 0;
+    pthread_mutex_unlock(&s->mu);
+    srv_job_unref(j);
+}
+
 /* Whether the inference thread has nothing to do until signalled (mu held). */
 static int idle(const srv_sched *s) {
-    if (s->wake || s->pt_out || s->n_live > 0) return 0;
+    if (s->wake || s->pt_out || s->rc_out || s->n_stepping > 0) return 0;
     if (s->stopping) return s->q_len == 0 && s->pt_busy; /* its job must come back before the thread ends */
     return s->q_len == 0 || s->head_waits;
 }
@@ -415,6 +508,8 @@ static void *sched_main(void *arg) {
         stopping = s->stopping;
         srv_job *encoded = s->pt_out;
         s->pt_out = NULL;
+        pm_encoded *recomputed = s->rc_out;
+        s->rc_out = NULL;
         for (int k = 0; k < s->q_len;) { /* queued jobs whose client already left */
             srv_job *j = s->q[(s->q_head + k) % s->q_cap];
             if (atomic_load(&j->cancel) || stopping) {
@@ -432,8 +527,10 @@ static void *sched_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             srv_metrics_preparing(s->ctx->metrics, 0);
         }
-        /* the prompt thread's job holds a slot until it is admitted */
-        int room = s->max_live - s->n_live - s->pt_busy;
+        if (recomputed) resume_recomputed(s, recomputed);
+        if (!stopping) take_recompute(s); /* before new jobs: its sequence is already admitted */
+        /* the prompt thread's job holds a slot until it is admitted (a recompute's sequence has one) */
+        int room = s->max_live - s->n_live - (s->pt_busy && !s->rc_job);
         if (s->n_live > 0 && room > ADMIT_PER_STEP) room = ADMIT_PER_STEP;
 
         for (int i = 0; i < n_drop; i++) {
@@ -451,8 +548,9 @@ static void *sched_main(void *arg) {
                 j->cancel_sent = 1;
             }
         }
+        s->n_stepping = pm_engine_stepping(s->eng);
         pthread_mutex_lock(&s->mu);
-        s->n_live_shared = s->n_live;
+        s->n_live_shared = s->n_stepping;
         int pt_threads = s->pt_threads;
         pthread_mutex_unlock(&s->mu);
         if (pm_engine_live(s->eng) > 0) {
@@ -462,9 +560,11 @@ static void *sched_main(void *arg) {
             int r = pm_engine_step(s->eng);
             if (r < 0) fprintf(stderr, "phi4mm serve: engine step failed (%s); its sequences were ended with an error\n",
                                pm_status_name(r));
-            srv_metrics_step(s->ctx->metrics, s->step_tokens, srv_now());
+            if (s->n_stepping > 0) srv_metrics_step(s->ctx->metrics, s->step_tokens, srv_now());
+            if (!stopping) take_recompute(s); /* a sequence this step parked */
+            s->n_stepping = pm_engine_stepping(s->eng);
             pthread_mutex_lock(&s->mu);
-            s->n_live_shared = s->n_live; /* the prompt thread takes every thread once none is left */
+            s->n_live_shared = s->n_stepping; /* the prompt thread takes every thread once none steps */
             pthread_mutex_unlock(&s->mu);
         }
         srv_metrics_active(s->ctx->metrics, pm_engine_live(s->eng));
@@ -515,6 +615,7 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     if (ctx->o.prefill_chunk > 0) eo.prefill_chunk = ctx->o.prefill_chunk;
     eo.limits = ctx->limits;
     eo.kv_budget = ctx->o.kv_budget;
+    eo.recompute_beside = ctx->o.prompt_threads != 0; /* the prompt thread runs it (else the steps do) */
     int rc = pm_engine_new(&s->eng, ctx->model, &eo, err, errlen);
     if (rc) {
         free(s->q);
