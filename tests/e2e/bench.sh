@@ -42,6 +42,8 @@ long = by[("decode", "decode batch 1 at ctx 1024")]
 assert long["ctx"] == 1024 and long["batch"] == 1 and long["bytes_per_step"] > by[("decode", "decode batch 1")]["bytes_per_step"], long
 warm = by[("load", "page-cache warm-up")]
 assert warm["evicted_first"] is True and warm["gb"] > 0 and 0 <= warm["huge_gb"] <= warm["gb"], warm
+lr = by[("serve", "stream beside a LongRoPE recompute")]
+assert lr["switch_at"] == 1024 and lr["tokens_inline"] > 0 and lr["tokens_beside"] > 0 and lr["long_inline_s"] > 0, lr
 inter = by[("decode", "batch 8 / batch 1 interleaved")]
 assert inter["batch"] == 8 and inter["batch1_step_s"] > 0 and inter["batchB_step_s"] > 0, inter
 print(len(rows), "rows")

@@ -78,6 +78,7 @@ int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */
 int bench_image(bench_ctx *b);  /* HD + SigLIP + projection */
 int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
 int bench_overlap(bench_ctx *b); /* a live stream's pauses while an image encodes, inline and beside */
+int bench_longrope(bench_ctx *b); /* ... and while another sequence's LongRoPE recompute runs */
 /* A W x H RGB test image (gradients and noise), malloc'd; NULL on OOM. */
 uint8_t *bench_synth_rgb(int W, int H);
 int bench_q8(bench_ctx *b);     /* the same decoder runs on --weights q8, as speedups over bf16 */

@@ -123,7 +123,7 @@ static void usage(void) {
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
             "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels,\n"
-            "  --skip-overlap       (skips the row of a live stream beside an image request)\n"
+            "  --skip-overlap       (skips the rows of a live stream beside an image request and a LongRoPE recompute)\n"
             "  --prompt-threads N   that row's prompt thread takes N threads (default: half, as serve's auto)\n"
             "  --mlock              lock the checkpoint in memory (the decode rows then cannot read the disk)\n"
             "  --keep-cache         warm the page cache without first evicting the checkpoint's unmapped pages (by\n"
@@ -319,6 +319,7 @@ int pm_cmd_bench(int argc, char **argv) {
     if (!rc && !o->skip_audio) rc = bench_audio(&b);
     if (!rc && !o->skip_image) rc = bench_image(&b);
     if (!rc && !o->skip_image && !o->skip_overlap) rc = bench_overlap(&b);
+    if (!rc && !skip_llm && !o->skip_overlap) rc = bench_longrope(&b);
     if (!rc && !o->skip_tok) rc = bench_tok(&b);
     bench_rss(&rss, &anon, &file, &hwm);
     bench_row(&b, "memory", "peak RSS", hwm / 1e9, "GB", -1, -1, NULL, "VmHWM over the whole run");
