@@ -164,6 +164,11 @@ typedef struct pm_request {
     pm_sampling sampling;
     const char *const *stop;     /* optional stop strings */
     int n_stop;
+    /* Optional: asked between encoder blocks (each Conformer block, each SigLIP layer) while the
+     * request's media are encoded; non-zero gives up with PM_ECANCELED (a client gone, a server
+     * stopping). From the encoding thread. */
+    int (*should_stop)(void *user);
+    void *stop_user;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->

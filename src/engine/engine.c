@@ -251,6 +251,8 @@ static int check_room(const pm_engine *eng, int64_t need, pm_err *e) {
 static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, pm_encoded **out, pm_err *e) {
     pm_encoded *enc = pm_calloc(1, sizeof *enc, e);
     if (!enc) return e->code;
+    e->stop = req->should_stop; /* asked between encoder blocks */
+    e->stop_user = req->stop_user;
     pm_prep_trace ft = {0};
     ft.fault = eng->fault;
     enc->need = need;

@@ -386,6 +386,7 @@ int pm_conformer_forward(const pm_conformer *m, const float *feats, int n_clips,
         int g = N - s0 < G ? N - s0 : G;
         gather_rows(x, sub, s0, g, nch, L, Tp, D);
         for (int i = 0; i < c->num_blocks; i++) {
+            if (pm_err_stopped(e, "the Conformer")) goto fail;
             pm_cf_block_forward(m, &m->blocks[i], x, g, L, kv + s0, &w);
             if (wt.blocks) scatter_rows(trace->block_out[i], x, s0, g, nch, L, Tp, D);
         }

@@ -43,6 +43,11 @@ void pm_err_clear(pm_err *e) {
     e->msg[0] = 0;
 }
 
+int pm_err_stopped(pm_err *e, const char *what) {
+    if (!e->code && e->stop && e->stop(e->stop_user)) pm_errf(e, PM_ECANCELED, "stopped during %s: the request was cancelled", what);
+    return e->code;
+}
+
 void pm_assert_fail(const char *expr, const char *file, int line) {
     fprintf(stderr, "phi4mm: internal invariant failed: %s (%s:%d)\n", expr, file, line);
     abort();

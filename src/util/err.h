@@ -14,6 +14,10 @@
 typedef struct pm_err {
     int code;           /* 0 while no error has been recorded */
     char msg[1024];
+    /* Optional: asked between the blocks of a long computation (a Conformer block, a SigLIP layer)
+     * whether to give up: non-zero ends it with PM_ECANCELED (pm_err_stopped). */
+    int (*stop)(void *user);
+    void *stop_user;
 } pm_err;
 
 #if defined(__GNUC__)
@@ -27,6 +31,9 @@ int pm_errf(pm_err *e, int code, const char *fmt, ...) PM_PRINTF(3, 4);
 /* Prepends context to a recorded error; returns e->code (or PM_ESTATE if none was recorded). */
 int pm_err_ctx(pm_err *e, const char *fmt, ...) PM_PRINTF(2, 3);
 void pm_err_clear(pm_err *e);
+/* PM_ECANCELED (recorded, with `what` in the message) when e's stop hook asks to give up, else
+ * e->code: a long loop calls it between blocks and leaves on non-zero. */
+int pm_err_stopped(pm_err *e, const char *what);
 
 void pm_assert_fail(const char *expr, const char *file, int line);
 #define PM_ASSERT(x) ((x) ? (void)0 : pm_assert_fail(#x, __FILE__, __LINE__))

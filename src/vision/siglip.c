@@ -555,6 +555,7 @@ int pm_siglip_forward(const pm_siglip *m, const float *pixels, const float *patc
         }
         if (embeddings) memcpy(embeddings + (size_t)c0 * np * D, x, sizeof(float) * n * D);
         for (int l = 0; l < m->n_run && !rc; l++) {
+            if ((rc = pm_err_stopped(e, "SigLIP"))) break;
             const siglip_layer *L = &m->layers[l];
             pm_layernorm(h, x, L->ln1_w, L->ln1_b, n, D, c->ln_eps);
             float *qkv[3] = {q, k, v};

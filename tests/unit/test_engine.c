@@ -10,7 +10,8 @@
  *    logits, bit for bit, whatever the thread counts;
  *  - the LongRoPE recompute taken out of the steps (opts.recompute_beside, as the server runs it):
  *    the other sequence decodes meanwhile, the tokens and logits are those of the inline recompute;
- *    cancelled or failed while away, the sequence ends once and nothing stays reserved. */
+ *    cancelled or failed while away, the sequence ends once and nothing stays reserved;
+ *  - the encoders' stop hook (pm_request.should_stop) ends an encode with PM_ECANCELED. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -609,6 +610,64 @@ static void test_recompute_cancel_and_error(void **state) {
     free(a);
 }
 
+/* The encoders ask pm_request.should_stop between their blocks: a yes ends the encode (or the
+ * submit) with PM_ECANCELED, nothing left behind; a no changes nothing. */
+static int stop_after(void *u) {
+    int *n = u;
+    return --*n < 0;
+}
+
+static void test_encode_stop_hook(void **state) {
+    fx *f = *state;
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    run r = {0};
+    audio_and_text(f, &r);
+    pm_request a = r.req[0];
+    int left = 2;
+    a.should_stop = stop_after;
+    a.stop_user = &left;
+    pm_encoded *enc = NULL;
+    assert_int_equal(pm_engine_encode(eng, &a, &enc, err, sizeof err), PM_ECANCELED);
+    assert_null(enc);
+    assert_non_null(strstr(err, "Conformer"));
+    assert_int_equal(left, -1); /* asked three times: two blocks ran */
+    left = 1000;
+    assert_int_equal(pm_engine_encode(eng, &a, &enc, err, sizeof err), 0);
+    assert_true(left < 1000);
+    pm_encoded_free(enc);
+    enc = NULL;
+
+    enum { W = 96, H = 80 };
+    static uint8_t rgb[W * H * 3];
+    for (int i = 0; i < W * H * 3; i++) rgb[i] = (uint8_t)(i * 7);
+    pm_image_in im = {rgb, W, H};
+    pm_request v = {0};
+    v.prompt = "<|user|><|image_1|>Describe.<|end|><|assistant|>";
+    v.images = &im;
+    v.n_images = 1;
+    v.max_tokens = 2;
+    v.should_stop = stop_after;
+    v.stop_user = &left;
+    left = 1;
+    assert_int_equal(pm_engine_encode(eng, &v, &enc, err, sizeof err), PM_ECANCELED);
+    assert_null(enc);
+    assert_non_null(strstr(err, "SigLIP"));
+
+    done_rec d = {0};
+    pm_callbacks cb = {NULL, rec_done, &d};
+    left = 0;
+    assert_int_equal(pm_engine_submit(eng, &a, &cb, NULL, err, sizeof err), PM_ECANCELED);
+    assert_int_equal(pm_engine_live(eng), 0);
+    assert_int_equal(d.calls, 0);
+    int64_t reserved;
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 0);
+    pm_engine_free(eng);
+    for (int i = 0; i < 2; i++) free(r.logits[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
@@ -620,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_prefill_longrope),
         cmocka_unit_test(test_recompute_beside_steps),
         cmocka_unit_test(test_recompute_cancel_and_error),
+        cmocka_unit_test(test_encode_stop_hook),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

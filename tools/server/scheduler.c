@@ -51,6 +51,7 @@ struct srv_sched {
     srv_job **q;          /* FIFO ring of waiting jobs */
     int q_cap, q_head, q_len;
     int stopping;
+    atomic_int halt;      /* stopping, for the encoders' stop hook (job_should_stop) */
     int wake;             /* a job was queued or cancelled: look again */
     /* the prompt thread (mu): one job at a time from hand-off until the inference thread admits it */
     pthread_t pt_th;
@@ -185,6 +186,7 @@ static void status_error(int rc, const char *msg, srv_error *e) {
     case PM_ELIMIT: srv_bad(e, NULL, "limit_exceeded", "%s", msg); break;
     case PM_ENOMEM: srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg); break;
     case PM_EBUSY: srv_fail(e, 503, "server_error", NULL, "overloaded", "%s", msg); break;
+    case PM_ECANCELED: srv_fail(e, 499, "invalid_request_error", NULL, "cancelled", "%s", msg); break;
     default: srv_fail(e, 500, "server_error", NULL, "internal_error", "%s", msg); break;
     }
 }
@@ -195,7 +197,17 @@ static void kv_metrics(srv_sched *s) {
     srv_metrics_kv(s->ctx->metrics, reserved, budget);
 }
 
-static void job_request(const srv_job *j, pm_request *rq) {
+/* The encoders' stop hook (pm_request.should_stop), asked between their blocks: the server stops,
+ * or the client has left (its socket is polled here too: a parked connection is watched by no one
+ * else while its request is encoded). */
+static int job_should_stop(void *user) {
+    srv_job *j = user;
+    if (atomic_load(&j->ctx->sched->halt)) return 1;
+    watch_disconnects(&j, 1);
+    return atomic_load(&j->cancel);
+}
+
+static void job_request(srv_job *j, pm_request *rq) {
     memset(rq, 0, sizeof *rq);
     rq->prompt = j->prompt;
     rq->audios = j->audios;
@@ -206,6 +218,8 @@ static void job_request(const srv_job *j, pm_request *rq) {
     rq->sampling = j->sampling;
     rq->stop = (const char *const *)j->stop;
     rq->n_stop = j->n_stop;
+    rq->should_stop = job_should_stop;
+    rq->stop_user = j;
 }
 
 static void reject(srv_job *j, int rc, const char *msg) {
@@ -274,7 +288,8 @@ static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     if (rc) {
         s->n_live--;
         pm_encoded_free(enc);
-        reject(j, rc, err[0] ? err : pm_status_name(rc));
+        if (rc == PM_ECANCELED && atomic_load(&s->halt)) reject_shutdown(j); /* inline: the encoders gave up */
+        else reject(j, rc, err[0] ? err : pm_status_name(rc));
         return;
     }
     admitted(s, j, seq);
@@ -326,9 +341,9 @@ static void prepare_job(srv_sched *s, srv_job *j) {
     j->enc_rc = pm_engine_encode(s->eng, &rq, &j->enc, j->enc_err, sizeof j->enc_err);
     for (int done = 0; !j->enc_rc && !done;) {
         pthread_mutex_lock(&s->mu);
-        int stop = s->stopping || atomic_load(&j->cancel), t = prompt_threads_now(s);
+        int stop = s->stopping, t = prompt_threads_now(s);
         pthread_mutex_unlock(&s->mu);
-        if (stop) return;
+        if (stop || job_should_stop(j)) return; /* polls the client's socket too */
         omp_set_num_threads(t);
         int r = pm_engine_prefill(s->eng, j->enc, 1, j->enc_err, sizeof j->enc_err);
         if (r < 0) j->enc_rc = r;
@@ -341,9 +356,9 @@ static void prepare_job(srv_sched *s, srv_job *j) {
 static void recompute(srv_sched *s, pm_encoded *enc, srv_job *j) {
     for (int done = 0; !done;) {
         pthread_mutex_lock(&s->mu);
-        int stop = s->stopping || atomic_load(&j->cancel), t = prompt_threads_now(s);
+        int stop = s->stopping, t = prompt_threads_now(s);
         pthread_mutex_unlock(&s->mu);
-        if (stop) return;
+        if (stop || job_should_stop(j)) return; /* polls the client's socket too */
         omp_set_num_threads(t);
         int r = pm_engine_prefill(s->eng, enc, 1, s->rc_err, sizeof s->rc_err);
         if (r < 0) {
@@ -654,6 +669,7 @@ void srv_sched_stop(srv_sched *s) {
     if (!s || !s->eng) return;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
+    atomic_store(&s->halt, 1); /* a job being encoded gives up at its next block */
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (s->started) pthread_join(s->th, NULL);
