@@ -155,13 +155,21 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
     return e->code;
 }
 
-int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen) {
+int pm_engine_plan_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, int *prompt_tokens, char *err, size_t errlen) {
     pm_err e = {0};
     pm_plan plan;
     *bytes = 0;
-    if (!plan_request(eng, req, &plan, bytes, &e)) pm_plan_free(&plan);
+    if (prompt_tokens) *prompt_tokens = 0;
+    if (!plan_request(eng, req, &plan, bytes, &e)) {
+        if (prompt_tokens) *prompt_tokens = (int)plan.n;
+        pm_plan_free(&plan);
+    }
     set_err(err, errlen, &e);
     return e.code;
+}
+
+int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen) {
+    return pm_engine_plan_need(eng, req, bytes, NULL, err, errlen);
 }
 
 void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget) {

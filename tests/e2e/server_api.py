@@ -7,6 +7,8 @@ prefill new requests on their prompt thread, B inline on the inference thread):
   B: --parallel 1 --max-queue 1 --max-body 1M --prompt-threads inline (overload, body cap)
   C: --parallel 4 --kv-budget 3M --max-request-memory 2M               (KV budget: refuse, wait, serve;
                                                                       decoded-media budget)
+  D: --parallel 4 --prefill-chunk 2                                    (a short text request past a busy
+                                                                      prompt thread)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
 every loop is bounded. Writes the CLI's reference outputs to --expected for the openai-client test.
 """
@@ -148,13 +150,14 @@ def main():
     ap.add_argument("--a", required=True)
     ap.add_argument("--b", required=True)
     ap.add_argument("--c", required=True)
+    ap.add_argument("--d", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--inputs", required=True)
     ap.add_argument("--expected", required=True)
     args = ap.parse_args()
-    A, B, C = Server(args.a, args.key), Server(args.b), Server(args.c)
+    A, B, C, D = Server(args.a, args.key), Server(args.b), Server(args.c), Server(args.d)
     I = args.inputs
     img = "data:image/png;base64," + b64(I + "/image.png")
     wav = {c: b64("%s/%s.wav" % (I, c)) for c in ("clip_a_16k", "clip_b_8k", "clip_c_48k", "clip_d_22k")}
@@ -239,6 +242,31 @@ def main():
             ok = ok and sst == 200 and stream_content(sev)[0] == expected["text"]
         report("LongRoPE crossing at 4,096 tokens (%s) equals CLI" % name, ok,
                "status %s, cli rc %s, recomputes %s -> %s: %r vs %r" % (st, rc, before, after, str(d)[:200], lref))
+
+    # A short text request does not wait behind a busy prompt thread (--inline-prompt-max, default
+    # 64 tokens): on D a 4,090-token prompt prefills 2 rows per chunk there; the short one, sent
+    # meanwhile, is admitted at once and prefilled by the steps, with the CLI's answer.
+    long_out = {}
+
+    def long_req():
+        long_out["r"] = D.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": long_text}], "max_tokens": 2})
+    th = threading.Thread(target=long_req)
+    th.start()
+    busy = False
+    for _ in range(400):
+        if D.metric("phi4mm_preparing_requests") == 1:
+            busy = True
+            break
+        time.sleep(0.005)
+    before = D.metric("phi4mm_inline_admissions_total")
+    st, _, d = D.json("POST", "/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 12})
+    after = D.metric("phi4mm_inline_admissions_total")
+    still = D.metric("phi4mm_preparing_requests")
+    th.join(TIMEOUT)
+    lst = long_out.get("r", (None,))[0]
+    ok = busy and st == 200 and chat_content(d) == expected["text"] and after == before + 1 and lst == 200
+    report("short text request past a busy prompt thread (inline prefill) equals CLI", ok,
+           "busy %s, status %s/%s, inline admissions %s -> %s, preparing after %s: %r" % (busy, st, lst, before, after, still, str(d)[:200]))
 
     # local media path inside --allow-media-dir gives the same answer as the data: URL
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + I + "/image.png"}},

@@ -5,6 +5,7 @@
 #   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks)
 #   C: 4 parallel sequences, a 3 MiB KV budget (requests refused, kept waiting, then served) and 2 MiB
 #      for decoded media (a long clip refused, a short one served); --recache (its log line checked)
+#   D: --prefill-chunk 2 (a long prompt keeps the prompt thread busy): a short text request goes past it
 # then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
 # (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
 # timeout), and a graceful-shutdown check. Prints PASS/FAIL lines.
@@ -55,12 +56,14 @@ wait_ready() { # name -> prints the port
 start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
 start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline
 start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64 --recache
+start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
 PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }
-echo "servers: A on 127.0.0.1:$PA, B on 127.0.0.1:$PB, C on 127.0.0.1:$PC"
+PD=$(wait_ready d) || { tail -5 "$tmp/d.log"; fail "server D did not become ready in 30 s"; }
+echo "servers: A on 127.0.0.1:$PA, B on 127.0.0.1:$PB, C on 127.0.0.1:$PC, D on 127.0.0.1:$PD"
 
-timeout 600 "$PY" tests/e2e/server_api.py --a "127.0.0.1:$PA" --b "127.0.0.1:$PB" --c "127.0.0.1:$PC" --key "$KEY" --bin "$BIN" \
+timeout 600 "$PY" tests/e2e/server_api.py --a "127.0.0.1:$PA" --b "127.0.0.1:$PB" --c "127.0.0.1:$PC" --d "127.0.0.1:$PD" --key "$KEY" --bin "$BIN" \
   --model "$FIX/tiny_model" --inputs "$FIX/inputs" --expected "$tmp/expected.json"
 rc=$?
 [ $rc -eq 124 ] && echo "FAIL server_api.py (timed out)"
@@ -110,14 +113,14 @@ else
   echo "FAIL graceful shutdown (exited: $ok, status ${src:-?}; stream tail: $(tail -c 200 "$tmp/last_stream.txt"))"
   tail -5 "$tmp/a.log"
 fi
-for p in "$pid_b" "$pid_c"; do
+for p in "$pid_b" "$pid_c" "$pid_d"; do
   kill -TERM "$p" 2>/dev/null
   for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
   wait "$p" 2>/dev/null
 done
-if grep -qi "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log"; then
+if grep -qi "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" "$tmp/d.log"; then
   echo "FAIL server logs report a panic, an assertion or a sanitizer error"
-  grep -i -A5 "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" | head -40
+  grep -i -A5 "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" "$tmp/d.log" | head -40
 else
   echo "PASS server logs clean (no panic, assertion or sanitizer report)"
 fi

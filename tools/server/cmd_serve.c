@@ -32,6 +32,7 @@ void srv_opts_default(srv_opts *o) {
     o->default_max_tokens = 1024;
     o->prefill_chunk = 512;
     o->prompt_threads = -1;
+    o->inline_prompt_max = 64;
     o->max_body = (size_t)64 << 20;
     o->retry_after = 1;
 }
@@ -81,6 +82,9 @@ static void usage(void) {
             "                          threads (the steps take the rest; default auto: half of them; all while\n"
             "                          nothing decodes); inline: between the steps with all threads, every\n"
             "                          stream pausing meanwhile\n"
+            "  --inline-prompt-max N   while the prompt thread is busy (an image, a clip, a long prompt), a text\n"
+            "                          request of at most N prompt tokens does not wait behind it: the steps\n"
+            "                          prefill it (default 64; 0: it waits its turn)\n"
             "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
             "                          (default auto: memory less the weights and a headroom); a request that\n"
             "                          does not fit waits in the queue, one larger than the budget gets 400\n"
@@ -146,6 +150,9 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             else if (!strcmp(v, "inline")) o->prompt_threads = 0;
             else if (cli_int(v, 1, 1024, &n)) return cli_fail(cmd, "--prompt-threads must be auto, inline or 1..1024, got '%s'", v);
             else o->prompt_threads = (int)n;
+        } else if (!strcmp(a, "--inline-prompt-max")) {
+            if (cli_int(v, 0, 1 << 20, &n)) return cli_fail(cmd, "--inline-prompt-max must be 0 or a positive integer, got '%s'", v);
+            o->inline_prompt_max = (int)n;
         } else if (!strcmp(a, "--retry-after")) {
             if (cli_int(v, 0, 86400, &n)) return cli_fail(cmd, "--retry-after must be 0..86400, got '%s'", v);
             o->retry_after = (int)n;

@@ -61,6 +61,7 @@ struct srv_job {
     int64_t seq_id;
     int cancel_sent;
     int64_t kv_need;                /* KV bytes it will reserve; -1 until the scheduler has planned it */
+    int plan_tokens;                /* its prompt after media expansion, once planned */
     /* the encoder thread's result for a job with media (the scheduler hands it over under its lock) */
     pm_encoded *enc;
     int enc_rc;

@@ -30,7 +30,7 @@ struct srv_metrics {
     long long ring_sec[RING];
     unsigned long long ring_tok[RING];
     double audio_seconds;
-    unsigned long long recomputes;
+    unsigned long long recomputes, inline_admissions;
     unsigned long long ttft_bucket[N_BUCKETS], ttft_count;
     double ttft_sum;
 };
@@ -104,6 +104,12 @@ void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget) {
 void srv_metrics_preparing(srv_metrics *m, int n) {
     pthread_mutex_lock(&m->mu);
     m->preparing = n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_inline_admission(srv_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->inline_admissions++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -236,6 +242,9 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     put(&o, "# HELP phi4mm_longrope_recomputes_total Caches recomputed with the long RoPE factors beside the steps.\n"
             "# TYPE phi4mm_longrope_recomputes_total counter\nphi4mm_longrope_recomputes_total %llu\n",
         m->recomputes);
+    put(&o, "# HELP phi4mm_inline_admissions_total Short text requests admitted while the prompt thread was busy, prefilled by the steps.\n"
+            "# TYPE phi4mm_inline_admissions_total counter\nphi4mm_inline_admissions_total %llu\n",
+        m->inline_admissions);
     put(&o, "# HELP phi4mm_time_to_first_token_seconds Time from request arrival to the first generated token.\n"
             "# TYPE phi4mm_time_to_first_token_seconds histogram\n");
     for (int i = 0; i < N_BUCKETS; i++)

@@ -12,6 +12,8 @@
  *   phi4mm_audio_seconds_total                        counter: seconds of audio admitted
  *   phi4mm_longrope_recomputes_total                  counter: sequences past original_max_position
  *                                                     whose cache the prompt thread recomputed
+ *   phi4mm_inline_admissions_total                    counter: short text requests admitted while the
+ *                                                     prompt thread was busy (--inline-prompt-max)
  *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
  *   phi4mm_model_ready                                gauge: 1 once the model is loaded
  * Thread-safe (one mutex); owned by the server context. */
@@ -40,6 +42,8 @@ void srv_metrics_preparing(srv_metrics *m, int n);
 int srv_metrics_get_preparing(srv_metrics *m);
 /* A LongRoPE recompute handed to the prompt thread. */
 void srv_metrics_recompute(srv_metrics *m);
+/* A short text request admitted past a busy prompt thread. */
+void srv_metrics_inline_admission(srv_metrics *m);
 void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);

@@ -58,6 +58,8 @@ typedef struct srv_opts {
     int prefill_chunk;          /* engine prompt rows per step (default 512) */
     int prompt_threads;         /* encoders + prefill of new requests: < 0 auto (default: a thread of their
                                    own, half the OpenMP threads while sequences are live), 0 inline, N */
+    int inline_prompt_max;      /* a text request of at most this many prompt tokens is admitted at once,
+                                   prefilled by the steps, when the prompt thread is busy (default 64; 0: never) */
     size_t max_body;            /* bytes (default 64 MiB) */
     int64_t kv_budget;          /* engine KV budget in bytes: 0 = auto (default), < 0 = none */
     int64_t max_request_memory;   /* decoded media held by all requests, bytes: 0 = auto (default) */
