@@ -490,6 +490,10 @@ static void take_recompute(srv_sched *s) {
         pm_engine_resume(s->eng, enc, "internal error: no job for the sequence");
         return;
     }
+    if (atomic_load(&j->cancel)) { /* its client left: back unstarted, the cancel ends it at the step */
+        pm_engine_resume(s->eng, enc, NULL);
+        return;
+    }
     srv_job_ref(j);
     if (!s->ctx->o.quiet)
         fprintf(stderr, "phi4mm serve: sequence %lld passed the LongRoPE switch: its cache is recomputed with the long factors beside the "
