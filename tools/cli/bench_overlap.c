@@ -48,12 +48,13 @@ typedef struct encoder {
     char err[512];
 } encoder;
 
-/* Encode, then prefill one engine chunk per call, as the server's prompt thread does. */
+/* Encode (unless enc is given: a LongRoPE recompute), then prefill one engine chunk per call, as
+ * the server's prompt thread does. */
 static void *encode_main(void *u) {
     encoder *x = u;
     omp_set_num_threads(x->threads);
     double t0 = bench_now();
-    x->rc = pm_engine_encode(x->eng, x->req, &x->enc, x->err, sizeof x->err);
+    if (x->req) x->rc = pm_engine_encode(x->eng, x->req, &x->enc, x->err, sizeof x->err);
     x->encode_s = bench_now() - t0;
     for (int r = 0; !x->rc && r == 0;)
         if ((r = pm_engine_prefill(x->eng, x->enc, 1, x->err, sizeof x->err)) < 0) x->rc = r;
@@ -216,26 +217,6 @@ static int32_t *long_ids(int n) {
     return ids;
 }
 
-typedef struct recomputer {
-    const pm_engine *eng;
-    pm_encoded *enc;
-    int threads, rc;
-    double seconds;
-    atomic_int done;
-    char err[512];
-} recomputer;
-
-static void *recompute_main(void *u) {
-    recomputer *x = u;
-    omp_set_num_threads(x->threads);
-    double t0 = bench_now();
-    for (int r = 0; r == 0;)
-        if ((r = pm_engine_prefill(x->eng, x->enc, 1, x->err, sizeof x->err)) < 0) x->rc = r;
-    x->seconds = bench_now() - t0;
-    atomic_store(&x->done, 1);
-    return NULL;
-}
-
 /* One run: a stream decoding, then a sequence of SWITCH - 4 prompt tokens (prefilled beforehand)
  * that crosses the switch at its 5th token and ends at its 8th. *gap: the stream's longest pause
  * from that sequence's admission to its end; *tokens: the stream's tokens meanwhile; *seconds:
@@ -263,7 +244,7 @@ static int longrope_run(bench_ctx *b, int beside, int switch_at, int enc_threads
     o.recompute_beside = beside;
     pm_engine *eng = NULL;
     pm_encoded *enc = NULL;
-    recomputer x = {0};
+    encoder x = {0};
     pthread_t th;
     int away = 0;
     if ((rc = pm_engine_new(&eng, b->m, &o, err, errlen)) || (rc = pm_engine_encode(eng, &lr, &enc, err, errlen))) goto out;
@@ -277,9 +258,9 @@ static int longrope_run(bench_ctx *b, int beside, int switch_at, int enc_threads
     enc = NULL;
     while (lclk.tokens < LONG_TOKENS && !rc) {
         if (beside && !away && pm_engine_take_recompute(eng, &x.enc, NULL) == 1) {
-            x = (recomputer){eng, x.enc, enc_threads, 0, 0, 0, ""};
+            x = (encoder){eng, NULL, enc_threads, 0, x.enc, 0, 0, 0, ""};
             omp_set_num_threads(threads > enc_threads ? threads - enc_threads : 1);
-            if (pthread_create(&th, NULL, recompute_main, &x)) {
+            if (pthread_create(&th, NULL, encode_main, &x)) {
                 pm_engine_resume(eng, x.enc, "cannot start a thread");
                 x.enc = NULL;
                 rc = PM_ESTATE;
