@@ -332,40 +332,30 @@ static int prompt_threads_now(srv_sched *s) {
     return s->pt_threads;
 }
 
-/* Encodes, then prefills one engine chunk at a time; between chunks it stops for a client that
- * left or a server that stops, and takes a new share of the threads (a stream may have started or
- * ended meanwhile). */
+/* Prefills enc (a new request's prompt, or a live sequence's LongRoPE recompute) one engine chunk
+ * at a time; between chunks it stops for a client that left or a server that stops, and takes a
+ * new share of the threads (a stream may have started or ended meanwhile). Returns 1 when done,
+ * 0 when stopped early, < 0 on error (err). */
+static int prefill_chunks(srv_sched *s, srv_job *j, pm_encoded *enc, char *err, size_t errlen) {
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        int stop = s->stopping, t = prompt_threads_now(s);
+        pthread_mutex_unlock(&s->mu);
+        if (stop || job_should_stop(j)) return 0; /* polls the client's socket too */
+        omp_set_num_threads(t);
+        int r = pm_engine_prefill(s->eng, enc, 1, err, errlen);
+        if (r != 0) return r;
+    }
+}
+
+/* Encodes, then prefills (prefill_chunks). */
 static void prepare_job(srv_sched *s, srv_job *j) {
     pm_request rq;
     job_request(j, &rq);
     j->enc_rc = pm_engine_encode(s->eng, &rq, &j->enc, j->enc_err, sizeof j->enc_err);
-    for (int done = 0; !j->enc_rc && !done;) {
-        pthread_mutex_lock(&s->mu);
-        int stop = s->stopping, t = prompt_threads_now(s);
-        pthread_mutex_unlock(&s->mu);
-        if (stop || job_should_stop(j)) return; /* polls the client's socket too */
-        omp_set_num_threads(t);
-        int r = pm_engine_prefill(s->eng, j->enc, 1, j->enc_err, sizeof j->enc_err);
+    if (!j->enc_rc) {
+        int r = prefill_chunks(s, j, j->enc, j->enc_err, sizeof j->enc_err);
         if (r < 0) j->enc_rc = r;
-        done = r == 1;
-    }
-}
-
-/* A live sequence's recompute, one engine chunk at a time like a prompt; it stops early for a
- * client that left or a server that stops (the engine then ends or cancels the sequence). */
-static void recompute(srv_sched *s, pm_encoded *enc, srv_job *j) {
-    for (int done = 0; !done;) {
-        pthread_mutex_lock(&s->mu);
-        int stop = s->stopping, t = prompt_threads_now(s);
-        pthread_mutex_unlock(&s->mu);
-        if (stop || job_should_stop(j)) return; /* polls the client's socket too */
-        omp_set_num_threads(t);
-        int r = pm_engine_prefill(s->eng, enc, 1, s->rc_err, sizeof s->rc_err);
-        if (r < 0) {
-            s->rc_rc = r;
-            return;
-        }
-        done = r == 1;
     }
 }
 
@@ -381,7 +371,8 @@ static void *prompt_main(void *arg) {
             s->rc_rc = 0;
             s->rc_err[0] = 0;
             pthread_mutex_unlock(&s->mu);
-            recompute(s, enc, j);
+            int r = prefill_chunks(s, j, enc, s->rc_err, sizeof s->rc_err);
+            if (r < 0) s->rc_rc = r;
             pthread_mutex_lock(&s->mu);
             s->pt_threads = 0;
             s->rc_out = enc;
