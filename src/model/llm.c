@@ -105,9 +105,9 @@ void pm_llm_free(pm_llm *m) {
 }
 
 int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
-    int row = c->n_kv_heads * c->head_dim;
-    if (kv->pages && (kv->row != row || kv->n_layers != c->n_layers))
-        return pm_errf(e, PM_ESTATE, "KV cache was reserved for another model (row %d, %d layers)", kv->row, kv->n_layers);
+    if (kv->pages && (kv->n_heads != c->n_kv_heads || kv->head_dim != c->head_dim || kv->n_layers != c->n_layers))
+        return pm_errf(e, PM_ESTATE, "KV cache was reserved for another model (%d KV heads of %d, %d layers)", kv->n_heads, kv->head_dim,
+                       kv->n_layers);
     if (cap <= kv->cap) return PM_OK;
     int need = (cap + PM_KV_PAGE - 1) / PM_KV_PAGE;
     if (need > kv->max_pages) {
@@ -128,21 +128,23 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
         kv->cap = kv->n_pages * PM_KV_PAGE;
     }
     /* 2 MB pages where the kernel has them (THP "madvise" or "always"): a decode step reads the
-     * cache as 4 KB rows in 512 KB runs, one TLB entry each on 4 KB pages, and a TLB miss in a VM
+     * cache in runs of 64 KB, 16 TLB entries each on 4 KB pages, and a TLB miss in a VM
      * costs a two-level walk. In one process on the full-size checkpoint (2 threads, alternating,
-     * the same bits), two sessions of runs: decode step at 4096 cached positions 1.74-2.33 x
+     * the same bits; measured with the former layout, rows of every head side by side), two
+     * sessions of runs: decode step at 4096 cached positions 1.74-2.33 x
      * faster (0.705 -> 0.404 s, 6 of 6 pairs; 0.721 -> 0.310 s, 10 of 10), batch 8 at 512
      * 1.07-1.35 x (11 of 12; 10 of 10), batch 16 at 512 1.12 x (6 of 6), batch 1 at 512
      * 1.16-1.18 x (8 of 12; 7 of 10). Only pages the reservation covers whole are
      * advised: a huge page is resident as a whole, and a page's first rows already touch every
-     * 2 MB of it (each spans the K and V runs of two layers), so the growing last page of a
+     * 2 MB of it (each writes into every head's run of every layer), so the growing last page of a
      * decoding sequence stays on 4 KB pages (advised too, RSS grew by up to 32 MB per sequence:
      * 1.07 x weights + KV in the bench) until the sequence passes it; then khugepaged may collapse
      * it. Advice only: refused or unavailable, the pages stay 4 KB. */
     for (; kv->n_huge < kv->n_pages && (kv->n_huge + 1) * PM_KV_PAGE <= cap; kv->n_huge++)
         madvise(kv->pages[kv->n_huge], bytes, MADV_HUGEPAGE);
     kv->n_layers = c->n_layers;
-    kv->row = row;
+    kv->n_heads = c->n_kv_heads;
+    kv->head_dim = c->head_dim;
     kv->page_bytes = bytes;
     return PM_OK;
 }
@@ -246,67 +248,42 @@ static int lora_linear(float *y, const float *x, int N, const pm_lora_linear *L,
     return PM_OK;
 }
 
-enum { ROW_KEYS = 16 }; /* keys per step of the single-query path */
-enum { ROW_AHEAD = 2 }; /* steps of keys prefetched ahead of the one computing */
-_Static_assert(PM_KV_PAGE % ROW_KEYS == 0, "a step of keys must not cross a cache page");
+enum { ROW_AHEAD = 32 }; /* keys prefetched ahead of the one the single-query kernels are reading */
 
-/* Prefetches the slices of KV heads [kh0, kh1) of the tn rows at base (row stride `row` floats): the
- * first ROW_AHEAD steps of a pass, before its arithmetic starts. always_inline: as a function of
- * its own, GCC found it free of side effects (a prefetch has none it models) and deleted every
- * call. */
-__attribute__((always_inline)) static inline void prefetch_step(const float *base, int row, int tn, int kh0, int kh1, int D) {
-    for (int t = 0; t < tn; t++)
-        for (const char *p = (const char *)(base + (size_t)t * row + (size_t)kh0 * D), *e = (const char *)(base + (size_t)t * row + (size_t)kh1 * D);
-             p < e; p += 64)
-            __builtin_prefetch(p, 0, 3);
-}
-
-/* The rows of the step ROW_AHEAD steps after the one at t0 (of len positions), which the kernels
- * prefetch line by line as they read step t0's (NULL, *n = 0 past the end). */
-static const float *rows_ahead(const pm_kv_cache *kv, int layer, int which, int t0, int len, int *n) {
-    int ta = t0 + ROW_AHEAD * ROW_KEYS;
-    *n = ta < len ? (len - ta < ROW_KEYS ? len - ta : ROW_KEYS) : 0;
-    return *n ? (which ? pm_kv_v(kv, layer, ta) : pm_kv_k(kv, layer, ta)) : NULL;
+/* The keys ahead of the run `base` of tn keys (head k of nh in a page) that the kernels may prefetch
+ * as they read it: the run's own, and past its end the next head's run (the next one read) when
+ * the page is full; the last head's run ends the pass over the page (*n: how many keys). */
+static const float *run_ahead(const float *base, int tn, int k, int nh, int D, int *n) {
+    *n = k + 1 < nh && tn == PM_KV_PAGE ? tn : tn - ROW_AHEAD > 0 ? tn - ROW_AHEAD : 0;
+    return *n ? base + (size_t)ROW_AHEAD * D : NULL;
 }
 
 /* One query row (at position pos) against cache positions [0, pos], for KV heads [kh0, kh1) and
- * their query heads: out[(kh - kh0) * g * D ...]. Keys go in steps of ROW_KEYS with every KV head
- * of the range inside a step, so the cache rows (all KV heads side by side) are read as whole
- * consecutive rows, not one head-slice per row at a row stride. Per head the scores are the same
- * dots and the weighted sum the same in-order chains as one head at a time, so the bits do not
- * depend on the range. s: scratch [(kh1 - kh0) * g * (pos + 1)].
- * The step ROW_AHEAD steps ahead is prefetched inside the kernels, each line as they load the same
- * line of the current step, so the reads stream while the arithmetic runs. Before, each step
- * began with a burst of prefetches for a whole step ahead (512 lines at 4 KV heads), which filled
- * the miss buffers and held the arithmetic back until the lines came: the attention took the time
- * of its reads plus that of its arithmetic. In one process on Zen 5 (2 threads, 32 layers, the
- * attention alone, alternating): 1.20 x at 4096 cached positions (29 of 30 pairs), 1.20 x at 1024
- * (26 of 30), 1.22 x at 512 (27 of 30), batch 8 at 512 1.15 x (16 of 20); the same bits. 1 to 8
- * steps ahead measured alike (1.17-1.22 x). */
+ * their query heads: out[(kh - kh0) * g * D ...]. Page by page, each KV head's run of the page in
+ * one call: a thread's heads are adjacent runs, so it reads one contiguous block per page (K, then
+ * V), prefetching ROW_AHEAD keys ahead as it goes. Per head the scores are the same dots and the
+ * weighted sum the same in-order chains as one head at a time, so the bits do not depend on the
+ * range. s: scratch [(kh1 - kh0) * g * (pos + 1)]. */
 static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int pos, int kh0, int kh1, float *out,
                        float *s) {
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads, len = pos + 1, nh = kh1 - kh0, na;
     size_t ldh = (size_t)g * len; /* scratch per KV head */
     float scale = 1.0f / sqrtf((float)D);
-    for (int a = 0; a < ROW_AHEAD && a * ROW_KEYS < len; a++) /* start the pipeline */
-        prefetch_step(pm_kv_k(kv, layer, a * ROW_KEYS), kv->row, len - a * ROW_KEYS < ROW_KEYS ? len - a * ROW_KEYS : ROW_KEYS, kh0, kh1, D);
-    for (int t0 = 0; t0 < len; t0 += ROW_KEYS) {
-        int tn = len - t0 < ROW_KEYS ? len - t0 : ROW_KEYS; /* ROW_KEYS divides PM_KV_PAGE: one page per step */
-        const float *K = pm_kv_k(kv, layer, t0), *KA = rows_ahead(kv, layer, 0, t0, len, &na);
-        for (int k = 0; k < nh; k++)
-            pm_kern_attn_scores(s + (size_t)k * ldh + t0, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K + (size_t)(kh0 + k) * D,
-                                (size_t)kv->row, tn, D, scale, KA ? KA + (size_t)(kh0 + k) * D : NULL, na);
+    for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
+        int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
+        for (int k = 0; k < nh; k++) {
+            const float *K = pm_kv_k(kv, layer, kh0 + k, t0), *KA = run_ahead(K, tn, k, nh, D, &na);
+            pm_kern_attn_scores(s + (size_t)k * ldh + t0, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K, (size_t)D, tn, D, scale, KA, na);
+        }
     }
     for (int h = 0; h < nh * g; h++) pm_kern_softmax(s + (size_t)h * len, len);
     memset(out, 0, sizeof(float) * (size_t)nh * g * D);
-    for (int a = 0; a < ROW_AHEAD && a * ROW_KEYS < len; a++)
-        prefetch_step(pm_kv_v(kv, layer, a * ROW_KEYS), kv->row, len - a * ROW_KEYS < ROW_KEYS ? len - a * ROW_KEYS : ROW_KEYS, kh0, kh1, D);
-    for (int t0 = 0; t0 < len; t0 += ROW_KEYS) {
-        int tn = len - t0 < ROW_KEYS ? len - t0 : ROW_KEYS;
-        const float *V = pm_kv_v(kv, layer, t0), *VA = rows_ahead(kv, layer, 1, t0, len, &na);
-        for (int k = 0; k < nh; k++)
-            pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0, (size_t)len, g, V + (size_t)(kh0 + k) * D,
-                               (size_t)kv->row, tn, D, VA ? VA + (size_t)(kh0 + k) * D : NULL, na);
+    for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
+        int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
+        for (int k = 0; k < nh; k++) {
+            const float *V = pm_kv_v(kv, layer, kh0 + k, t0), *VA = run_ahead(V, tn, k, nh, D, &na);
+            pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0, (size_t)len, g, V, (size_t)D, tn, D, VA, na);
+        }
     }
 }
 
@@ -329,7 +306,7 @@ static void attend_block(const pm_llm_config *c, const pm_kv_cache *kv, int laye
     int kend = p0 + j0 + bq; /* keys [0, kend) */
     for (int t0 = 0; t0 < kend; t0 += PM_KV_PAGE) {
         int tn = kend - t0 < PM_KV_PAGE ? kend - t0 : PM_KV_PAGE;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, tn, D, scale, qb, qkv_dim, pm_kv_k(kv, layer, t0) + (size_t)kh * D, kv->row,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, tn, D, scale, qb, qkv_dim, pm_kv_k(kv, layer, kh, t0), D,
                     0.0f, S, PM_KV_PAGE);
         for (int j = 0; j < bq; j++) {
             float *sr = S + (size_t)j * PM_KV_PAGE;
@@ -352,8 +329,8 @@ static void attend_block(const pm_llm_config *c, const pm_kv_cache *kv, int laye
             if (corr != 1.0f)
                 for (int d = 0; d < D; d++) O[(size_t)j * D + d] *= corr;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, tn, 1.0f, S, PM_KV_PAGE, pm_kv_v(kv, layer, t0) + (size_t)kh * D,
-                    kv->row, 1.0f, O, D);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, tn, 1.0f, S, PM_KV_PAGE, pm_kv_v(kv, layer, kh, t0), D, 1.0f,
+                    O, D);
     }
     for (int j = 0; j < bq; j++) {
         float inv = 1.0f / l[j], *o = out + (size_t)j * H + (size_t)h * D;
@@ -371,20 +348,20 @@ _Static_assert(PM_KV_PAGE % PM_FLASH_KEYS == 0, "a key block of the fused kernel
 
 typedef struct {
     const pm_kv_cache *kv;
-    int layer, col; /* col: the KV head's first column in a cache row */
+    int layer, head;
 } kv_head;
 
 static const float *kv_head_rows(const void *ctx, int which, int j0) {
     const kv_head *h = ctx;
-    return (which ? pm_kv_v(h->kv, h->layer, j0) : pm_kv_k(h->kv, h->layer, j0)) + h->col;
+    return which ? pm_kv_v(h->kv, h->layer, h->head, j0) : pm_kv_k(h->kv, h->layer, h->head, j0);
 }
 
 static void attend_fused(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int qkv_dim, int p0, int j0, int bq,
                          int kh, float *out, float *ws) {
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads;
-    kv_head ctx = {kv, layer, kh * D};
+    kv_head ctx = {kv, layer, kh};
     pm_flash a = {.o = out + (size_t)kh * g * D, .q = q + (size_t)j0 * qkv_dim + (size_t)kh * g * D, .ldo = (size_t)c->hidden,
-                  .ldq = (size_t)qkv_dim, .ldk = (size_t)kv->row, .ldv = (size_t)kv->row, .ldog = (size_t)D, .ldqg = (size_t)D, .nq = bq,
+                  .ldq = (size_t)qkv_dim, .ldk = (size_t)D, .ldv = (size_t)D, .ldog = (size_t)D, .ldqg = (size_t)D, .nq = bq,
                   .nk = p0 + j0 + bq, .hd = D, .qgroups = g, .causal = 1, .qpos0 = p0 + j0, .scale = 1.0f / sqrtf((float)D),
                   .key_block = kv_head_rows, .ctx = &ctx};
     pm_kern_flash(&a, ws);
@@ -398,10 +375,10 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
     const pm_llm_config *c = &m->c;
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads, H = c->hidden;
     /* work items: (chunk, row, range of hpi kv heads) for small chunks, (chunk, q-block, head) for
-     * large ones. Whole rows (every kv head in one item) read the cache best; with fewer rows than
-     * threads the ranges halve until every thread has an item (a row alone on 2 threads: 2 items
-     * of 4 heads, 2 KB of every 4 KB row; items of 1 head, 4 per thread, read 512 B per row and
-     * measured 1.4x slower). */
+     * large ones. Every KV head of a row in one item reads the cache best (adjacent heads' runs are
+     * adjacent: one block per page); with fewer rows than threads the ranges halve until every
+     * thread has an item (a row alone on 2 threads: 2 items of 4 heads, each a block of 256 KB per
+     * page and K / V at Phi-4-mini's dims). */
     long n_items = 0, small_rows = 0;
     int maxlen = 1, nt = omp_get_max_threads(), hpi = c->n_kv_heads, fused = pm_kern_flash_takes();
     int bq = fused ? FUSED_BQ : FLASH_BQ, heads = fused ? c->n_kv_heads : c->n_heads; /* large chunks: items of bq rows x heads */
@@ -492,8 +469,10 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
                 const float *cr = cs + (size_t)r * rot, *sr = sn + (size_t)r * rot;
                 for (int h = 0; h < c->n_heads; h++) rope_apply(q + (size_t)h * D, cr, sr, rot);
                 for (int h = 0; h < c->n_kv_heads; h++) rope_apply(k + (size_t)h * D, cr, sr, rot);
-                memcpy(pm_kv_k(kv, l, kv->len + j), k, sizeof(float) * (size_t)KV);
-                memcpy(pm_kv_v(kv, l, kv->len + j), v, sizeof(float) * (size_t)KV);
+                for (int h = 0; h < c->n_kv_heads; h++) {
+                    memcpy(pm_kv_k(kv, l, h, kv->len + j), k + (size_t)h * D, sizeof(float) * (size_t)D);
+                    memcpy(pm_kv_v(kv, l, h, kv->len + j), v + (size_t)h * D, sizeof(float) * (size_t)D);
+                }
             }
         }
         if (attend_all(m, ch, nc, off, l, qkv, QKV, att, e)) goto done;

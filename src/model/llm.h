@@ -47,7 +47,11 @@ void pm_llm_free(pm_llm *m);
 int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e);
 
 /* Key/value cache of one sequence, paged: page p holds positions [p*PM_KV_PAGE, (p+1)*PM_KV_PAGE)
- * of every layer, laid out [n_layers][K, V][PM_KV_PAGE][row] fp32 (row = n_kv_heads * head_dim).
+ * of every layer, laid out [n_layers][K, V][n_kv_heads][PM_KV_PAGE][head_dim] fp32: the keys (and
+ * the values) of one KV head in a page are one contiguous run (64 KB at Phi-4-mini's dims). The
+ * threads of a decode step split the KV heads, so each streams whole runs; with rows of every head
+ * side by side each thread read 2 KB of every 4 KB row, which the hardware prefetchers follow at
+ * about half the speed of a contiguous read (a plain read on Zen 5: 34 GB/s against 67).
  * Pages are separate anonymous mappings: a growing sequence never copies its cache, a finished one
  * returns every byte to the system, and concurrent sequences of any lengths never fragment a
  * shared heap. Untouched parts of a page cost no memory (pages a reservation covers whole are
@@ -60,7 +64,7 @@ int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e)
 typedef struct pm_kv_cache {
     float **pages;
     int n_pages, max_pages, n_huge; /* n_huge: pages [0, n_huge) advised MADV_HUGEPAGE (pm_kv_reserve) */
-    int len, cap, n_layers, row;  /* cap = n_pages * PM_KV_PAGE */
+    int len, cap, n_layers, n_heads, head_dim; /* cap = n_pages * PM_KV_PAGE; n_heads: KV heads */
     size_t page_bytes;
 } pm_kv_cache;
 
@@ -70,13 +74,14 @@ void pm_kv_free(pm_kv_cache *kv);
 /* Bytes the pages for `positions` positions take (whole pages). */
 size_t pm_kv_bytes(const pm_llm_config *c, int positions);
 
-/* K / V row of (layer, pos); pos < cap. Consecutive positions inside one page are `row` floats
- * apart; the next page starts elsewhere. */
-static inline float *pm_kv_k(const pm_kv_cache *kv, int layer, int pos) {
-    return kv->pages[pos / PM_KV_PAGE] + ((size_t)layer * 2 * PM_KV_PAGE + (size_t)(pos % PM_KV_PAGE)) * (size_t)kv->row;
+/* Key / value of KV head `head` at (layer, pos); pos < cap. Consecutive positions of one head
+ * inside a page are head_dim floats apart; the next page starts elsewhere. */
+static inline float *pm_kv_k(const pm_kv_cache *kv, int layer, int head, int pos) {
+    size_t run = ((size_t)layer * 2 * (size_t)kv->n_heads + (size_t)head) * PM_KV_PAGE;
+    return kv->pages[pos / PM_KV_PAGE] + (run + (size_t)(pos % PM_KV_PAGE)) * (size_t)kv->head_dim;
 }
-static inline float *pm_kv_v(const pm_kv_cache *kv, int layer, int pos) {
-    return pm_kv_k(kv, layer, pos) + (size_t)PM_KV_PAGE * (size_t)kv->row;
+static inline float *pm_kv_v(const pm_kv_cache *kv, int layer, int head, int pos) {
+    return pm_kv_k(kv, layer, head, pos) + (size_t)kv->n_heads * PM_KV_PAGE * (size_t)kv->head_dim;
 }
 
 /* Optional per-chunk captures (parity): layer_out[l] is [n, hidden] after decoder layer l;

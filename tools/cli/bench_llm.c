@@ -63,13 +63,14 @@ static int embed_random(const pm_llm *m, int n, uint32_t seed, float *out, pm_er
 
 static void fill_cache(pm_kv_cache *kv, int n_layers, int ctx, uint32_t seed) {
     for (int l = 0; l < n_layers; l++)
-        for (int p = 0; p < ctx; p++) {
-            float *k = pm_kv_k(kv, l, p), *v = pm_kv_v(kv, l, p);
-            for (int i = 0; i < kv->row; i++) {
-                k[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
-                v[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+        for (int p = 0; p < ctx; p++)
+            for (int h = 0; h < kv->n_heads; h++) {
+                float *k = pm_kv_k(kv, l, h, p), *v = pm_kv_v(kv, l, h, p);
+                for (int i = 0; i < kv->head_dim; i++) {
+                    k[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+                    v[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+                }
             }
-        }
     kv->len = ctx;
 }
 
@@ -86,7 +87,7 @@ static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const c
     }
     for (int s = 0; s < B; s++) kv[s].len = ctx;
     double avg_len = ctx + 1 + (steps + 1) / 2.0;
-    double kv_bytes = (double)B * avg_len * c->n_layers * 2.0 * kv[0].row * sizeof(float);
+    double kv_bytes = (double)B * avg_len * c->n_layers * 2.0 * kv[0].n_heads * kv[0].head_dim * sizeof(float);
     double bytes = weight_bytes(m, adapter) + kv_bytes;
     size_t bn = 0;
     float *bwbuf = bench_bw_buffer((size_t)256 << 20, &bn); /* each step's own bandwidth (NULL: no paired ratio) */
@@ -192,7 +193,7 @@ static int decode_vs_read(bench_ctx *b, pm_kv_cache *kv, pm_err *e) {
     const pm_llm *m = &b->m->llm;
     const pm_llm_config *c = &m->c;
     int H = c->hidden, steps = b->o.decode_steps, ctx = b->o.decode_ctx, len = ctx + 1; /* the step reads len positions */
-    int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE, n = 1 + 4 * c->n_layers + 2 * pages * c->n_layers;
+    int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE, n = 1 + 4 * c->n_layers + 2 * pages * c->n_layers * c->n_kv_heads;
     const void **span = malloc(sizeof *span * (size_t)n);
     size_t *bytes = malloc(sizeof *bytes * (size_t)n);
     float *emb = malloc(sizeof(float) * (size_t)H), *logits = malloc(sizeof(float) * (size_t)c->vocab);
@@ -211,9 +212,17 @@ static int decode_vs_read(bench_ctx *b, pm_kv_cache *kv, pm_err *e) {
     for (int p = 0; p < pages; p++)
         for (int l = 0; l < c->n_layers; l++) {
             int rows = len - p * PM_KV_PAGE < PM_KV_PAGE ? len - p * PM_KV_PAGE : PM_KV_PAGE;
-            span[k] = pm_kv_k(kv, l, p * PM_KV_PAGE), bytes[k++] = (size_t)rows * kv->row * sizeof(float);
-            span[k] = pm_kv_v(kv, l, p * PM_KV_PAGE), bytes[k++] = (size_t)rows * kv->row * sizeof(float);
+            size_t run = (size_t)rows * kv->head_dim * sizeof(float);
+            if (rows == PM_KV_PAGE) { /* a full page: the layer's K (V) runs of every head are one block */
+                span[k] = pm_kv_k(kv, l, 0, p * PM_KV_PAGE), bytes[k++] = run * kv->n_heads;
+                span[k] = pm_kv_v(kv, l, 0, p * PM_KV_PAGE), bytes[k++] = run * kv->n_heads;
+            } else
+                for (int h = 0; h < kv->n_heads; h++) {
+                    span[k] = pm_kv_k(kv, l, h, p * PM_KV_PAGE), bytes[k++] = run;
+                    span[k] = pm_kv_v(kv, l, h, p * PM_KV_PAGE), bytes[k++] = run;
+                }
         }
+    n = k; /* full pages took one span per layer and K / V */
     for (int i = 0; i < n; i++) total += (double)bytes[i];
     double bw = bench_bw_now(b), t_steps = 0;
     for (int st = -1; st < steps && !e->code; st++) { /* step -1 warms up */
@@ -329,7 +338,7 @@ int bench_llm(bench_ctx *b) {
     size_t rss, anon, file, hwm;
     bench_rss(&rss, &anon, &file, &hwm);
     double kvb = 0;
-    for (int s = 0; s < maxB; s++) kvb += (double)(kv[s].len) * c->n_layers * 2.0 * kv[s].row * sizeof(float);
+    for (int s = 0; s < maxB; s++) kvb += (double)(kv[s].len) * c->n_layers * 2.0 * kv[s].n_heads * kv[s].head_dim * sizeof(float);
     double wb = weight_bytes(m, 1);
     if (!e.code)
         bench_row(b, "memory", "RSS after decode", rss / 1e9, "GB", (wb + kvb) / 1e9, rss / (wb + kvb),
