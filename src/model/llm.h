@@ -51,7 +51,9 @@ int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e)
  * the values) of one KV head in a page are one contiguous run (64 KB at Phi-4-mini's dims). The
  * threads of a decode step split the KV heads, so each streams whole runs; with rows of every head
  * side by side each thread read 2 KB of every 4 KB row, which the hardware prefetchers follow at
- * about half the speed of a contiguous read (a plain read on Zen 5: 34 GB/s against 67).
+ * about half the speed of a contiguous read (a plain read on Zen 5: 34 GB/s against 67). A 4 KB
+ * page of a run holds 8 positions, so a sequence's last page is resident 8 positions at a time
+ * (at most 7 positions ahead: 1.75 MB at Phi-4-mini's dims).
  * Pages are separate anonymous mappings: a growing sequence never copies its cache, a finished one
  * returns every byte to the system, and concurrent sequences of any lengths never fragment a
  * shared heap. Untouched parts of a page cost no memory (pages a reservation covers whole are
