@@ -77,23 +77,30 @@ AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, con
         }
 }
 
+/* Keys from t on in tiles of 4, then one at a time (after the AVX-512 path's tiles of 8). */
+#define SCORE_REST(GH)                                                                               \
+    for (; t + 4 <= n; t += 4) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 4, GH, pf, npf);      \
+    for (; t < n; t++) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 1, GH, pf, npf);
 #define SCORE_GROUP(GH)                                                                              \
     do {                                                                                             \
         int t = 0;                                                                                   \
-        for (; t + 4 <= n; t += 4) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 4, GH, pf, npf);   \
-        for (; t < n; t++) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 1, GH, pf, npf);           \
+        SCORE_REST(GH)                                                                               \
     } while (0)
+
+/* The query heads of one KV head in groups of 3 (Phi-4-mini's g), then 2 or 1. */
+#define SCORE_HEADS(GROUP)                                                                           \
+    for (int h0 = 0; h0 < g; h0 += 3, npf = 0) { /* the first head group prefetches */             \
+        int gh = g - h0 < 3 ? g - h0 : 3;                                                            \
+        float *sh = s + (size_t)h0 * lds;                                                            \
+        const float *qh = q + (size_t)h0 * qs;                                                       \
+        if (gh == 3) GROUP(3);                                                                       \
+        else if (gh == 2) GROUP(2);                                                                  \
+        else GROUP(1);                                                                               \
+    }
 
 AVX2 static void scores_avx2(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
                              float scale, const float *pf, int npf) {
-    for (int h0 = 0; h0 < g; h0 += 3, npf = 0) { /* the first head group prefetches */
-        int gh = g - h0 < 3 ? g - h0 : 3;
-        float *sh = s + (size_t)h0 * lds;
-        const float *qh = q + (size_t)h0 * qs;
-        if (gh == 3) SCORE_GROUP(3);
-        else if (gh == 2) SCORE_GROUP(2);
-        else SCORE_GROUP(1);
-    }
+    SCORE_HEADS(SCORE_GROUP)
 }
 
 /* o_h[c .. c+8*CB) += sum_t p[h][t] V_t[...] for GH heads: 4 x 3 accumulators at CB = 4. */
@@ -205,20 +212,12 @@ AVX512_INLINE void score_tile512(float *s, size_t lds, const float *q, size_t qs
     do {                                                                                             \
         int t = 0;                                                                                   \
         for (; t + 8 <= n; t += 8) score_tile512(sh, lds, qh, qs, K, ks, t, D, scale, GH, pf, npf);  \
-        for (; t + 4 <= n; t += 4) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 4, GH, pf, npf);   \
-        for (; t < n; t++) score_tile(sh, lds, qh, qs, K, ks, t, D, scale, 1, GH, pf, npf);           \
+        SCORE_REST(GH)                                                                               \
     } while (0)
 
 AVX512 static void scores_avx512(float *s, size_t lds, const float *q, size_t qs, int g, const float *K, size_t ks, int n, int D,
                                  float scale, const float *pf, int npf) {
-    for (int h0 = 0; h0 < g; h0 += 3, npf = 0) { /* the first head group prefetches */
-        int gh = g - h0 < 3 ? g - h0 : 3;
-        float *sh = s + (size_t)h0 * lds;
-        const float *qh = q + (size_t)h0 * qs;
-        if (gh == 3) SCORE_GROUP512(3);
-        else if (gh == 2) SCORE_GROUP512(2);
-        else SCORE_GROUP512(1);
-    }
+    SCORE_HEADS(SCORE_GROUP512)
 }
 
 /* The accumulation at 16 lanes: every element is the same in-order FMA chain, so the bits equal the
