@@ -193,18 +193,10 @@ AVX512_INLINE void score_tile512(float *s, size_t lds, const float *q, size_t qs
             for (int h = 0; h < GH; h++) acc[p][h] = _mm512_fmadd_ps(_mm512_castpd_ps(kp), qv[h], acc[p][h]);
         }
     }
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
 #pragma GCC unroll 3
     for (int h = 0; h < GH; h++) {
-        /* [k0 lo, k1 lo, k2 lo, k3 lo] + [k0 hi, ...]: each 128-bit lane b = (a0+a4, a1+a5, a2+a6, a3+a7) */
-        __m512 b03 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0][h], acc[1][h], 0x88), _mm512_shuffle_f32x4(acc[0][h], acc[1][h], 0xdd));
-        __m512 b47 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2][h], acc[3][h], 0x88), _mm512_shuffle_f32x4(acc[2][h], acc[3][h], 0xdd));
-        /* lane i: (b0+b2, b1+b3) of key i, then of key i + 4 */
-        __m512 c = _mm512_add_ps(_mm512_shuffle_ps(b03, b47, 0x44), _mm512_shuffle_ps(b03, b47, 0xee));
-        /* lane i: sums of keys i and i + 4 */
-        __m512 r = _mm512_add_ps(_mm512_shuffle_ps(c, c, 0x88), _mm512_shuffle_ps(c, c, 0xdd));
-        __m256 v = _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
-        _mm256_storeu_ps(s + (size_t)h * lds + t0, _mm256_mul_ps(v, _mm256_set1_ps(scale)));
+        __m512 p[4] = {acc[0][h], acc[1][h], acc[2][h], acc[3][h]};
+        _mm256_storeu_ps(s + (size_t)h * lds + t0, _mm256_mul_ps(pm_hsum256_x8(p), _mm256_set1_ps(scale)));
     }
 }
 

@@ -357,14 +357,20 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
     }
 }
 
-/* Output (i0 + i, j0 + r) = hsum(acc) + the scalar tail from c on. */
+/* Output (i0 + i, j0 + r) = hsum(acc) + the scalar tail from c on (RT x NT <= 16 sums folded
+ * together: pm_hsum512_x16). */
 AVX512_INLINE void finish512(float *y, int out, int j0, int i0, const uint16_t *const *wr, const float *x, int in, int c, __m512 acc[8][4],
                              int RT, int NT, float scale, int accumulate) {
+    __m512 a[16];
+    _Alignas(64) float sum[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) a[k] = k / 4 < RT && k % 4 < NT ? acc[k / 4][k % 4] : _mm512_setzero_ps();
+    pm_hsum512_x16(a, sum);
 #pragma GCC unroll 8
     for (int r = 0; r < RT; r++)
 #pragma GCC unroll 8
         for (int i = 0; i < NT; i++) {
-            float s = hsum512(acc[r][i]);
+            float s = sum[r * 4 + i];
             const float *xr = x + (size_t)(i0 + i) * in;
             for (int k = c; k < in; k++) s += pm_bf16_to_f32(wr[r][k]) * xr[k];
             float *yy = &y[(size_t)(i0 + i) * out + j0 + r];
@@ -473,9 +479,12 @@ GROUP512(1, 1, 0, 0, group512_1_1)
             case 1: group512_##RT##_1(buf, wr, pf, xp, in, i, c0, ce); break;                                                       \
             }                                                                                                                         \
         }                                                                                                                             \
-        for (int i = 0; i < n; i++) {                                                                                                 \
-            for (int r = 0; r < RT; r++) acc[r][0] = c1 ? _mm512_load_ps(buf + ((size_t)r * PM_SMALL_N + i) * 16) : _mm512_setzero_ps(); \
-            finish512(y, out, j0, i, wr, x, in, c1, acc, RT, 1, scale, accumulate);                                                    \
+        for (int i0 = 0; i0 < n; i0 += 4) {                                                                                           \
+            int nt = n - i0 < 4 ? n - i0 : 4;                                                                                         \
+            for (int r = 0; r < RT; r++)                                                                                              \
+                for (int i = 0; i < 4; i++)                                                                                           \
+                    acc[r][i] = c1 && i < nt ? _mm512_load_ps(buf + ((size_t)r * PM_SMALL_N + i0 + i) * 16) : _mm512_setzero_ps();   \
+            finish512(y, out, j0, i0, wr, x, in, c1, acc, RT, nt, scale, accumulate);                                                  \
         }                                                                                                                             \
     }
 ROWS512(4)

@@ -113,6 +113,33 @@ AVX512_INLINE float hsum512(__m512 v) {
     __m256 lo = _mm512_castps512_ps256(v), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
     return hsum256(_mm256_add_ps(lo, hi));
 }
+
+/* hsum256 of 8 vectors at once, held two per zmm (lanes 0-7 v[2p], 8-15 v[2p + 1]): lane k of the
+ * result is hsum256(v[k]), the same bits, its folds done side by side (halves, then (l, l + 2),
+ * then (0, 1)) instead of one latency chain each. */
+AVX512_INLINE __m256 pm_hsum256_x8(const __m512 *p) {
+    /* [v0 lo, v1 lo, v2 lo, v3 lo] + [v0 hi, ...]: each 128-bit lane b = (a0+a4, a1+a5, a2+a6, a3+a7) */
+    __m512 b03 = _mm512_add_ps(_mm512_shuffle_f32x4(p[0], p[1], 0x88), _mm512_shuffle_f32x4(p[0], p[1], 0xdd));
+    __m512 b47 = _mm512_add_ps(_mm512_shuffle_f32x4(p[2], p[3], 0x88), _mm512_shuffle_f32x4(p[2], p[3], 0xdd));
+    /* lane i: (b0+b2, b1+b3) of vector i, then of vector i + 4 */
+    __m512 c = _mm512_add_ps(_mm512_shuffle_ps(b03, b47, 0x44), _mm512_shuffle_ps(b03, b47, 0xee));
+    /* lane i: the sums of vectors i and i + 4 */
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(c, c, 0x88), _mm512_shuffle_ps(c, c, 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
+}
+
+/* out[k] = hsum512(a[k]) for 16 vectors, the same bits: each pair's (l, l + 8) folds share a zmm,
+ * then pm_hsum256_x8. (The decode GEMV's tiles end in up to 16 sums per 4 rows: one at a time they
+ * were 5 % of a batch-8 step.) */
+AVX512_INLINE void pm_hsum512_x16(const __m512 *a, float *out) {
+    __m512 p[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        p[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44), _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+    _mm256_storeu_ps(out, pm_hsum256_x8(p));
+    _mm256_storeu_ps(out + 8, pm_hsum256_x8(p + 4));
+}
 #endif
 
 /* Dynamic-schedule chunk of the decode kernels: ~512 KB of weights per grab (one long sequential
