@@ -209,6 +209,12 @@ typedef struct pm_engine_opts {
      * caller runs the recompute beside the steps: pm_engine_take_recompute, pm_engine_prefill on
      * another thread, pm_engine_resume. Same tokens either way. */
     int recompute_beside;
+    /* 1: KV caches of bf16 elements instead of fp32: half the memory per position (a 128 K-token
+     * context takes 16 GB instead of 32 at Phi-4-mini's dims) and half the bytes a long-context
+     * decode step reads, at the cost of rounding K/V to 8 mantissa bits as they are stored (the
+     * official model keeps its cache so when it runs in bf16). 0 (default): fp32, which the parity
+     * fixtures hold to. */
+    int kv_bf16;
 } pm_engine_opts;
 void pm_engine_opts_default(pm_engine_opts *o);
 

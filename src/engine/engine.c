@@ -65,6 +65,7 @@ void pm_engine_opts_default(pm_engine_opts *o) {
     o->recompute_beside = 0;
     pm_limits_default(&o->limits);
     o->kv_budget = 0;
+    o->kv_bf16 = 0;
 }
 
 static void set_err(char *err, size_t errlen, const pm_err *e) {
@@ -144,7 +145,7 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
     if (check_request(req, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
     const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
-    *need = (int64_t)pm_kv_bytes(c, positions) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
+    *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
     if (eng->kv_budget >= 0 && *need > eng->kv_budget) {
         pm_errf(e, PM_ELIMIT,
                 "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows, over the engine's KV "
@@ -259,6 +260,7 @@ static int check_room(const pm_engine *eng, int64_t need, pm_err *e) {
 static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, pm_encoded **out, pm_err *e) {
     pm_encoded *enc = pm_calloc(1, sizeof *enc, e);
     if (!enc) return e->code;
+    enc->kv.bf16 = eng->o.kv_bf16;
     e->stop = req->should_stop; /* asked between encoder blocks */
     e->stop_user = req->stop_user;
     pm_prep_trace ft = {0};
@@ -397,6 +399,7 @@ int pm_engine_take_recompute(pm_engine *eng, pm_encoded **out, int64_t *seq_id) 
             free(ids);
             return e.code;
         }
+        enc->kv.bf16 = eng->o.kv_bf16;
         /* every token so far; the prompt's media rows move over (the sequence reads them only for
          * this recompute) */
         memcpy(ids, s->tokens, sizeof(int32_t) * (size_t)s->n_tokens);
@@ -501,6 +504,7 @@ int pm_engine_step(pm_engine *eng) {
             s->kv.len = 0;
             if (eng->o.recompute_beside) { /* beside the steps: its cache goes now, a new one comes back */
                 pm_kv_free(&s->kv);
+                s->kv.bf16 = eng->o.kv_bf16;
                 s->parked = PARK_WAITING;
             }
         }

@@ -108,17 +108,19 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
     if (kv->pages && (kv->n_heads != c->n_kv_heads || kv->head_dim != c->head_dim || kv->n_layers != c->n_layers))
         return pm_errf(e, PM_ESTATE, "KV cache was reserved for another model (%d KV heads of %d, %d layers)", kv->n_heads, kv->head_dim,
                        kv->n_layers);
+    size_t bytes = pm_kv_bytes(c, 1, kv->bf16);
+    if (kv->pages && kv->page_bytes != bytes)
+        return pm_errf(e, PM_ESTATE, "KV cache was reserved with %s elements", kv->bf16 ? "fp32" : "bf16");
     if (cap <= kv->cap) return PM_OK;
     int need = (cap + PM_KV_PAGE - 1) / PM_KV_PAGE;
     if (need > kv->max_pages) {
         int nm = kv->max_pages ? kv->max_pages : 8;
         while (nm < need) nm *= 2;
-        float **np = realloc(kv->pages, sizeof(float *) * (size_t)nm);
+        void **np = realloc(kv->pages, sizeof(void *) * (size_t)nm);
         if (!np) return pm_errf(e, PM_ENOMEM, "out of memory for a KV page table of %d pages", nm);
         kv->pages = np;
         kv->max_pages = nm;
     }
-    size_t bytes = pm_kv_bytes(c, 1);
     while (kv->n_pages < need) {
         void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
@@ -149,10 +151,10 @@ int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e) {
     return PM_OK;
 }
 
-size_t pm_kv_bytes(const pm_llm_config *c, int positions) {
+size_t pm_kv_bytes(const pm_llm_config *c, int positions, int bf16) {
     size_t pages = positions > 0 ? ((size_t)positions + PM_KV_PAGE - 1) / PM_KV_PAGE : 0;
     size_t row = (size_t)c->n_kv_heads * (size_t)c->head_dim;
-    size_t page = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, row), sizeof(float));
+    size_t page = pm_mul_size(pm_mul_size((size_t)2 * PM_KV_PAGE * (size_t)c->n_layers, row), bf16 ? sizeof(uint16_t) : sizeof(float));
     return pm_mul_size(pages, page);
 }
 
@@ -249,6 +251,15 @@ static int lora_linear(float *y, const float *x, int N, const pm_lora_linear *L,
 }
 
 enum { ROW_AHEAD = 32 }; /* keys prefetched ahead of the one the single-query kernels are reading */
+enum { WIDEN_KEYS = 32 }; /* keys of a bf16 cache widened to fp32 at a time by a query row: 16 KB at head_dim 128, in L1 */
+
+/* Rows [t0, t0 + n) (inside one page) of the keys (v = 0) or values (v = 1) of KV head kh as fp32
+ * rows head_dim apart: the cache's own, or a bf16 cache's widened into wb (n x head_dim floats). */
+static const float *kv_rows(const pm_kv_cache *kv, int layer, int v, int kh, int t0, int n, float *wb) {
+    if (!kv->bf16) return v ? pm_kv_v(kv, layer, kh, t0) : pm_kv_k(kv, layer, kh, t0);
+    pm_kern_bf16_to_f32(wb, pm_kv_bf16(kv, layer, v, kh, t0), (size_t)n * (size_t)kv->head_dim);
+    return wb;
+}
 
 /* The keys ahead of the run `base` of tn keys (head k of nh in a page) that the kernels may prefetch
  * as they read it: the run's own, and past its end the next head's run (the next one read) when
@@ -263,15 +274,25 @@ static const float *run_ahead(const float *base, int tn, int k, int nh, int D, i
  * one call: a thread's heads are adjacent runs, so it reads one contiguous block per page (K, then
  * V), prefetching ROW_AHEAD keys ahead as it goes. Per head the scores are the same dots and the
  * weighted sum the same in-order chains as one head at a time, so the bits do not depend on the
- * range. s: scratch [(kh1 - kh0) * g * (pos + 1)]. */
+ * range. s: scratch [(kh1 - kh0) * g * (pos + 1)]. A bf16 cache is read WIDEN_KEYS keys at a time,
+ * widened into wb (WIDEN_KEYS x head_dim floats), by the same kernels. */
 static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int pos, int kh0, int kh1, float *out,
-                       float *s) {
+                       float *s, float *wb) {
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads, len = pos + 1, nh = kh1 - kh0, na;
     size_t ldh = (size_t)g * len; /* scratch per KV head */
     float scale = 1.0f / sqrtf((float)D);
     for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
         int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
         for (int k = 0; k < nh; k++) {
+            if (kv->bf16) {
+                for (int u = 0; u < tn; u += WIDEN_KEYS) {
+                    int un = tn - u < WIDEN_KEYS ? tn - u : WIDEN_KEYS;
+                    const float *K = kv_rows(kv, layer, 0, kh0 + k, t0 + u, un, wb);
+                    pm_kern_attn_scores(s + (size_t)k * ldh + t0 + u, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K, (size_t)D, un, D,
+                                        scale, NULL, 0);
+                }
+                continue;
+            }
             const float *K = pm_kv_k(kv, layer, kh0 + k, t0), *KA = run_ahead(K, tn, k, nh, D, &na);
             pm_kern_attn_scores(s + (size_t)k * ldh + t0, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K, (size_t)D, tn, D, scale, KA, na);
         }
@@ -281,6 +302,15 @@ static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer,
     for (int t0 = 0; t0 < len; t0 += PM_KV_PAGE) {
         int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
         for (int k = 0; k < nh; k++) {
+            if (kv->bf16) {
+                for (int u = 0; u < tn; u += WIDEN_KEYS) {
+                    int un = tn - u < WIDEN_KEYS ? tn - u : WIDEN_KEYS;
+                    const float *V = kv_rows(kv, layer, 1, kh0 + k, t0 + u, un, wb);
+                    pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0 + u, (size_t)len, g, V, (size_t)D, un, D,
+                                       NULL, 0);
+                }
+                continue;
+            }
             const float *V = pm_kv_v(kv, layer, kh0 + k, t0), *VA = run_ahead(V, tn, k, nh, D, &na);
             pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0, (size_t)len, g, V, (size_t)D, tn, D, VA, na);
         }
@@ -291,9 +321,9 @@ enum { FLASH_BQ = 64 };
 
 /* Flash-style causal attention of query rows [j0, j0 + bq) of one chunk (positions p0 + j) for
  * head h. q: the chunk's qkv rows (stride qkv_dim), out: [bq, H] rows (stride H). ws: scratch of
- * FLASH_BQ * (PM_KV_PAGE + D + 2) floats. */
+ * FLASH_BQ * (PM_KV_PAGE + D + 2) floats; wb: PM_KV_PAGE x D floats for a bf16 cache's page. */
 static void attend_block(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int qkv_dim, int p0, int j0, int bq,
-                         int h, float *out, float *ws) {
+                         int h, float *out, float *ws, float *wb) {
     int D = c->head_dim, kh = h / (c->n_heads / c->n_kv_heads), H = c->hidden;
     float scale = 1.0f / sqrtf((float)D);
     float *S = ws, *O = S + (size_t)FLASH_BQ * PM_KV_PAGE, *m = O + (size_t)FLASH_BQ * D, *l = m + FLASH_BQ;
@@ -306,7 +336,7 @@ static void attend_block(const pm_llm_config *c, const pm_kv_cache *kv, int laye
     int kend = p0 + j0 + bq; /* keys [0, kend) */
     for (int t0 = 0; t0 < kend; t0 += PM_KV_PAGE) {
         int tn = kend - t0 < PM_KV_PAGE ? kend - t0 : PM_KV_PAGE;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, tn, D, scale, qb, qkv_dim, pm_kv_k(kv, layer, kh, t0), D,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, tn, D, scale, qb, qkv_dim, kv_rows(kv, layer, 0, kh, t0, tn, wb), D,
                     0.0f, S, PM_KV_PAGE);
         for (int j = 0; j < bq; j++) {
             float *sr = S + (size_t)j * PM_KV_PAGE;
@@ -329,7 +359,7 @@ static void attend_block(const pm_llm_config *c, const pm_kv_cache *kv, int laye
             if (corr != 1.0f)
                 for (int d = 0; d < D; d++) O[(size_t)j * D + d] *= corr;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, tn, 1.0f, S, PM_KV_PAGE, pm_kv_v(kv, layer, kh, t0), D, 1.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, tn, 1.0f, S, PM_KV_PAGE, kv_rows(kv, layer, 1, kh, t0, tn, wb), D, 1.0f,
                     O, D);
     }
     for (int j = 0; j < bq; j++) {
@@ -349,17 +379,19 @@ _Static_assert(PM_KV_PAGE % PM_FLASH_KEYS == 0, "a key block of the fused kernel
 typedef struct {
     const pm_kv_cache *kv;
     int layer, head;
+    float *wb[2]; /* a bf16 cache's K and V block widened (the kernel holds both at once) */
 } kv_head;
 
 static const float *kv_head_rows(const void *ctx, int which, int j0) {
     const kv_head *h = ctx;
-    return which ? pm_kv_v(h->kv, h->layer, h->head, j0) : pm_kv_k(h->kv, h->layer, h->head, j0);
+    return kv_rows(h->kv, h->layer, which, h->head, j0, PM_FLASH_KEYS, h->wb[which]);
 }
 
+/* wb: 2 x PM_FLASH_KEYS x D floats for a bf16 cache. */
 static void attend_fused(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int qkv_dim, int p0, int j0, int bq,
-                         int kh, float *out, float *ws) {
+                         int kh, float *out, float *ws, float *wb) {
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads;
-    kv_head ctx = {kv, layer, kh};
+    kv_head ctx = {kv, layer, kh, {wb, wb + (size_t)PM_FLASH_KEYS * D}};
     pm_flash a = {.o = out + (size_t)kh * g * D, .q = q + (size_t)j0 * qkv_dim + (size_t)kh * g * D, .ldo = (size_t)c->hidden,
                   .ldq = (size_t)qkv_dim, .ldk = (size_t)D, .ldv = (size_t)D, .ldog = (size_t)D, .ldqg = (size_t)D, .nq = bq,
                   .nk = p0 + j0 + bq, .hd = D, .qgroups = g, .causal = 1, .qpos0 = p0 + j0, .scale = 1.0f / sqrtf((float)D),
@@ -396,11 +428,15 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
     size_t per = (size_t)g * maxlen * hpi;
     size_t fl = fused ? pm_kern_flash_ws(FUSED_BQ * g, D) : (size_t)FLASH_BQ * (PM_KV_PAGE + D + 2);
     if (fl > per) per = fl;
+    size_t wide = 0; /* a bf16 cache's rows widened: WIDEN_KEYS per query row, a page of K or V per block, K and V per fused block */
+    for (int i = 0; i < nc; i++)
+        if (ch[i].kv->bf16) wide = (size_t)2 * PM_KV_PAGE * D;
+    per += wide;
     float *ws = pm_malloc(sizeof(float) * per * (size_t)nt, e);
     if (!ws) return e->code;
 #pragma omp parallel for schedule(dynamic, 1)
     for (long it = 0; it < n_items; it++) {
-        float *w = ws + per * (size_t)omp_get_thread_num();
+        float *w = ws + per * (size_t)omp_get_thread_num(), *wb = w + per - wide;
         long k = it;
         int i = 0;
         for (;; i++) { /* find the chunk of item `it` */
@@ -415,11 +451,11 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
         if (ch[i].n <= PM_SMALL_N) {
             int j = (int)(k / ranges), kh0 = (int)(k % ranges) * hpi, kh1 = kh0 + hpi < c->n_kv_heads ? kh0 + hpi : c->n_kv_heads;
             attend_row(c, kv, layer, q + (size_t)j * qkv_dim + (size_t)kh0 * g * D, kv->len + j, kh0, kh1, o + (size_t)j * H + (size_t)kh0 * g * D,
-                       w);
+                       w, wb);
         } else {
             int b = (int)(k / heads), h = (int)(k % heads), j0 = b * bq, rows = ch[i].n - j0 < bq ? ch[i].n - j0 : bq;
-            if (fused) attend_fused(c, kv, layer, q, qkv_dim, kv->len, j0, rows, h, o + (size_t)j0 * H, w);
-            else attend_block(c, kv, layer, q, qkv_dim, kv->len, j0, rows, h, o + (size_t)j0 * H, w);
+            if (fused) attend_fused(c, kv, layer, q, qkv_dim, kv->len, j0, rows, h, o + (size_t)j0 * H, w, wb);
+            else attend_block(c, kv, layer, q, qkv_dim, kv->len, j0, rows, h, o + (size_t)j0 * H, w, wb);
         }
     }
     free(ws);
@@ -470,6 +506,14 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
                 for (int h = 0; h < c->n_heads; h++) rope_apply(q + (size_t)h * D, cr, sr, rot);
                 for (int h = 0; h < c->n_kv_heads; h++) rope_apply(k + (size_t)h * D, cr, sr, rot);
                 for (int h = 0; h < c->n_kv_heads; h++) {
+                    if (kv->bf16) {
+                        uint16_t *kb = pm_kv_bf16(kv, l, 0, h, kv->len + j), *vb = pm_kv_bf16(kv, l, 1, h, kv->len + j);
+                        for (int d = 0; d < D; d++) {
+                            kb[d] = pm_f32_to_bf16(k[(size_t)h * D + d]);
+                            vb[d] = pm_f32_to_bf16(v[(size_t)h * D + d]);
+                        }
+                        continue;
+                    }
                     memcpy(pm_kv_k(kv, l, h, kv->len + j), k + (size_t)h * D, sizeof(float) * (size_t)D);
                     memcpy(pm_kv_v(kv, l, h, kv->len + j), v + (size_t)h * D, sizeof(float) * (size_t)D);
                 }

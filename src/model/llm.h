@@ -57,33 +57,46 @@ int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e)
  * Pages are separate anonymous mappings: a growing sequence never copies its cache, a finished one
  * returns every byte to the system, and concurrent sequences of any lengths never fragment a
  * shared heap. Untouched parts of a page cost no memory (pages a reservation covers whole are
- * advised to be transparent huge pages, for the TLB: pm_kv_reserve). fp32 (not bf16) because the
- * fixture parity budget (1e-4 x max|ref| per layer) has no room for rounding K/V to 8 mantissa
- * bits.
+ * advised to be transparent huge pages, for the TLB: pm_kv_reserve).
+ * Elements are fp32 by default: the fixture parity budget (1e-4 x max|ref| per layer) has no room
+ * for rounding K/V to 8 mantissa bits. bf16 (set `bf16` before the first reserve; `--kv-cache
+ * bf16`) halves the cache, as the official model keeps it when it runs in bf16: K/V are rounded
+ * to nearest even as they are stored, and the attention widens them back to fp32 block by block
+ * (the same kernels; a sequence's bits still do not depend on its batch).
  * Users read and write `len` only (0 = start over; the pages are reused). */
 #define PM_KV_PAGE 128
 
 typedef struct pm_kv_cache {
-    float **pages;
+    void **pages;
     int n_pages, max_pages, n_huge; /* n_huge: pages [0, n_huge) advised MADV_HUGEPAGE (pm_kv_reserve) */
     int len, cap, n_layers, n_heads, head_dim; /* cap = n_pages * PM_KV_PAGE; n_heads: KV heads */
+    int bf16;                                  /* element type: 0 fp32, 1 bf16; fixed by the first reserve */
     size_t page_bytes;
 } pm_kv_cache;
 
 /* Makes room for cap positions (allocates pages; never moves existing ones). */
 int pm_kv_reserve(pm_kv_cache *kv, const pm_llm_config *c, int cap, pm_err *e);
 void pm_kv_free(pm_kv_cache *kv);
-/* Bytes the pages for `positions` positions take (whole pages). */
-size_t pm_kv_bytes(const pm_llm_config *c, int positions);
+/* Bytes the pages for `positions` positions take (whole pages), fp32 or bf16 elements. */
+size_t pm_kv_bytes(const pm_llm_config *c, int positions, int bf16);
 
-/* Key / value of KV head `head` at (layer, pos); pos < cap. Consecutive positions of one head
- * inside a page are head_dim floats apart; the next page starts elsewhere. */
+/* Element index, inside its page, of the key (v = 0) or value (v = 1) of KV head `head` at (layer,
+ * pos). Consecutive positions of one head inside a page are head_dim elements apart; the next page
+ * starts elsewhere. */
+static inline size_t pm_kv_at(const pm_kv_cache *kv, int layer, int v, int head, int pos) {
+    size_t run = (((size_t)layer * 2 + (size_t)v) * (size_t)kv->n_heads + (size_t)head) * PM_KV_PAGE;
+    return (run + (size_t)(pos % PM_KV_PAGE)) * (size_t)kv->head_dim;
+}
+/* fp32 caches */
 static inline float *pm_kv_k(const pm_kv_cache *kv, int layer, int head, int pos) {
-    size_t run = ((size_t)layer * 2 * (size_t)kv->n_heads + (size_t)head) * PM_KV_PAGE;
-    return kv->pages[pos / PM_KV_PAGE] + (run + (size_t)(pos % PM_KV_PAGE)) * (size_t)kv->head_dim;
+    return (float *)kv->pages[pos / PM_KV_PAGE] + pm_kv_at(kv, layer, 0, head, pos);
 }
 static inline float *pm_kv_v(const pm_kv_cache *kv, int layer, int head, int pos) {
-    return pm_kv_k(kv, layer, head, pos) + (size_t)kv->n_heads * PM_KV_PAGE * (size_t)kv->head_dim;
+    return (float *)kv->pages[pos / PM_KV_PAGE] + pm_kv_at(kv, layer, 1, head, pos);
+}
+/* bf16 caches: key (v = 0) or value (v = 1) */
+static inline uint16_t *pm_kv_bf16(const pm_kv_cache *kv, int layer, int v, int head, int pos) {
+    return (uint16_t *)kv->pages[pos / PM_KV_PAGE] + pm_kv_at(kv, layer, v, head, pos);
 }
 
 /* Optional per-chunk captures (parity): layer_out[l] is [n, hidden] after decoder layer l;

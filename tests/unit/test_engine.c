@@ -257,9 +257,9 @@ static void test_cancel_and_bad_requests(void **state) {
 static void test_kv_budget(void **state) {
     fx *f = *state;
     const pm_llm_config *c = &f->m->llm.c;
-    int64_t page = (int64_t)pm_kv_bytes(c, 1);
+    int64_t page = (int64_t)pm_kv_bytes(c, 1, 0);
     assert_true(page > 0);
-    assert_int_equal((int64_t)pm_kv_bytes(c, PM_KV_PAGE + 1), 2 * page);
+    assert_int_equal((int64_t)pm_kv_bytes(c, PM_KV_PAGE + 1, 0), 2 * page);
     int64_t rows = 4 * ((int64_t)4 * c->hidden + c->vocab); /* a 4-token prompt's rows and the logits */
     pm_engine_opts o;
     pm_engine_opts_default(&o);
@@ -317,7 +317,21 @@ static void test_kv_budget(void **state) {
     assert_true(budget < 0);
     r.max_tokens = 100000;
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
-    assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004) + rows);
+    assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows);
+    pm_engine_free(eng);
+
+    /* --kv-cache bf16: half the pages' bytes reserved, and a request runs through on such caches */
+    o.kv_bf16 = 1;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
+    assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 1) + rows);
+    assert_int_equal(2 * pm_kv_bytes(c, 100004, 1), pm_kv_bytes(c, 100004, 0));
+    r.max_tokens = 5;
+    int calls = d.calls;
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    assert_int_equal(d.calls, calls + 1);
+    assert_true(d.why != PM_FINISH_ERROR);
     pm_engine_free(eng);
 }
 

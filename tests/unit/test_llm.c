@@ -156,14 +156,15 @@ static float *embeds_for(fx *f, int n, uint32_t seed) {
 }
 
 /* Decode `steps` tokens for each sequence (fixed token stream), either each alone or all in one
- * batch, returning the logits of every step. */
-static void run_seqs(fx *f, int nseq, const int *plen, const pm_adapter *ad, int steps, int batched, float **logits_out) {
+ * batch, returning the logits of every step; caches of fp32 or bf16 elements. */
+static void run_seqs_kv(fx *f, int nseq, const int *plen, const pm_adapter *ad, int steps, int batched, float **logits_out, int bf16) {
     pm_err e = {0};
     int H = f->llm.c.hidden, V = f->llm.c.vocab;
     enum { MAXSEQ = 24 };
     assert_true(nseq <= MAXSEQ);
     pm_kv_cache kv[MAXSEQ] = {{0}};
     float *pe[MAXSEQ], *te[MAXSEQ];
+    for (int s = 0; s < nseq; s++) kv[s].bf16 = bf16;
     for (int s = 0; s < nseq; s++) {
         pe[s] = embeds_for(f, plen[s], 77u + (uint32_t)s);
         te[s] = embeds_for(f, steps, 999u + (uint32_t)s);
@@ -188,6 +189,10 @@ static void run_seqs(fx *f, int nseq, const int *plen, const pm_adapter *ad, int
         free(pe[s]);
         free(te[s]);
     }
+}
+
+static void run_seqs(fx *f, int nseq, const int *plen, const pm_adapter *ad, int steps, int batched, float **logits_out) {
+    run_seqs_kv(f, nseq, plen, ad, steps, batched, logits_out, 0);
 }
 
 static void test_batch_isolation_bitexact(void **state) {
@@ -283,19 +288,21 @@ static void test_decode_matches_prompt_path(void **state) {
     static const int lens[] = {200, 256, 257, 300, 513, 700};
     float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
     int passes = pm_kern_level_in_use() == PM_KERN_AVX512 ? 2 : 1;
-    for (int pass = 0; pass < passes; pass++) {
-        pm_kern_cap(pass ? PM_KERN_AVX2 : PM_KERN_AVX512);
+    for (int pass = 0; pass < 2 * passes; pass++) {
+        int bf16 = pass / passes; /* both element types of the cache: each path widens bf16 its own way */
+        pm_kern_cap(pass % passes ? PM_KERN_AVX2 : PM_KERN_AVX512);
         for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
             int L = lens[t];
             float *x = embeds_for(f, L, 4242u + (uint32_t)L);
-            pm_kv_cache ka = {0}, kb = {0};
+            pm_kv_cache ka = {.bf16 = bf16}, kb = {.bf16 = bf16};
             pm_llm_chunk a = {&ka, x, L, PM_ADAPTER_NONE, 0, la, NULL};
             assert_int_equal(pm_llm_forward(&f->llm, &a, 1, &e), 0);
             pm_llm_chunk b0 = {&kb, x, L - 1, PM_ADAPTER_NONE, 0, NULL, NULL}, b1 = {&kb, x + (size_t)(L - 1) * H, 1, PM_ADAPTER_NONE, 0, lb, NULL};
             assert_int_equal(pm_llm_forward(&f->llm, &b0, 1, &e), 0);
             assert_int_equal(pm_llm_forward(&f->llm, &b1, 1, &e), 0);
             double rm, d = maxabs(lb, la, (size_t)V, &rm);
-            printf("  %s, %d positions: last-token logits max_abs=%.3g (max|ref| %.3g)\n", pm_kern_level_name(pm_kern_level_in_use()), L, d, rm);
+            printf("  %s, %s cache, %d positions: last-token logits max_abs=%.3g (max|ref| %.3g)\n", pm_kern_level_name(pm_kern_level_in_use()),
+                   bf16 ? "bf16" : "fp32", L, d, rm);
             assert_true(d <= 1e-5 * rm);
             pm_kv_free(&ka);
             pm_kv_free(&kb);
@@ -307,6 +314,46 @@ static void test_decode_matches_prompt_path(void **state) {
     free(lb);
 }
 
+/* A bf16 cache: half the bytes; a sequence's bits do not depend on its batch; the logits stay near
+ * the fp32 cache's but differ (the rounding is real); a cache keeps the element type it was first
+ * reserved with. The tiny random model is touchy: K/V rounded to 8 mantissa bits move its logits
+ * by 1.5-4 % of their largest after a few steps, and rounding an fp32 cache's earlier positions by
+ * hand between the steps moves them as much (0.5-1.4 %). */
+static void test_kv_bf16(void **state) {
+    fx *f = *state;
+    const pm_llm_config *c = &f->llm.c;
+    assert_int_equal(2 * pm_kv_bytes(c, 1, 1), pm_kv_bytes(c, 1, 0));
+    assert_int_equal(2 * pm_kv_bytes(c, 3 * PM_KV_PAGE + 1, 1), pm_kv_bytes(c, 3 * PM_KV_PAGE + 1, 0));
+    int V = c->vocab, steps = 3;
+    int plen[3] = {9, 140, 5}; /* one sequence past a page */
+    pm_adapter ad[3] = {PM_ADAPTER_SPEECH, PM_ADAPTER_NONE, PM_ADAPTER_VISION};
+    float *solo[3], *bat[3], *f32[3];
+    for (int s = 0; s < 3; s++) {
+        solo[s] = malloc(sizeof(float) * (size_t)steps * V);
+        bat[s] = malloc(sizeof(float) * (size_t)steps * V);
+        f32[s] = malloc(sizeof(float) * (size_t)steps * V);
+    }
+    run_seqs_kv(f, 3, plen, ad, steps, 0, solo, 1);
+    run_seqs_kv(f, 3, plen, ad, steps, 1, bat, 1);
+    run_seqs_kv(f, 3, plen, ad, steps, 0, f32, 0);
+    for (int s = 0; s < 3; s++) {
+        assert_memory_equal(solo[s], bat[s], sizeof(float) * (size_t)steps * V);
+        double rm, d = maxabs(solo[s], f32[s], (size_t)steps * V, &rm);
+        printf("  sequence %d (%d prompt positions): bf16 against fp32 cache, logits max_abs=%.3g (max|ref| %.3g)\n", s, plen[s], d, rm);
+        assert_true(d > 0.0);
+        assert_true(d <= 0.1 * rm); /* a misplaced K or V row moves them by about max|ref| */
+    }
+    for (int s = 0; s < 3; s++) { free(solo[s]); free(bat[s]); free(f32[s]); }
+    pm_err e = {0};
+    pm_kv_cache kv = {.bf16 = 1};
+    assert_int_equal(pm_kv_reserve(&kv, c, 10, &e), 0);
+    assert_int_equal(kv.page_bytes, pm_kv_bytes(c, 1, 1));
+    kv.bf16 = 0;
+    assert_int_equal(pm_kv_reserve(&kv, c, 2 * PM_KV_PAGE, &e), PM_ESTATE);
+    printf("  %s\n", e.msg);
+    pm_kv_free(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_case),
@@ -316,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_batch_isolation_bitexact),
         cmocka_unit_test(test_longrope_per_sequence),
         cmocka_unit_test(test_decode_matches_prompt_path),
+        cmocka_unit_test(test_kv_bf16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

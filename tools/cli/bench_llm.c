@@ -19,6 +19,7 @@
 #include "bench.h"
 #include "model/llm.h"
 #include "nn/kernels.h"
+#include "nn/ops.h"
 
 static uint32_t lcg(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -64,14 +65,23 @@ static int embed_random(const pm_llm *m, int n, uint32_t seed, float *out, pm_er
 static void fill_cache(pm_kv_cache *kv, int n_layers, int ctx, uint32_t seed) {
     for (int l = 0; l < n_layers; l++)
         for (int p = 0; p < ctx; p++)
-            for (int h = 0; h < kv->n_heads; h++) {
-                float *k = pm_kv_k(kv, l, h, p), *v = pm_kv_v(kv, l, h, p);
+            for (int h = 0; h < kv->n_heads; h++)
                 for (int i = 0; i < kv->head_dim; i++) {
-                    k[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
-                    v[i] = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+                    float k = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f, v = (float)((int)(lcg(&seed) >> 9) % 2001 - 1000) * 1e-3f;
+                    if (kv->bf16) {
+                        pm_kv_bf16(kv, l, 0, h, p)[i] = pm_f32_to_bf16(k);
+                        pm_kv_bf16(kv, l, 1, h, p)[i] = pm_f32_to_bf16(v);
+                    } else {
+                        pm_kv_k(kv, l, h, p)[i] = k;
+                        pm_kv_v(kv, l, h, p)[i] = v;
+                    }
                 }
-            }
     kv->len = ctx;
+}
+
+/* Bytes of K/V held for `positions` positions of a cache (its element type). */
+static double kv_elem_bytes(const pm_kv_cache *kv, double positions) {
+    return positions * kv->n_layers * 2.0 * kv->n_heads * kv->head_dim * (kv->bf16 ? 2.0 : 4.0);
 }
 
 static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const char *section, const char *label, double *tps_out,
@@ -87,7 +97,7 @@ static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const c
     }
     for (int s = 0; s < B; s++) kv[s].len = ctx;
     double avg_len = ctx + 1 + (steps + 1) / 2.0;
-    double kv_bytes = (double)B * avg_len * c->n_layers * 2.0 * kv[0].n_heads * kv[0].head_dim * sizeof(float);
+    double kv_bytes = (double)B * kv_elem_bytes(&kv[0], avg_len);
     double bytes = weight_bytes(m, adapter) + kv_bytes;
     size_t bn = 0;
     float *bwbuf = bench_bw_buffer((size_t)256 << 20, &bn); /* each step's own bandwidth (NULL: no paired ratio) */
@@ -288,14 +298,15 @@ static int batch_speedup(bench_ctx *b, pm_kv_cache *kv, int B, pm_err *e) {
     return e->code;
 }
 
-/* Filled caches for up to maxB sequences (NULL and e set on failure). */
-static pm_kv_cache *caches_new(bench_ctx *b, int maxB, pm_err *e) {
+/* Filled caches for up to maxB sequences, fp32 or bf16 elements (NULL and e set on failure). */
+static pm_kv_cache *caches_new(bench_ctx *b, int maxB, int bf16, pm_err *e) {
     const pm_llm_config *c = &b->m->llm.c;
     pm_kv_cache *kv = calloc((size_t)maxB, sizeof *kv);
     if (!kv) {
         pm_errf(e, PM_ENOMEM, "out of memory");
         return NULL;
     }
+    for (int s = 0; s < maxB; s++) kv[s].bf16 = bf16;
     for (int s = 0; s < maxB && !e->code; s++)
         if (!pm_kv_reserve(&kv[s], c, b->o.decode_ctx + b->o.decode_steps + 2, e)) fill_cache(&kv[s], c->n_layers, b->o.decode_ctx, 5u + (uint32_t)s);
     return kv;
@@ -306,14 +317,48 @@ static void caches_free(pm_kv_cache *kv, int maxB) {
     free(kv);
 }
 
+/* Batch-1 steps on a bf16 cache against the same on an fp32 one (both filled from the same
+ * values), interleaved: the median of (the fp32 steps on either side) / (the bf16 step). */
+static int kv_bf16_speedup(bench_ctx *b, pm_kv_cache *k32, pm_kv_cache *k16, pm_err *e) {
+    const pm_llm *m = &b->m->llm;
+    int steps = b->o.decode_steps;
+    float *emb = malloc(sizeof(float) * (size_t)m->c.hidden), *logits = malloc(sizeof(float) * (size_t)m->c.vocab);
+    double *r = malloc(sizeof(double) * (size_t)steps);
+    pm_llm_chunk ch;
+    if (!emb || !logits || !r) {
+        free(emb); free(logits); free(r);
+        return pm_errf(e, PM_ENOMEM, "out of memory");
+    }
+    step_at_ctx(b, k16, 1, 7000u, emb, logits, &ch, e); /* warm-up */
+    double t32 = step_at_ctx(b, k32, 1, 7001u, emb, logits, &ch, e), s32 = 0, s16 = 0;
+    for (int st = 0; st < steps && !e->code; st++) {
+        double t16 = step_at_ctx(b, k16, 1, 7100u + (uint32_t)st, emb, logits, &ch, e);
+        double t32b = step_at_ctx(b, k32, 1, 7200u + (uint32_t)st, emb, logits, &ch, e);
+        r[st] = 0.5 * (t32 + t32b) / t16;
+        s32 += 0.5 * (t32 + t32b), s16 += t16;
+        t32 = t32b;
+    }
+    k32->len = k16->len = b->o.decode_ctx;
+    if (!e->code) {
+        double med = bench_median(r, steps);
+        char label[80];
+        snprintf(label, sizeof label, "bf16 / fp32 KV at ctx %d interleaved", b->o.decode_ctx);
+        bench_row(b, "decode", label, med, "x", -1, -1, json_pack("{s:i, s:f, s:f}", "ctx", b->o.decode_ctx, "fp32_step_s", s32 / steps, "bf16_step_s", s16 / steps),
+                  "median over %d bf16-cache steps of (fp32-cache step time on either side) / its time; mean steps %.3f s (fp32) and %.3f s (bf16); "
+                  "K/V %.2f GB against %.2f GB per step", steps, s32 / steps, s16 / steps, kv_elem_bytes(k16, b->o.decode_ctx + 1) / 1e9,
+                  kv_elem_bytes(k32, b->o.decode_ctx + 1) / 1e9);
+    }
+    free(emb); free(logits); free(r);
+    return e->code;
+}
+
 int bench_llm(bench_ctx *b) {
     pm_err e = {0};
     const pm_llm *m = &b->m->llm;
-    const pm_llm_config *c = &m->c;
     int maxB = 1;
     for (int i = 0; i < b->o.n_batches; i++) maxB = b->o.batches[i] > maxB ? b->o.batches[i] : maxB;
     bench_progress("decode: filling %d caches of %d positions", maxB, b->o.decode_ctx);
-    pm_kv_cache *kv = caches_new(b, maxB, &e);
+    pm_kv_cache *kv = caches_new(b, maxB, 0, &e);
     if (!kv) return e.code;
     for (int i = 0; i < b->o.n_batches && !e.code; i++) {
         int B = b->o.batches[i];
@@ -338,7 +383,7 @@ int bench_llm(bench_ctx *b) {
     size_t rss, anon, file, hwm;
     bench_rss(&rss, &anon, &file, &hwm);
     double kvb = 0;
-    for (int s = 0; s < maxB; s++) kvb += (double)(kv[s].len) * c->n_layers * 2.0 * kv[s].n_heads * kv[s].head_dim * sizeof(float);
+    for (int s = 0; s < maxB; s++) kvb += kv_elem_bytes(&kv[s], kv[s].len);
     double wb = weight_bytes(m, 1);
     if (!e.code)
         bench_row(b, "memory", "RSS after decode", rss / 1e9, "GB", (wb + kvb) / 1e9, rss / (wb + kvb),
@@ -356,11 +401,21 @@ int bench_llm(bench_ctx *b) {
         b->o.decode_ctx = b->o.long_ctx;
         snprintf(label, sizeof label, "decode batch 1 at ctx %d", b->o.long_ctx);
         bench_progress("decode: filling a cache of %d positions", b->o.long_ctx);
-        kv = caches_new(b, 1, &e);
+        kv = caches_new(b, 1, 0, &e);
         if (kv && !e.code) {
             bench_progress("%s", label);
             decode_one(b, kv, 1, 0, "decode", label, NULL, &e);
         }
+        /* the same with a bf16 cache (--kv-cache bf16): its own row, then steps of the two
+         * alternating, each bf16 step against the fp32 steps on either side */
+        pm_kv_cache *kh = e.code ? NULL : caches_new(b, 1, 1, &e);
+        if (kh && !e.code) {
+            snprintf(label, sizeof label, "decode batch 1 at ctx %d, bf16 KV", b->o.long_ctx);
+            bench_progress("%s", label);
+            decode_one(b, kh, 1, 0, "decode", label, NULL, &e);
+            if (!e.code) kv_bf16_speedup(b, kv, kh, &e);
+        }
+        caches_free(kh, 1);
         caches_free(kv, 1);
         b->o.decode_ctx = ctx;
     }
@@ -380,7 +435,7 @@ static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, con
                          const char *decode_name, const char *prefill_name, const char *prefill_note, pm_err *e) {
     int maxB = 1;
     for (int k = 0; k < n_idx; k++) maxB = b->o.batches[idx[k]] > maxB ? b->o.batches[idx[k]] : maxB;
-    pm_kv_cache *kv = caches_new(b, maxB, e);
+    pm_kv_cache *kv = caches_new(b, maxB, 0, e);
     for (int k = 0; kv && k < n_idx && !e->code; k++) {
         int i = idx[k], B = b->o.batches[i];
         char label[64];

@@ -90,6 +90,13 @@ int cli_kv_budget(const char *cmd, const char *v, int64_t *out) {
     return 0;
 }
 
+int cli_kv_cache(const char *cmd, const char *v, int *bf16) {
+    if (v && !strcmp(v, "f32")) *bf16 = 0;
+    else if (v && !strcmp(v, "bf16")) *bf16 = 1;
+    else return cli_fail(cmd, "--kv-cache must be f32 or bf16, got '%s'", v ? v : "");
+    return 0;
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -21,5 +21,7 @@ int cli_size(const char *s, size_t *out);
 /* Parses --kv-budget VALUE ("auto" = 0, "none" = -1, or a size) into *out; cli_fail's status on
  * anything else. */
 int cli_kv_budget(const char *cmd, const char *v, int64_t *out);
+/* --kv-cache f32|bf16 -> pm_engine_opts.kv_bf16 */
+int cli_kv_cache(const char *cmd, const char *v, int *bf16);
 
 #endif

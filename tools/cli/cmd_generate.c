@@ -48,6 +48,7 @@ static void usage_generate(void) {
             "  --recache             first re-read the checkpoint into 2 MB pages of the page cache (README)\n"
             "  --kv-budget SIZE      KV cache the request may use, e.g. 4G (default auto: memory less the\n"
             "                        weights and a headroom; none: no limit)\n"
+            "  --kv-cache f32|bf16   KV cache elements (default f32; bf16: half the memory, K/V rounded)\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
@@ -167,6 +168,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--max-audio-clips")) { long k; if (cli_int(v, 0, 4096, &k)) rc = cli_fail(cmd, "--max-audio-clips must be in [0, 4096], got '%s'", v); else opts.limits.max_audio_clips = (int)k; }
         else if (!strcmp(a, "--weights")) rc = cli_weights(cmd, v, &lo);
         else if (!strcmp(a, "--kv-budget")) rc = cli_kv_budget(cmd, v, &opts.kv_budget);
+        else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, v, &opts.kv_bf16);
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
@@ -226,16 +228,19 @@ int pm_cmd_transcribe(int argc, char **argv) {
     int nfiles = 0, rc = 0;
     const char *files[MAX_MEDIA];
     pm_load_options lo = {0};
+    pm_engine_opts opts;
+    pm_engine_opts_default(&opts);
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] [--mlock] [--recache] FILE...\n"
+            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] [--mlock] [--recache] [--kv-cache f32|bf16] FILE...\n"
                             "  speech recognition with the official prompt, one line per file\n");
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(a, "--weights") && i + 1 < argc) rc = cli_weights(cmd, argv[++i], &lo);
         else if (!strcmp(a, "--mlock")) lo.mlock = 1;
         else if (!strcmp(a, "--recache")) lo.recache = 1;
+        else if (!strcmp(a, "--kv-cache") && i + 1 < argc) rc = cli_kv_cache(cmd, argv[++i], &opts.kv_bf16);
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
@@ -258,7 +263,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
         req.n_audios = 1;
         req.max_tokens = (int)n;
         if (nfiles > 1) printf("%s: ", files[f]);
-        rc = run_request(cmd, m, &req, NULL, 0);
+        rc = run_request(cmd, m, &req, &opts, 0);
         media_free(&ms);
     }
     pm_model_free(m);

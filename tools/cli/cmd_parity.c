@@ -32,8 +32,8 @@
 typedef struct ctx {
     pm_parity p;
     int fault;
-    int q8; /* --weights q8: greedy agreement only */
-    int q8_cases, q8_identical, q8_prefix, q8_same, q8_total;
+    int q8, kv_bf16; /* --weights q8, --kv-cache bf16: greedy agreement only */
+    int ag_cases, ag_identical, ag_prefix, ag_same, ag_total;
     json_t *manifest, *inputs;
     pm_model *m;
     char model_dir[4096], inputs_dir[4096];
@@ -247,7 +247,10 @@ static int greedy_run(ctx *c, const pm_request *req, greedy_rec *g, char *err, s
     pm_request comp = {0};
     comp.prompt = "<|user|>Say something.<|end|><|assistant|>";
     comp.max_tokens = req->max_tokens;
-    int rc = pm_engine_new(&eng, c->m, NULL, err, errlen);
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.kv_bf16 = c->kv_bf16;
+    int rc = pm_engine_new(&eng, c->m, &o, err, errlen);
     if (!rc) {
         pm_engine_set_fault(eng, c->fault);
         rc = pm_engine_submit(eng, &comp, NULL, NULL, err, errlen);
@@ -260,9 +263,13 @@ static int greedy_run(ctx *c, const pm_request *req, greedy_rec *g, char *err, s
     return rc ? -1 : 0;
 }
 
-/* --weights q8: the official greedy tokens against ours on int8 weights. Not a parity check (int8
- * is not bit-compatible); reports the agreement: common prefix and positions equal. */
-static void run_case_q8(ctx *c, const char *cs, json_t *cj) {
+/* What an agreement run changes: "q8" (int8 weights), "bf16 KV" or both. */
+static const char *agree_label(const ctx *c) { return c->q8 && c->kv_bf16 ? "q8 + bf16 KV" : c->q8 ? "q8" : "bf16 KV"; }
+
+/* --weights q8, --kv-cache bf16: the official greedy tokens against ours on int8 weights or a bf16
+ * cache. Not a parity check (neither is bit-compatible); reports the agreement: common prefix and
+ * positions equal. */
+static void run_case_agree(ctx *c, const char *cs, json_t *cj) {
     char rel[512], err[2048], path[4400];
     snprintf(rel, sizeof rel, "cases/%s/generated_ids.npy", cs);
     if (!pm_parity_has(&c->p, rel)) return;
@@ -275,19 +282,19 @@ static void run_case_q8(ctx *c, const char *cs, json_t *cj) {
         return;
     }
     greedy_rec *g = calloc(1, sizeof *g);
-    if (pm_npy_load(&ref, path, &e)) pm_parity_fail(&c->p, cs, "q8/generated_ids", "%s", e.msg);
+    if (pm_npy_load(&ref, path, &e)) pm_parity_fail(&c->p, cs, "agreement/generated_ids", "%s", e.msg);
     else {
-        if (greedy_run(c, &ci.req, g, err, sizeof err)) pm_parity_fail(&c->p, cs, "q8/generated_ids", "%s", err);
+        if (greedy_run(c, &ci.req, g, err, sizeof err)) pm_parity_fail(&c->p, cs, "agreement/generated_ids", "%s", err);
         else {
             int n = (int)ref.numel, prefix = 0, same = 0;
             for (int i = 0; i < n && i < g->n; i++) same += (int64_t)pm_npy_get(&ref, (size_t)i) == g->tokens[i];
             while (prefix < n && prefix < g->n && (int64_t)pm_npy_get(&ref, (size_t)prefix) == g->tokens[prefix]) prefix++;
-            printf("Q8   %s/generated_ids: common prefix %d/%d, equal positions %d/%d\n", cs, prefix, n, same, n);
-            c->q8_cases++;
-            c->q8_identical += prefix == n && g->n == n;
-            c->q8_prefix += prefix;
-            c->q8_same += same;
-            c->q8_total += n;
+            printf("%-4s %s/generated_ids: common prefix %d/%d, equal positions %d/%d\n", c->q8 ? "Q8" : "KV16", cs, prefix, n, same, n);
+            c->ag_cases++;
+            c->ag_identical += prefix == n && g->n == n;
+            c->ag_prefix += prefix;
+            c->ag_same += same;
+            c->ag_total += n;
         }
         pm_npy_free(&ref);
     }
@@ -302,8 +309,8 @@ static void run_case(ctx *c, const char *cs) {
         pm_parity_fail(&c->p, cs, "case", "no case '%s' in ref/manifest.json", cs);
         return;
     }
-    if (c->q8) {
-        run_case_q8(c, cs, cj);
+    if (c->q8 || c->kv_bf16) {
+        run_case_agree(c, cs, cj);
         return;
     }
     case_in ci;
@@ -569,7 +576,8 @@ static void usage(void) {
                     "  Cases: those in ref/manifest.json, plus the pseudo-case 'features' (ref/audio/).\n"
                     "  Prints one PASS/FAIL line per check and 'N passed, M failed'; exit 0 only when none failed.\n"
                     "  --weights q8: no parity checks; greedy tokens on int8 weights against the official ones\n"
-                    "  (common prefix and equal positions per case, then totals). Fails only if a case cannot run.\n");
+                    "  (common prefix and equal positions per case, then totals). Fails only if a case cannot run.\n"
+                    "  --kv-cache bf16: the same agreement report with bf16 KV caches (alone or with --weights q8).\n");
 }
 
 int pm_cmd_parity(int argc, char **argv) {
@@ -587,6 +595,8 @@ int pm_cmd_parity(int argc, char **argv) {
             pm_weight_format f;
             if (pm_weight_format_parse(argv[++i], &f)) return cli_fail("parity", "--weights must be bf16 or q8, got '%s'", argv[i]);
             c.q8 = f == PM_WEIGHTS_Q8;
+        } else if (!strcmp(a, "--kv-cache") && i + 1 < argc) {
+            if (cli_kv_cache("parity", argv[++i], &c.kv_bf16)) return 1;
         }
         else if (!strcmp(a, "--inject-fault") && i + 1 < argc) {
             /* test-only: prove the checks catch a known mistake (the run must then fail) */
@@ -617,7 +627,7 @@ int pm_cmd_parity(int argc, char **argv) {
         json_object_foreach(json_object_get(c.manifest, "cases"), k, v) if (n_cases < 64) cases[n_cases++] = k;
     }
     for (int i = 0; i < n_cases; i++) {
-        if (!strcmp(cases[i], "features") && c.q8) continue; /* no decoder there */
+        if (!strcmp(cases[i], "features") && (c.q8 || c.kv_bf16)) continue; /* no decoder there */
         if (!strcmp(cases[i], "features")) {
             pm_parity_run_features(&c.p);
             run_long_clips(&c);
@@ -625,11 +635,11 @@ int pm_cmd_parity(int argc, char **argv) {
         } else run_case(&c, cases[i]);
     }
     int rc;
-    if (c.q8) {
-        printf("q8 greedy agreement: %d cases, %d identical; common prefix %d/%d tokens (%.1f%%), equal positions %d/%d (%.1f%%)\n",
-               c.q8_cases, c.q8_identical, c.q8_prefix, c.q8_total, c.q8_total ? 100.0 * c.q8_prefix / c.q8_total : 0.0, c.q8_same,
-               c.q8_total, c.q8_total ? 100.0 * c.q8_same / c.q8_total : 0.0);
-        rc = c.p.failed || !c.q8_cases ? 1 : 0;
+    if (c.q8 || c.kv_bf16) {
+        printf("%s greedy agreement: %d cases, %d identical; common prefix %d/%d tokens (%.1f%%), equal positions %d/%d (%.1f%%)\n",
+               agree_label(&c), c.ag_cases, c.ag_identical, c.ag_prefix, c.ag_total, c.ag_total ? 100.0 * c.ag_prefix / c.ag_total : 0.0,
+               c.ag_same, c.ag_total, c.ag_total ? 100.0 * c.ag_same / c.ag_total : 0.0);
+        rc = c.p.failed || !c.ag_cases ? 1 : 0;
     } else {
         printf("%d passed, %d failed\n", c.p.passed, c.p.failed);
         rc = c.p.failed || !c.p.passed ? 1 : 0;

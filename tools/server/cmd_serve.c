@@ -88,6 +88,8 @@ static void usage(void) {
             "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
             "                          (default auto: memory less the weights and a headroom); a request that\n"
             "                          does not fit waits in the queue, one larger than the budget gets 400\n"
+            "  --kv-cache f32|bf16     KV cache elements (default f32; bf16: half the memory per position, K/V\n"
+            "                          rounded to bf16 as they are stored)\n"
             "  --max-request-memory SIZE|auto  request bodies and decoded media (samples, pixels) all requests\n"
             "                          may hold at once (default auto: 1/16 of memory, at least 256M and two\n"
             "                          bodies); over it: 503 (413 for a request that alone needs more)\n"
@@ -162,6 +164,8 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             if (cli_weights(cmd, v, &o->load)) return 1;
         } else if (!strcmp(a, "--kv-budget")) {
             if (cli_kv_budget(cmd, v, &o->kv_budget)) return 1;
+        } else if (!strcmp(a, "--kv-cache")) {
+            if (cli_kv_cache(cmd, v, &o->kv_bf16)) return 1;
         } else if (!strcmp(a, "--max-request-memory")) {
             size_t b;
             if (strcmp(v, "auto") && cli_size(v, &b))
@@ -254,9 +258,11 @@ int pm_cmd_serve(int argc, char **argv) {
     if (!rc) {
         atomic_store(&ctx->ready, 1);
         int64_t kvb = srv_sched_kv_budget(ctx->sched);
-        char kv[64];
-        if (kvb < 0) snprintf(kv, sizeof kv, "no KV budget");
-        else snprintf(kv, sizeof kv, "KV budget %.2f GiB%s", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)");
+        char kv[80];
+        if (kvb < 0) snprintf(kv, sizeof kv, "no KV budget (%s cache)", ctx->o.kv_bf16 ? "bf16" : "fp32");
+        else
+            snprintf(kv, sizeof kv, "KV budget %.2f GiB%s (%s cache)", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)",
+                     ctx->o.kv_bf16 ? "bf16" : "fp32");
         fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s, request memory %.0f MiB%s\n",
                 ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, (double)ctx->req_budget / (1 << 20),
                 ctx->o.api_key ? ", API key required" : "");

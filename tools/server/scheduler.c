@@ -636,6 +636,7 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     if (ctx->o.prefill_chunk > 0) eo.prefill_chunk = ctx->o.prefill_chunk;
     eo.limits = ctx->limits;
     eo.kv_budget = ctx->o.kv_budget;
+    eo.kv_bf16 = ctx->o.kv_bf16;
     eo.recompute_beside = ctx->o.prompt_threads != 0; /* the prompt thread runs it (else the steps do) */
     int rc = pm_engine_new(&s->eng, ctx->model, &eo, err, errlen);
     if (rc) {
