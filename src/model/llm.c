@@ -251,10 +251,10 @@ static int lora_linear(float *y, const float *x, int N, const pm_lora_linear *L,
 }
 
 enum { ROW_AHEAD = 32 }; /* keys prefetched ahead of the one the single-query kernels are reading */
-enum { WIDEN_KEYS = 32 }; /* keys of a bf16 cache widened to fp32 at a time by a query row: 16 KB at head_dim 128, in L1 */
-
 /* Rows [t0, t0 + n) (inside one page) of the keys (v = 0) or values (v = 1) of KV head kh as fp32
- * rows head_dim apart: the cache's own, or a bf16 cache's widened into wb (n x head_dim floats). */
+ * rows head_dim apart, for the prompt paths (BLAS and the fused kernel take fp32): the cache's own,
+ * or a bf16 cache's widened into wb (n x head_dim floats), once per page or key block for a whole
+ * block of query rows. */
 static const float *kv_rows(const pm_kv_cache *kv, int layer, int v, int kh, int t0, int n, float *wb) {
     if (!kv->bf16) return v ? pm_kv_v(kv, layer, kh, t0) : pm_kv_k(kv, layer, kh, t0);
     pm_kern_bf16_to_f32(wb, pm_kv_bf16(kv, layer, v, kh, t0), (size_t)n * (size_t)kv->head_dim);
@@ -264,9 +264,9 @@ static const float *kv_rows(const pm_kv_cache *kv, int layer, int v, int kh, int
 /* The keys ahead of the run `base` of tn keys (head k of nh in a page) that the kernels may prefetch
  * as they read it: the run's own, and past its end the next head's run (the next one read) when
  * the page is full; the last head's run ends the pass over the page (*n: how many keys). */
-static const float *run_ahead(const float *base, int tn, int k, int nh, int D, int *n) {
+static const void *run_ahead(const void *base, size_t elt, int tn, int k, int nh, int D, int *n) {
     *n = k + 1 < nh && tn == PM_KV_PAGE ? tn : tn - ROW_AHEAD > 0 ? tn - ROW_AHEAD : 0;
-    return *n ? base + (size_t)ROW_AHEAD * D : NULL;
+    return *n ? (const char *)base + (size_t)ROW_AHEAD * D * elt : NULL;
 }
 
 /* One query row (at position pos) against cache positions [0, pos], for KV heads [kh0, kh1) and
@@ -274,10 +274,10 @@ static const float *run_ahead(const float *base, int tn, int k, int nh, int D, i
  * one call: a thread's heads are adjacent runs, so it reads one contiguous block per page (K, then
  * V), prefetching ROW_AHEAD keys ahead as it goes. Per head the scores are the same dots and the
  * weighted sum the same in-order chains as one head at a time, so the bits do not depend on the
- * range. s: scratch [(kh1 - kh0) * g * (pos + 1)]. A bf16 cache is read WIDEN_KEYS keys at a time,
- * widened into wb (WIDEN_KEYS x head_dim floats), by the same kernels. */
+ * range. s: scratch [(kh1 - kh0) * g * (pos + 1)]. A bf16 cache goes to the kernels' bf16 twins,
+ * which widen each value as they load it (the same bits as fp32 rows of the widened values). */
 static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer, const float *q, int pos, int kh0, int kh1, float *out,
-                       float *s, float *wb) {
+                       float *s) {
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads, len = pos + 1, nh = kh1 - kh0, na;
     size_t ldh = (size_t)g * len; /* scratch per KV head */
     float scale = 1.0f / sqrtf((float)D);
@@ -285,15 +285,12 @@ static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer,
         int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
         for (int k = 0; k < nh; k++) {
             if (kv->bf16) {
-                for (int u = 0; u < tn; u += WIDEN_KEYS) {
-                    int un = tn - u < WIDEN_KEYS ? tn - u : WIDEN_KEYS;
-                    const float *K = kv_rows(kv, layer, 0, kh0 + k, t0 + u, un, wb);
-                    pm_kern_attn_scores(s + (size_t)k * ldh + t0 + u, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K, (size_t)D, un, D,
-                                        scale, NULL, 0);
-                }
+                const uint16_t *K = pm_kv_bf16(kv, layer, 0, kh0 + k, t0), *KA = run_ahead(K, 2, tn, k, nh, D, &na);
+                pm_kern_attn_scores_bf16(s + (size_t)k * ldh + t0, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K, (size_t)D, tn, D, scale,
+                                         KA, na);
                 continue;
             }
-            const float *K = pm_kv_k(kv, layer, kh0 + k, t0), *KA = run_ahead(K, tn, k, nh, D, &na);
+            const float *K = pm_kv_k(kv, layer, kh0 + k, t0), *KA = run_ahead(K, 4, tn, k, nh, D, &na);
             pm_kern_attn_scores(s + (size_t)k * ldh + t0, (size_t)len, q + (size_t)k * g * D, (size_t)D, g, K, (size_t)D, tn, D, scale, KA, na);
         }
     }
@@ -303,15 +300,12 @@ static void attend_row(const pm_llm_config *c, const pm_kv_cache *kv, int layer,
         int tn = len - t0 < PM_KV_PAGE ? len - t0 : PM_KV_PAGE;
         for (int k = 0; k < nh; k++) {
             if (kv->bf16) {
-                for (int u = 0; u < tn; u += WIDEN_KEYS) {
-                    int un = tn - u < WIDEN_KEYS ? tn - u : WIDEN_KEYS;
-                    const float *V = kv_rows(kv, layer, 1, kh0 + k, t0 + u, un, wb);
-                    pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0 + u, (size_t)len, g, V, (size_t)D, un, D,
-                                       NULL, 0);
-                }
+                const uint16_t *V = pm_kv_bf16(kv, layer, 1, kh0 + k, t0), *VA = run_ahead(V, 2, tn, k, nh, D, &na);
+                pm_kern_attn_accum_bf16(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0, (size_t)len, g, V, (size_t)D, tn, D, VA,
+                                        na);
                 continue;
             }
-            const float *V = pm_kv_v(kv, layer, kh0 + k, t0), *VA = run_ahead(V, tn, k, nh, D, &na);
+            const float *V = pm_kv_v(kv, layer, kh0 + k, t0), *VA = run_ahead(V, 4, tn, k, nh, D, &na);
             pm_kern_attn_accum(out + (size_t)k * g * D, (size_t)D, s + (size_t)k * ldh + t0, (size_t)len, g, V, (size_t)D, tn, D, VA, na);
         }
     }
@@ -428,7 +422,7 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
     size_t per = (size_t)g * maxlen * hpi;
     size_t fl = fused ? pm_kern_flash_ws(FUSED_BQ * g, D) : (size_t)FLASH_BQ * (PM_KV_PAGE + D + 2);
     if (fl > per) per = fl;
-    size_t wide = 0; /* a bf16 cache's rows widened: WIDEN_KEYS per query row, a page of K or V per block, K and V per fused block */
+    size_t wide = 0; /* a bf16 cache's rows widened for the prompt paths: a page of K or V per block, K and V per fused block */
     for (int i = 0; i < nc; i++)
         if (ch[i].kv->bf16) wide = (size_t)2 * PM_KV_PAGE * D;
     per += wide;
@@ -451,7 +445,7 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
         if (ch[i].n <= PM_SMALL_N) {
             int j = (int)(k / ranges), kh0 = (int)(k % ranges) * hpi, kh1 = kh0 + hpi < c->n_kv_heads ? kh0 + hpi : c->n_kv_heads;
             attend_row(c, kv, layer, q + (size_t)j * qkv_dim + (size_t)kh0 * g * D, kv->len + j, kh0, kh1, o + (size_t)j * H + (size_t)kh0 * g * D,
-                       w, wb);
+                       w);
         } else {
             int b = (int)(k / heads), h = (int)(k % heads), j0 = b * bq, rows = ch[i].n - j0 < bq ? ch[i].n - j0 : bq;
             if (fused) attend_fused(c, kv, layer, q, qkv_dim, kv->len, j0, rows, h, o + (size_t)j0 * H, w, wb);

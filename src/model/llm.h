@@ -61,8 +61,11 @@ int pm_llm_quantize(pm_llm *m, const pm_weights *w, size_t *q8_bytes, pm_err *e)
  * Elements are fp32 by default: the fixture parity budget (1e-4 x max|ref| per layer) has no room
  * for rounding K/V to 8 mantissa bits. bf16 (set `bf16` before the first reserve; `--kv-cache
  * bf16`) halves the cache, as the official model keeps it when it runs in bf16: K/V are rounded
- * to nearest even as they are stored, and the attention widens them back to fp32 block by block
- * (the same kernels; a sequence's bits still do not depend on its batch).
+ * to nearest even as they are stored; the decode kernels widen each value as they load it and the
+ * prompt paths a page (or a 128-key block) at a time, so both compute in fp32 on the same widened
+ * values and a sequence's bits still do not depend on its batch. A decode step reads half the K/V
+ * bytes: in one process, alternating with an fp32 cache (full-size synthetic checkpoint, 2 threads),
+ * 1.07-1.08 x per step at 4096 cached positions and 1.30 x at 16384.
  * Users read and write `len` only (0 = start over; the pages are reused). */
 #define PM_KV_PAGE 128
 

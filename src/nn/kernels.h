@@ -80,6 +80,15 @@ void pm_kern_attn_scores_c(float *s, size_t lds, const float *q, size_t qs, int 
 void pm_kern_attn_accum(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D,
                         const float *ahead, int n_ahead);
 void pm_kern_attn_accum_c(float *o, size_t os, const float *p, size_t ldp, int g, const float *V, size_t vs, int n, int D);
+/* The same two with K / V rows of bf16 (a bf16 KV cache; ahead too): each value widened as it is
+ * loaded, so the results are the fp32 kernels' on the rows widened, bit for bit. */
+void pm_kern_attn_scores_bf16(float *s, size_t lds, const float *q, size_t qs, int g, const uint16_t *K, size_t ks, int n, int D,
+                              float scale, const uint16_t *ahead, int n_ahead);
+void pm_kern_attn_scores_bf16_c(float *s, size_t lds, const float *q, size_t qs, int g, const uint16_t *K, size_t ks, int n, int D,
+                                float scale);
+void pm_kern_attn_accum_bf16(float *o, size_t os, const float *p, size_t ldp, int g, const uint16_t *V, size_t vs, int n, int D,
+                             const uint16_t *ahead, int n_ahead);
+void pm_kern_attn_accum_bf16_c(float *o, size_t os, const float *p, size_t ldp, int g, const uint16_t *V, size_t vs, int n, int D);
 
 /* Fused softmax attention of one KV head (flash.c). Query row r = (group g, row i), g < qgroups
  * (the query heads sharing the KV head; 0 counts as 1), i < nq, at q + g*ldqg + i*ldq, its output at

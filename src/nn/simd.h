@@ -7,6 +7,7 @@
 #define PM_NN_SIMD_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <unistd.h>
 
 /* exp's constants (Cephes expf), shared by vmath.c's 8-lane exp and its twin and flash.c's
@@ -55,21 +56,25 @@ AVX512_INLINE void pm_tile_fma_rows(__m512 acc[][2], const float *a, __m512 b0, 
 /* o[r*os + c + 16z] += sum over t < n, in order, of p[r*ldp + t] * V[t*vs + c + 16z], for r < R
  * (<= 4) and z < Z (<= 6; R * Z <= 24): weights x values, as attn.c's decode accumulation and
  * flash.c do it. Rows t < npf of pf (stride vs) are prefetched in lockstep, each line as the same
- * line of V's row t is loaded (npf = 0: none). */
-AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z,
-                              const float *pf, int npf) {
+ * line of V's row t is loaded (npf = 0: none). BF = 1: V and pf hold bf16 (a bf16 KV cache), each
+ * value widened exactly as it is loaded, so the bits are those of the fp32 rows widened. */
+AVX512_INLINE void pm_tile_pv_t(float *o, size_t os, const float *p, size_t ldp, const void *V, size_t vs, int n, int c, int R, int Z,
+                                const void *pf, int npf, int BF) {
     __m512 acc[4][6];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 6
         for (int z = 0; z < Z; z++) acc[r][z] = _mm512_loadu_ps(o + (size_t)r * os + c + 16 * z);
     for (int t = 0; t < n; t++) {
-        const float *v = V + (size_t)t * vs + c;
+        size_t at = (size_t)t * vs + (size_t)c;
         __m512 vv[6];
 #pragma GCC unroll 6
         for (int z = 0; z < Z; z++) {
-            if (t < npf) _mm_prefetch((const char *)(pf + (size_t)t * vs + c + 16 * z), _MM_HINT_T0);
-            vv[z] = _mm512_loadu_ps(v + 16 * z);
+            if (t < npf && (!BF || !((c + 16 * z) & 31)))
+                _mm_prefetch((const char *)pf + (at + 16 * (size_t)z) * (BF ? 2 : 4), _MM_HINT_T0);
+            vv[z] = BF ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + at + 16 * z))), 16))
+                       : _mm512_loadu_ps((const float *)V + at + 16 * z);
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
@@ -82,6 +87,10 @@ AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, c
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 6
         for (int z = 0; z < Z; z++) _mm512_storeu_ps(o + (size_t)r * os + c + 16 * z, acc[r][z]);
+}
+AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z,
+                              const float *pf, int npf) {
+    pm_tile_pv_t(o, os, p, ldp, V, vs, n, c, R, Z, pf, npf, 0);
 }
 
 /* In-place transpose of a 16 x 16 dword matrix: r[i] lane j -> r[j] lane i (gemm.c packs bf16 pairs

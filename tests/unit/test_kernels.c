@@ -124,7 +124,8 @@ static void test_exp_softmax_silu(void **state) {
 
 /* Decode attention inner loops, on every SIMD level: SIMD == twin for g in 1..5 (3 is Phi-4-mini's
  * group), head dims with and without tails (past 64, 16 and 8 columns), strided rows, with and
- * without rows to prefetch (some or all of n); and against a double reference. */
+ * without rows to prefetch (some or all of n); and against a double reference. The bf16-row
+ * kernels (a bf16 KV cache) == the fp32 twin on the rows widened. */
 static void test_attention_kernels(void **state) {
     (void)state;
     int dims[] = {16, 128, 20, 40, 72};
@@ -157,6 +158,27 @@ static void test_attention_kernels(void **state) {
             pm_kern_attn_accum(o1, os, s1, lds, g, V, ks, n, D, ahead ? ahead + D : NULL, n_ahead);
             pm_kern_attn_accum_c(o2, os, s1, lds, g, V, ks, n, D);
             assert_memory_equal(o1, o2, sizeof(float) * (size_t)g * os);
+            /* bf16 rows (a bf16 KV cache): == the fp32 twin on the rows widened, SIMD and twin alike */
+            uint16_t *Kb = malloc(sizeof(uint16_t) * (size_t)n * ks);
+            for (int i = 0; i < n * ks; i++) {
+                Kb[i] = pm_f32_to_bf16(K[i]);
+                K[i] = pm_bf16_to_f32(Kb[i]);
+            }
+            const uint16_t *ahb = g % 3 == 0 ? NULL : g % 3 == 1 ? Kb + (size_t)(n - 20) * ks : Kb;
+            pm_kern_attn_scores_c(s2, lds, q, qs, g, K, ks, n, D, 0.125f);
+            pm_kern_attn_scores_bf16(s1, lds, q, qs, g, Kb, ks, n, D, 0.125f, ahb, n_ahead);
+            assert_memory_equal(s1, s2, sizeof(float) * (size_t)g * lds);
+            memset(s1, 0, sizeof(float) * (size_t)g * lds);
+            pm_kern_attn_scores_bf16_c(s1, lds, q, qs, g, Kb, ks, n, D, 0.125f);
+            assert_memory_equal(s1, s2, sizeof(float) * (size_t)g * lds);
+            float *o3 = malloc(sizeof(float) * (size_t)g * os);
+            for (int i = 0; i < g * os; i++) o1[i] = o2[i] = o3[i] = frand();
+            pm_kern_attn_accum_c(o2, os, s1, lds, g, V, ks, n, D);
+            pm_kern_attn_accum_bf16(o1, os, s1, lds, g, Kb + D, ks, n, D, ahb ? ahb + D : NULL, n_ahead);
+            pm_kern_attn_accum_bf16_c(o3, os, s1, lds, g, Kb + D, ks, n, D);
+            assert_memory_equal(o1, o2, sizeof(float) * (size_t)g * os);
+            assert_memory_equal(o3, o2, sizeof(float) * (size_t)g * os);
+            free(Kb); free(o3);
             free(K); free(q); free(s1); free(s2); free(o1); free(o2);
         }
     }
