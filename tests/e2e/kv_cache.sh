@@ -41,12 +41,19 @@ for c in "generate -m $M -p hi" "transcribe -m $M x.wav" "serve -m $M --port 0";
   else fail ${name}_rejects_bad_kv_cache "rc=$rc: $out"; fi
 done
 
-port=$((20000 + RANDOM % 20000))
-"$BIN" serve -m "$M" --port $port --kv-cache bf16 >"$tmp/s.txt" 2>&1 &
+"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --port-file "$tmp/port" --kv-cache bf16 >"$tmp/s.txt" 2>&1 &
 srv=$!
-for _ in $(seq 1 100); do grep -q 'ready in' "$tmp/s.txt" && break; sleep 0.1; done
-if grep -q 'ready in .*(bf16 cache)' "$tmp/s.txt"; then pass serve_kv_bf16_startup
-else fail serve_kv_bf16_startup "$(cat "$tmp/s.txt")"; fi
+port=
+for _ in $(seq 1 300); do
+  [ -s "$tmp/port" ] && port=$(cat "$tmp/port") && curl -sf "http://127.0.0.1:$port/health" >"$tmp/h.json" 2>/dev/null && break
+  sleep 0.1
+done
+if grep -q 'ready in .*(bf16 cache)' "$tmp/s.txt" && grep -q '"kv_cache": *"bf16"' "$tmp/h.json"; then pass serve_kv_bf16_startup
+else fail serve_kv_bf16_startup "$(cat "$tmp/s.txt") $(cat "$tmp/h.json" 2>/dev/null)"; fi
+body='{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":3}'
+if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" | grep -q '"completion_tokens": *3'; then
+  pass serve_kv_bf16_completion
+else fail serve_kv_bf16_completion "port=${port:-none} $(tail -2 "$tmp/s.txt")"; fi
 kill "$srv" 2>/dev/null
 wait "$srv" 2>/dev/null
 srv=

@@ -49,6 +49,7 @@ enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_con
     json_object_set_new(o, "status", json_string(ready ? "ok" : "loading"));
     json_object_set_new(o, "model", json_string(ctx->model_id));
     json_object_set_new(o, "weights", json_string(pm_weight_format_name(ctx->o.load.weights)));
+    json_object_set_new(o, "kv_cache", json_string(ctx->o.kv_bf16 ? "bf16" : "fp32"));
     if (ready) {
         json_object_set_new(o, "active_sequences", json_integer(srv_metrics_get_active(ctx->metrics)));
         json_object_set_new(o, "queue_depth", json_integer(srv_sched_queue_depth(ctx->sched)));
