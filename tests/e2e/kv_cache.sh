@@ -64,3 +64,7 @@ if "$BIN" parity --fixtures "$FIX/phi4mm-tiny" --kv-cache bf16 >"$tmp/p.txt" 2>&
    [ "$(grep -c '^KV16 ' "$tmp/p.txt")" = 5 ]; then
   pass parity_kv_bf16_agreement
 else fail parity_kv_bf16_agreement "$(tail -3 "$tmp/p.txt")"; fi
+
+# info states what a position costs in either element type (tiny model: 3 layers x 2 KV heads x 16)
+if "$BIN" info -m "$M" 2>&1 | grep -q '^kv cache  *0.75 KiB per position fp32, 0.375 KiB bf16'; then pass info_kv_cache
+else fail info_kv_cache "$("$BIN" info -m "$M" 2>&1 | grep kv)"; fi

@@ -29,6 +29,9 @@ int pm_cmd_info(int argc, char **argv) {
     printf("decoder         %d layers, hidden %d, %d heads / %d kv heads (head %d), mlp %d, vocab %d\n", in.n_layers, in.hidden,
            in.n_heads, in.n_kv_heads, in.head_dim, in.intermediate, in.vocab);
     printf("context         %d (LongRoPE switch past %d)\n", in.max_position, in.original_max_position);
+    double kv_pos = 2.0 * in.n_layers * in.n_kv_heads * in.head_dim * 4.0; /* fp32 K and V per position */
+    printf("kv cache        %.4g KiB per position fp32, %.4g KiB bf16 (--kv-cache); the whole context %.4g / %.4g GiB\n", kv_pos / 1024,
+           kv_pos / 2048, kv_pos * in.max_position / (1 << 30), kv_pos * in.max_position / 2 / (1 << 30));
     printf("adapters        speech LoRA r=%d, vision LoRA r=%d\n", in.speech_lora_r, in.vision_lora_r);
     printf("speech encoder  Conformer %d blocks, dim %d\n", in.audio_blocks, in.audio_dim);
     printf("vision encoder  SigLIP %d layers, dim %d\n", in.vision_layers, in.vision_dim);
