@@ -6,7 +6,27 @@ BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
 FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 PY=/usr/bin/python3
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+srv=
+trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1${2:+: $2}"; }
+
+# Starts `phi4mm serve` with the given options on a free port of 127.0.0.1 (its output in
+# $tmp/srv.log) and waits up to 30 s for /health: srv is its pid, port the port (empty if it never
+# answered), $tmp/h.json the answer. stop_server ends it.
+start_server() {
+  rm -f "$tmp/port" "$tmp/h.json"
+  "$BIN" serve --host 127.0.0.1 --port 0 --port-file "$tmp/port" "$@" >"$tmp/srv.log" 2>&1 &
+  srv=$!
+  port=
+  for _ in $(seq 1 300); do
+    [ -s "$tmp/port" ] && port=$(cat "$tmp/port") && curl -sf "http://127.0.0.1:$port/health" >"$tmp/h.json" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  port=
+}
+stop_server() {
+  [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+  srv=
+}

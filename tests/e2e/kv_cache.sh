@@ -3,18 +3,12 @@
 #  - generate and transcribe run with --kv-cache bf16 (and f32, the default) and produce their tokens;
 #  - a long enough prompt on bf16 caches crosses a cache page and still completes;
 #  - any other value is refused by name, on generate, transcribe and serve;
-#  - serve's start-up line names the cache's element type.
+#  - serve names the cache's element type (start-up line, /health) and answers a completion on it;
+#  - `parity --kv-cache bf16` reports the fixture cases' greedy agreement; info states the bytes.
 # (Unit tests check the arithmetic: test_llm's test_kv_bf16 and test_decode_matches_prompt_path.)
 set -u
-cd "$(dirname "$0")/../.."
-BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
-FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
-tmp=$(mktemp -d)
-srv=
-trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; }
 
 for t in f32 bf16; do
   if out=$("$BIN" generate -m "$M" -p "Hello there" -n 6 --kv-cache $t --stats 2>&1) && echo "$out" | grep -q '6 completion tokens'; then
@@ -41,22 +35,14 @@ for c in "generate -m $M -p hi" "transcribe -m $M x.wav" "serve -m $M --port 0";
   else fail ${name}_rejects_bad_kv_cache "rc=$rc: $out"; fi
 done
 
-"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --port-file "$tmp/port" --kv-cache bf16 >"$tmp/s.txt" 2>&1 &
-srv=$!
-port=
-for _ in $(seq 1 300); do
-  [ -s "$tmp/port" ] && port=$(cat "$tmp/port") && curl -sf "http://127.0.0.1:$port/health" >"$tmp/h.json" 2>/dev/null && break
-  sleep 0.1
-done
-if grep -q 'ready in .*(bf16 cache)' "$tmp/s.txt" && grep -q '"kv_cache": *"bf16"' "$tmp/h.json"; then pass serve_kv_bf16_startup
-else fail serve_kv_bf16_startup "$(cat "$tmp/s.txt") $(cat "$tmp/h.json" 2>/dev/null)"; fi
+start_server -m "$M" --kv-cache bf16
+if grep -q 'ready in .*(bf16 cache)' "$tmp/srv.log" && grep -q '"kv_cache": *"bf16"' "$tmp/h.json"; then pass serve_kv_bf16_startup
+else fail serve_kv_bf16_startup "$(cat "$tmp/srv.log") $(cat "$tmp/h.json" 2>/dev/null)"; fi
 body='{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":3}'
 if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" | grep -q '"completion_tokens": *3'; then
   pass serve_kv_bf16_completion
-else fail serve_kv_bf16_completion "port=${port:-none} $(tail -2 "$tmp/s.txt")"; fi
-kill "$srv" 2>/dev/null
-wait "$srv" 2>/dev/null
-srv=
+else fail serve_kv_bf16_completion "port=${port:-none} $(tail -2 "$tmp/srv.log")"; fi
+stop_server
 
 # the fixture cases' greedy tokens on bf16 caches against the official ones: a report, not a parity check
 if "$BIN" parity --fixtures "$FIX/phi4mm-tiny" --kv-cache bf16 >"$tmp/p.txt" 2>&1 &&

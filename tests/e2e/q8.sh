@@ -7,15 +7,8 @@
 #  - generate/transcribe/info/serve accept --weights q8, and any other value is refused by name;
 #  - the default (bf16) parity is untouched by the option's existence (checked by parity.sh).
 set -u
-cd "$(dirname "$0")/../.."
-BIN=${PHI4MM_BIN:-$PWD/${BUILD:-build}/phi4mm}
-FIX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
+source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
-tmp=$(mktemp -d)
-srv=
-trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; }
 
 if "$BIN" parity --fixtures "$FIX/phi4mm-tiny" --weights q8 >"$tmp/p.txt" 2>&1 &&
    grep -Eq '^q8 greedy agreement: 5 cases, [0-9]+ identical; common prefix [0-9]+/60 tokens' "$tmp/p.txt" &&
@@ -42,13 +35,7 @@ for c in "generate -m $M -p hi" "transcribe -m $M x.wav" "info -m $M" "serve -m 
   else fail "q8_bad_value_$name" "rc=$rc $out"; fi
 done
 
-"$BIN" serve -m "$M" --host 127.0.0.1 --port 0 --port-file "$tmp/port" --quiet --weights q8 >"$tmp/srv.log" 2>&1 &
-srv=$!
-port=
-for _ in $(seq 1 300); do
-  [ -s "$tmp/port" ] && port=$(cat "$tmp/port") && curl -sf "http://127.0.0.1:$port/health" >"$tmp/h.json" 2>/dev/null && break
-  sleep 0.1
-done
+start_server -m "$M" --quiet --weights q8
 body='{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":3}'
 if [ -n "$port" ] && grep -q '"weights": *"q8"' "$tmp/h.json" &&
    curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" | grep -q '"completion_tokens": *3'; then
