@@ -296,6 +296,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     const pm_sampling *sp = &req->sampling;
     pm_seq *s = pm_calloc(1, sizeof *s, e);
     if (!s) return e->code;
+    s->kv.bf16 = eng->o.kv_bf16; /* the element type of the cache it prefills (or the encoder's, taken below) */
     s->n_prompt = enc->prep.n;
     s->logits_ready = enc->logits && s->n_prompt > 0 && enc->kv.len == s->n_prompt;
     s->max_tokens = req->max_tokens;

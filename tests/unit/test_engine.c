@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -332,6 +333,30 @@ static void test_kv_budget(void **state) {
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
     assert_int_equal(d.calls, calls + 1);
     assert_true(d.why != PM_FINISH_ERROR);
+    /* the sequence's cache really is bf16: its first logits differ from an fp32 engine's (rounded K/V)
+     * but stay near them */
+    pm_engine *e32;
+    pm_engine_opts o32 = o;
+    o32.kv_bf16 = 0;
+    assert_int_equal(pm_engine_new(&e32, f->m, &o32, err, sizeof err), 0);
+    int64_t id16, id32;
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id16, err, sizeof err), 0);
+    assert_int_equal(pm_engine_submit(e32, &r, &cb, &id32, err, sizeof err), 0);
+    assert_true(pm_engine_step(eng) >= 0);
+    assert_true(pm_engine_step(e32) >= 0);
+    const float *l16 = pm_engine_last_logits(eng, id16, NULL, NULL), *l32 = pm_engine_last_logits(e32, id32, NULL, NULL);
+    assert_non_null(l16);
+    assert_non_null(l32);
+    double dmax = 0, rmax = 0;
+    for (int i = 0; i < c->vocab; i++) {
+        dmax = fmax(dmax, fabs((double)l16[i] - l32[i]));
+        rmax = fmax(rmax, fabs((double)l32[i]));
+    }
+    printf("  first logits, bf16 against fp32 cache: max_abs=%.3g (max|ref| %.3g)\n", dmax, rmax);
+    assert_true(dmax > 0.0 && dmax <= 0.1 * rmax);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    while (pm_engine_live(e32) > 0) assert_true(pm_engine_step(e32) >= 0);
+    pm_engine_free(e32);
     pm_engine_free(eng);
 }
 
