@@ -129,7 +129,7 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/libphi4mm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ifuzz -fsanitize=fuzzer -o $@ $< $(filter %.o,$^) $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
 
-# Bounded soak of the server (not in CI): make soak SOAK_SECONDS=N
+# Bounded soak of the server (not in CI): make soak SOAK_SECONDS=N [SOAK_SERVE_ARGS="--kv-cache bf16"]
 soak: deps $(BUILD)/phi4mm
 	@SOAK_SECONDS=$(SOAK_SECONDS) scripts/soak.sh $(BUILD)/phi4mm
 
