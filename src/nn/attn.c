@@ -130,15 +130,17 @@ AVX2_INLINE void score_tile(float *s, size_t lds, const float *q, size_t qs, con
         else GROUP(1);                                                                               \
     }
 
-/* BF: 0 or 1 at every call site (the tiles take it as a constant once inlined). */
+/* The typed body called with BF as a literal (the tiles take it as a constant once inlined): one
+ * copy of each loop per element type. */
+#define BY_TYPE(fn, ...) (BF ? fn(__VA_ARGS__, 1) : fn(__VA_ARGS__, 0))
+
 AVX2_INLINE void scores_avx2_t(float *s, size_t lds, const float *q, size_t qs, int g, const void *K, size_t ks, int n, int D,
                                float scale, const void *pf, int npf, int BF) {
     SCORE_HEADS(SCORE_GROUP)
 }
 AVX2 static void scores_avx2(float *s, size_t lds, const float *q, size_t qs, int g, const void *K, size_t ks, int n, int D, float scale,
                              const void *pf, int npf, int BF) {
-    if (BF) scores_avx2_t(s, lds, q, qs, g, K, ks, n, D, scale, pf, npf, 1);
-    else scores_avx2_t(s, lds, q, qs, g, K, ks, n, D, scale, pf, npf, 0);
+    BY_TYPE(scores_avx2_t, s, lds, q, qs, g, K, ks, n, D, scale, pf, npf);
 }
 
 /* o_h[c .. c+8*CB) += sum_t p[h][t] V_t[...] for GH heads: 4 x 3 accumulators at CB = 4. */
@@ -200,8 +202,7 @@ AVX2_INLINE void accum_avx2_t(float *o, size_t os, const float *p, size_t ldp, i
 }
 AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const void *V, size_t vs, int n, int D, const void *pf,
                             int npf, int BF) {
-    if (BF) accum_avx2_t(o, os, p, ldp, g, V, vs, n, D, pf, npf, 1);
-    else accum_avx2_t(o, os, p, ldp, g, V, vs, n, D, pf, npf, 0);
+    BY_TYPE(accum_avx2_t, o, os, p, ldp, g, V, vs, n, D, pf, npf);
 }
 #endif
 
@@ -266,8 +267,7 @@ AVX512_INLINE void scores_avx512_t(float *s, size_t lds, const float *q, size_t 
 }
 AVX512 static void scores_avx512(float *s, size_t lds, const float *q, size_t qs, int g, const void *K, size_t ks, int n, int D, float scale,
                                  const void *pf, int npf, int BF) {
-    if (BF) scores_avx512_t(s, lds, q, qs, g, K, ks, n, D, scale, pf, npf, 1);
-    else scores_avx512_t(s, lds, q, qs, g, K, ks, n, D, scale, pf, npf, 0);
+    BY_TYPE(scores_avx512_t, s, lds, q, qs, g, K, ks, n, D, scale, pf, npf);
 }
 
 /* The accumulation at 16 lanes: every element is the same in-order FMA chain, so the bits equal the
@@ -283,8 +283,7 @@ AVX512_INLINE void accum_avx512_t(float *o, size_t os, const float *p, size_t ld
 }
 AVX512 static void accum_avx512(float *o, size_t os, const float *p, size_t ldp, int g, const void *V, size_t vs, int n, int D,
                                 const void *pf, int npf, int BF) {
-    if (BF) accum_avx512_t(o, os, p, ldp, g, V, vs, n, D, pf, npf, 1);
-    else accum_avx512_t(o, os, p, ldp, g, V, vs, n, D, pf, npf, 0);
+    BY_TYPE(accum_avx512_t, o, os, p, ldp, g, V, vs, n, D, pf, npf);
 }
 #endif
 
