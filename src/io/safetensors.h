@@ -31,6 +31,8 @@ typedef struct pm_tensor {
     int consumed;       /* set by pm_wget */
     const uint16_t *gemm_pack; /* NULL, or W as GEMM-ready slivers (pm_kern_gemm_pack), owned by the model
                                   that made it; pm_linear then always takes the GEMM */
+    int bf16_dot;       /* 1: products of many rows round x to bf16 and multiply bf16 pairs (opt-in
+                           --compute bf16; nn/gemm_dot.c), where the CPU has AVX512-BF16 */
 } pm_tensor;
 
 typedef struct pm_weights pm_weights;

@@ -25,6 +25,7 @@
  * AVX-512 and AVX2 paths and the portable twin (fmaf) give identical bits (tested); the twin is too
  * slow for production and only runs where the CPU has no AVX2 (then ops.c uses BLAS on converted
  * panels instead). */
+#include "gemm_dot.h"
 #include "kernels.h"
 #include "ops.h"
 #include "quant.h"
@@ -187,7 +188,7 @@ static void pack_a(float *dst, const float *x, int in, int M, int i0, int mr, in
 }
 
 /* Writes a finished tile t (row stride ldt) into C: rows < mr, cols < nr. */
-static void store_tile(float *c, size_t ldc, const float *t, int ldt, int mr, int nr, float alpha, int first, int beta_one) {
+void pm_gemm_store_tile(float *c, size_t ldc, const float *t, int ldt, int mr, int nr, float alpha, int first, int beta_one) {
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float *cc = c + (size_t)i * ldc + j;
@@ -259,7 +260,7 @@ AVX2 static void kernel_avx2(int kc, const float *a, const uint16_t *b, float *c
         _mm256_storeu_ps(t + i * NR, acc[i][0]);
         _mm256_storeu_ps(t + i * NR + 8, acc[i][1]);
     }
-    store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
+    pm_gemm_store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
 /* 16 bf16 of column d (lo) and of column 16 + d (hi) -> 16 dwords, k' of the pair in dword k'. */
@@ -396,7 +397,7 @@ AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c
         _mm512_storeu_ps(t + i * NR5, acc[i][0]);
         _mm512_storeu_ps(t + i * NR5 + 16, acc[i][1]);
     }
-    store_tile(c, ldc, t, NR5, mr, nr, alpha, first, beta_one);
+    pm_gemm_store_tile(c, ldc, t, NR5, mr, nr, alpha, first, beta_one);
 }
 
 typedef void (*kernel512_fn)(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,
@@ -414,8 +415,10 @@ KERNEL512_ROWS(1)
 #endif
 
 /* Which path computes: the tile shape follows the kernel. MC (A rows per L2 block) is a multiple of
- * both MRs and does not change any result. */
-typedef enum { PATH_C, PATH_AVX2, PATH_AVX512 } gemm_path;
+ * both MRs and does not change any result. PATH_DOT / PATH_DOT_C: the bf16-product path of a weight
+ * with bf16_dot (gemm_dot.c; AVX512-BF16 and its twin), the AVX-512 tile's 12 x 32 shape. */
+typedef enum { PATH_C, PATH_AVX2, PATH_AVX512, PATH_DOT, PATH_DOT_C } gemm_path;
+static int is_dot(gemm_path p) { return p == PATH_DOT || p == PATH_DOT_C; }
 typedef struct {
     gemm_path path;
     int mr, nr, mc, nc, kc; /* kc: the K slice width of this product (gemm_kc) */
@@ -447,7 +450,7 @@ static int gemm_kc(int in) {
 static int gemm_nc(gemm_path p, int kc) {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 < (128 << 10) || l2 > (64L << 20)) return GEMM_NC; /* unknown */
-    int bytes = p == PATH_AVX512 ? 6 : 2;
+    int bytes = p == PATH_AVX512 ? 6 : 2; /* the dot path's pack is bf16 too */
     int nc = (int)(l2 / 2 / ((long)kc * bytes)) & ~63;
     return nc < 64 ? 64 : nc > GEMM_NC ? GEMM_NC : nc;
 }
@@ -455,7 +458,7 @@ static int gemm_nc(gemm_path p, int kc) {
 static gemm_geom geom_for(gemm_path p, int in) {
     int kc = gemm_kc(in);
     gemm_geom g = {p, MR, NR, GEMM_MC, gemm_nc(p, kc), kc};
-    if (p == PATH_AVX512) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC, g.nc, kc};
+    if (p == PATH_AVX512 || is_dot(p)) g = (gemm_geom){p, MR5, NR5, 2 * GEMM_MC, g.nc, kc};
     return g;
 }
 
@@ -463,6 +466,10 @@ static gemm_geom geom_for(gemm_path p, int in) {
  * portable tiles always read bf16 pairs. */
 static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t *bs, int b16, float *c, size_t ldc, int mr, int nr,
                      float alpha, int first, int beta_one) {
+    if (is_dot(g->path)) {
+        pm_dot_tile(kc, (const uint32_t *)as, (const uint32_t *)bs, c, ldc, mr, nr, alpha, first, beta_one, g->path == PATH_DOT);
+        return;
+    }
 #ifdef PM_X86
     if (g->path == PATH_AVX512) {
         /* a last sliver of mr rows runs max(mr, 4) rows of FMAs (below 4, fewer accumulators than
@@ -482,7 +489,7 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
 #endif
     float t[MR * NR];
     kernel_c(kc, as, bs, t);
-    store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
+    pm_gemm_store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
 /* 1 when this call reads W's prepacked slivers in place (W->gemm_pack, made for the AVX-512 tile). */
@@ -499,8 +506,12 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
         const float *ap = apk + (size_t)p * Mr * g->kc;
         const uint16_t *bsrc = bp;
         size_t bstep = (size_t)kc; /* bf16 units from one sliver to the next, per column */
+        if (is_dot(g->path)) {
+            pm_dot_pack_b((uint32_t *)bp, w, in, out, j0, ncr, k0, kc, zero, g->path == PATH_DOT);
+            bstep = 2 * (size_t)((kc + 1) / 2);
+        } else
 #ifdef PM_X86
-        if (pre) { /* sliver (j0 + s) / 32 at (j0 + s) * in, this slice at k0 * 32 in it */
+            if (pre) { /* sliver (j0 + s) / 32 at (j0 + s) * in, this slice at k0 * 32 in it */
             bsrc = W->gemm_pack + (size_t)j0 * in + (size_t)k0 * NR5;
             bstep = (size_t)in;
         } else if (W->dtype == PM_DT_Q8) { /* AVX-512 only (pm_kern_gemm_bf16 checks) */
@@ -544,6 +555,7 @@ static void gemm_rows(const gemm_geom *geom, float *const *ys, const float *x, i
     for (int w = 0; w < count; w++) {
         const pm_tensor *W = Ws[w];
         PM_ASSERT(W->dtype == PM_DT_BF16 || (W->dtype == PM_DT_Q8 && path == PATH_AVX512));
+        PM_ASSERT(!is_dot(path) || W->dtype == PM_DT_BF16);
         PM_ASSERT((int)W->shape[1] == in);
         int S = ((int)W->shape[0] + g.nr - 1) / g.nr, per = g.nc / g.nr, items = (S + per - 1) / per;
         if (items % nt && items < S) items = (items + nt - 1) / nt * nt < S ? (items + nt - 1) / nt * nt : S;
@@ -563,9 +575,15 @@ static void gemm_rows(const gemm_geom *geom, float *const *ys, const float *x, i
 #pragma omp for schedule(static)
         for (long q = 0; q < (long)slices * slivers; q++) {
             int p = (int)(q / slivers), sv = (int)(q % slivers), k0 = p * g.kc, kc = in - k0 < g.kc ? in - k0 : g.kc;
-            pack_a(apk + (size_t)p * Mr * g.kc + (size_t)sv * g.mr * kc, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
+            float *dst = apk + (size_t)p * Mr * g.kc + (size_t)sv * g.mr * kc; /* a dot sliver needs half of it */
+            if (is_dot(path)) {
+                const float *src[MR5];
+                for (int r = 0; r < MR5; r++) src[r] = sv * g.mr + r < n ? x + (size_t)(sv * g.mr + r) * in + k0 : zero_f;
+                pm_dot_pack_a((uint32_t *)dst, src, kc, path == PATH_DOT);
+            } else
+                pack_a(dst, x, in, n, sv * g.mr, g.mr, k0, kc, path != PATH_C, zero_f);
         }
-        uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * g.kc) : NULL;
+        uint16_t *bp = own ? aligned_alloc(64, sizeof(uint16_t) * g.nc * (g.kc + 2)) : NULL; /* + 2: an odd dot slice's pad */
         float *bpf = own && q8 ? aligned_alloc(64, sizeof(float) * g.nc * g.kc) : NULL; /* int8: fp32 slivers */
         PM_ASSERT(!own || (bp && (bpf || !q8)));
 #pragma omp for schedule(dynamic, 1)
@@ -611,20 +629,29 @@ static void gemm_run(float *const *ys, const float *x, int n, const pm_tensor *c
     }
 }
 
-static gemm_path best_path(void) { return pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C; }
+/* A weight marked bf16_dot takes the dot path where the CPU has AVX512-BF16 (else the fp32 one). */
+static int takes_dot(const pm_tensor *W) { return W->bf16_dot && W->dtype == PM_DT_BF16 && pm_dot_have(); }
 
+static gemm_path best_path(const pm_tensor *W) {
+    return takes_dot(W) ? PATH_DOT : pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C;
+}
+
+/* The twin of a bf16_dot weight is the dot path's twin whatever the CPU (tests run it anywhere). */
 void pm_kern_gemm_bf16_c(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
-    gemm_run(&y, x, n, &W, 1, alpha, accumulate, PATH_C);
+    gemm_run(&y, x, n, &W, 1, alpha, accumulate, W->bf16_dot && W->dtype == PM_DT_BF16 ? PATH_DOT_C : PATH_C);
 }
 
 void pm_kern_gemm_bf16(float *y, const float *x, int n, const pm_tensor *W, float alpha, int accumulate) {
-    gemm_run(&y, x, n, &W, 1, alpha, accumulate, best_path());
+    gemm_run(&y, x, n, &W, 1, alpha, accumulate, best_path(W));
 }
 
 void pm_kern_gemm_bf16_many(float *const *ys, const float *x, int n, const pm_tensor *const *Ws, int count) {
     PM_ASSERT(count >= 1 && count <= PM_GEMM_MANY_MAX);
-    gemm_run(ys, x, n, Ws, count, 1.0f, 0, best_path());
+    for (int w = 1; w < count; w++) PM_ASSERT(takes_dot(Ws[w]) == takes_dot(Ws[0]));
+    gemm_run(ys, x, n, Ws, count, 1.0f, 0, best_path(Ws[0]));
 }
+
+int pm_kern_gemm_dot_takes(const pm_tensor *W) { return takes_dot(W); }
 
 int pm_kern_gemm_takes(const pm_tensor *W) {
     return W->dtype == PM_DT_BF16 ? pm_kern_have_avx2() : W->dtype == PM_DT_Q8 ? pm_kern_have_avx512() : 0;
@@ -632,7 +659,8 @@ int pm_kern_gemm_takes(const pm_tensor *W) {
 
 uint16_t *pm_kern_gemm_pack(const pm_tensor *W) {
 #ifdef PM_X86
-    if (W->dtype != PM_DT_BF16 || W->ndim != 2 || !pm_kern_have_avx512() || W->shape[0] < 1 || W->shape[1] < 1) return NULL;
+    if (W->dtype != PM_DT_BF16 || W->ndim != 2 || !pm_kern_have_avx512() || W->shape[0] < 1 || W->shape[1] < 1 || takes_dot(W))
+        return NULL; /* the dot path packs its own layout per call */
     int out = (int)W->shape[0], in = (int)W->shape[1], S = (out + NR5 - 1) / NR5, kc = gemm_kc(in);
     uint16_t *pk = aligned_alloc(64, sizeof(uint16_t) * (size_t)S * NR5 * in), *zero = calloc(kc + 16, sizeof(uint16_t));
     if (!pk || !zero) {

@@ -50,6 +50,9 @@ void pm_kern_gemm_bf16_many(float *const *ys, const float *x, int n, const pm_te
  * int8 (PM_DT_Q8, dequantized into the packed slivers) with AVX-512. Otherwise ops.c converts
  * panels for BLAS. */
 int pm_kern_gemm_takes(const pm_tensor *W);
+/* 1 when pm_kern_gemm_bf16 multiplies bf16 pairs for W (W->bf16_dot, bf16, the CPU has
+ * AVX512-BF16 at the AVX-512 level: nn/gemm_dot.c); the _c twin does for any bf16_dot W. */
+int pm_kern_gemm_dot_takes(const pm_tensor *W);
 /* W (bf16, 2-D) packed once in the layout the AVX-512 GEMM packs per call, for W->gemm_pack: the
  * GEMM then reads it in place, no pack and no widening per call, same bits. NULL where the CPU has
  * no AVX-512 path, W is not bf16, or memory runs out. As many bytes as W (out rounded up to 32);

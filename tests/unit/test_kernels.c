@@ -381,6 +381,74 @@ static void test_gemm_bf16(void **state) {
         }
 }
 
+/* The bf16-product path (W->bf16_dot, gemm_dot.c): the AVX512-BF16 code == its twin bit for bit
+ * where the CPU has it (else the twin runs alone); both modes; ragged shapes (every last-sliver row
+ * count, N % 32, odd K, K past one slice, several row blocks); close to fp64 on x rounded to bf16;
+ * pm_linear and pm_linear_many route big products to it; no prepacked copy is made for it; the
+ * twin's rounding of denormal, NaN and halfway inputs is the instruction's. */
+static void test_gemm_dot(void **state) {
+    (void)state;
+    int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {150, 70, 1030}, {13, 33, 64}, {14, 32, 33},
+                       {15, 20, 1}, {19, 40, 70}, {125, 64, 1024}, {20, 33, 4301}, {1400, 20, 4400}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+        uint16_t *ws;
+        pm_tensor W = make_bf16(out, in, &ws);
+        W.bf16_dot = 1;
+        float *x = malloc(sizeof(float) * n * in), *xr = malloc(sizeof(float) * n * in), *y = malloc(sizeof(float) * n * out),
+              *yc = malloc(sizeof(float) * n * out), *r = malloc(sizeof(float) * n * out);
+        for (int i = 0; i < n * in; i++) x[i] = frand(), xr[i] = pm_bf16_to_f32(pm_f32_to_bf16(x[i]));
+        pm_tensor Wf = W;
+        Wf.bf16_dot = 0;
+        pm_linear_ref(r, xr, n, &Wf, NULL);
+        pm_kern_gemm_bf16_c(yc, x, n, &W, 1.0f, 0);
+        for (int i = 0; i < n * out; i++) assert_true(fabsf(yc[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
+        pm_kern_gemm_bf16(y, x, n, &W, 1.0f, 0);
+        if (pm_kern_gemm_dot_takes(&W)) assert_memory_equal(y, yc, sizeof(float) * n * out);
+        if (n > 40) {
+            pm_linear(y, x, n, &W, NULL);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            float *y2 = malloc(sizeof(float) * n * out), *ys[2] = {y, y2};
+            const pm_tensor *Ws[2] = {&W, &W};
+            pm_linear_many(ys, x, n, Ws, NULL, 2);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            assert_memory_equal(y2, yc, sizeof(float) * n * out);
+            free(y2);
+        }
+        for (int i = 0; i < n * out; i++) y[i] = yc[i] = (float)(i % 7) - 3.0f;
+        pm_kern_gemm_bf16(y, x, n, &W, 0.25f, 1);
+        pm_kern_gemm_bf16_c(yc, x, n, &W, 0.25f, 1);
+        if (pm_kern_gemm_dot_takes(&W)) assert_memory_equal(y, yc, sizeof(float) * n * out);
+        for (int i = 0; i < n * out; i++)
+            assert_true(fabsf(yc[i] - ((float)(i % 7) - 3.0f + 0.25f * r[i])) <= 1e-4f * (1.0f + sqrtf((float)in)));
+        assert_null(pm_kern_gemm_dot_takes(&W) ? pm_kern_gemm_pack(&W) : NULL);
+        free(x); free(xr); free(y); free(yc); free(r); free(ws);
+    }
+    /* rounding: halfway cases to even, a denormal to 0, NaN stays NaN; 13 rows x 32 columns, K = 2 */
+    uint16_t *ws;
+    pm_tensor W = make_bf16(32, 2, &ws);
+    W.bf16_dot = 1;
+    for (int i = 0; i < 64; i++) ws[i] = 0x3f80; /* 1.0 */
+    float x[13 * 2], y[13 * 32], yc[13 * 32];
+    union { uint32_t u; float f; } v;
+    uint32_t bits[13 * 2] = {0x3f808000u, 0, 0x3f818000u, 0, 0x00400000u, 0x3f800000u, 0x7fc00001u, 0, 0xff800000u, 0, 0x3f807fffu, 0,
+                             0x3f808001u, 0, 0x80000001u, 0x40000000u, 0x7f7fffffu, 0, 0x3f800000u, 0x3f808000u, 0, 0, 0xbf808000u, 0, 1, 0};
+    for (int i = 0; i < 26; i++) v.u = bits[i], x[i] = v.f;
+    pm_kern_gemm_bf16_c(yc, x, 13, &W, 1.0f, 0);
+    float want[13] = {1.0f, 1.015625f, 1.0f, NAN, -INFINITY, 1.0f, 1.0078125f, 2.0f, 0, 2.0f, 0, -1.0f, 0};
+    v.u = 0x7f800000u; /* 0x7f7fffff rounds up to inf */
+    want[8] = v.f;
+    for (int i = 0; i < 13; i++) {
+        if (isnan(want[i])) assert_true(isnan(yc[i * 32]));
+        else assert_true(yc[i * 32] == want[i]);
+    }
+    if (pm_kern_gemm_dot_takes(&W)) {
+        pm_kern_gemm_bf16(y, x, 13, &W, 1.0f, 0);
+        assert_memory_equal(y, yc, sizeof y);
+    }
+    free(ws);
+}
+
 /* W->gemm_pack (pm_kern_gemm_pack): the GEMM reading the prepacked slivers in place gives the bits of
  * the per-call pack at every n (ragged out, in past one K slice and not a multiple of 8), pm_linear /
  * pm_linear_acc take that GEMM even for n <= PM_SMALL_N, and a level without the AVX-512 tile ignores
@@ -488,6 +556,7 @@ int main(void) {
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_gemm_bf16),
+        cmocka_unit_test(test_gemm_dot),
         cmocka_unit_test(test_gemm_prepacked),
         cmocka_unit_test(test_linear_many),
         cmocka_unit_test(test_convert_rows),
