@@ -67,6 +67,12 @@ typedef struct pm_load_options {
      * folios which decode streams faster (README, "Huge pages"). Costs one read of the checkpoint
      * from disk; worth it once after a download or copy left it cached in 4 KB pages. */
     int recache;
+    /* 1: products of many rows (prompt prefill, the Conformer, SigLIP, the projections) round their
+     * inputs to bf16 and multiply bf16 pairs with fp32 accumulation, as a bf16 model on a GPU does:
+     * up to 2 x the arithmetic where the CPU has AVX512-BF16 (elsewhere nothing changes; see
+     * pm_model_info.compute_bf16). Decode steps (few rows) keep fp32 inputs. Outputs agree with the
+     * default closely but not bit for bit (phi4mm parity --compute bf16). */
+    int compute_bf16;
 } pm_load_options;
 /* pm_model_load with options (NULL = defaults). */
 int pm_model_load_opts(pm_model **out, const char *dir, const pm_load_options *opts, char *err, size_t errlen);
@@ -87,6 +93,7 @@ typedef struct pm_model_info {
     pm_weight_format weights;
     size_t q8_bytes;         /* int8 weights + scales held in memory (Q8), else 0 */
     size_t recache_bytes, recache_huge_bytes; /* pm_load_options.recache: bytes re-read, of which mapped in 2 MB pages */
+    int compute_bf16;        /* pm_load_options.compute_bf16 asked and the CPU has AVX512-BF16: bf16 products in use */
 } pm_model_info;
 void pm_model_get_info(const pm_model *m, pm_model_info *info);
 

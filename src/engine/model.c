@@ -2,6 +2,7 @@
  * (headers validated, mmap'd), every module fetching its tensors with shape checks, then the
  * consumption check (an unknown tensor is an error), then the tokenizer. */
 #include "model.h"
+#include "nn/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,8 @@ int pm_model_open(pm_model **out, const char *dir, const pm_load_options *opts, 
     json_t *ap = m->config ? json_object_get(m->config, "audio_processor") : NULL;
     if (!e->code && pm_conformer_config_parse(ap, &m->conf_cfg, e)) pm_err_ctx(e, "%s/", dir);
     if (!e->code) pm_weights_open(&m->w, dir, e);
+    if (!e->code && opts && opts->compute_bf16 && pm_kern_have_avx512bf16()) /* before anything is prepacked */
+        m->compute_bf16 = pm_weights_mark_bf16_dot(m->w) > 0;
     if (!e->code && opts && opts->recache) pm_weights_recache(m->w, 1, &m->recache_bytes, &m->recache_huge_bytes, e); /* before the lock */
     if (!e->code && opts && opts->mlock) pm_weights_lock(m->w, e); /* before anything is released */
     if (!e->code) pm_llm_load(&m->llm, m->w, &lc, e);
@@ -156,6 +159,7 @@ void pm_model_get_info(const pm_model *m, pm_model_info *info) {
     info->q8_bytes = m->q8_bytes;
     info->recache_bytes = m->recache_bytes;
     info->recache_huge_bytes = m->recache_huge_bytes;
+    info->compute_bf16 = m->compute_bf16;
 }
 
 void pm_image_embed_dims(const pm_image_embed *im, int *dim, int *layers) {

@@ -36,6 +36,7 @@ struct pm_model {
     pm_weight_format weights;
     size_t q8_bytes;
     size_t recache_bytes, recache_huge_bytes; /* pm_load_options.recache */
+    int compute_bf16;                         /* pm_load_options.compute_bf16, in effect (the CPU has it) */
 };
 
 /* SigLIP width and layer count of the vision tower (for info and parity). */

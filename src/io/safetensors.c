@@ -508,6 +508,13 @@ const pm_tensor *pm_wget_opt(pm_weights *w, pm_err *e, int ndim, const int64_t *
     return t;
 }
 
+int pm_weights_mark_bf16_dot(pm_weights *w) {
+    int n = 0;
+    for (int i = 0; i < w->n; i++)
+        if (w->t[i].dtype == PM_DT_BF16 && w->t[i].ndim == 2) w->t[i].bf16_dot = 1, n++;
+    return n;
+}
+
 int pm_weights_check_consumed(const pm_weights *w, pm_err *e) {
     int unused = 0;
     char list[700] = "";

@@ -89,6 +89,10 @@ int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_byt
 /* pm_file_recache of every shard; *bytes and *huge_bytes summed. */
 int pm_weights_recache(const pm_weights *w, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e);
 
+/* Sets bf16_dot on every 2-D bf16 tensor (--compute bf16; the GEMM takes it where the CPU has
+ * AVX512-BF16); returns how many were marked. */
+int pm_weights_mark_bf16_dot(pm_weights *w);
+
 /* Errors (listing up to a few names) if any tensor was never fetched. */
 int pm_weights_check_consumed(const pm_weights *w, pm_err *e);
 

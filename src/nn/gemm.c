@@ -630,7 +630,7 @@ static void gemm_run(float *const *ys, const float *x, int n, const pm_tensor *c
 }
 
 /* A weight marked bf16_dot takes the dot path where the CPU has AVX512-BF16 (else the fp32 one). */
-static int takes_dot(const pm_tensor *W) { return W->bf16_dot && W->dtype == PM_DT_BF16 && pm_dot_have(); }
+static int takes_dot(const pm_tensor *W) { return W->bf16_dot && W->dtype == PM_DT_BF16 && pm_kern_have_avx512bf16(); }
 
 static gemm_path best_path(const pm_tensor *W) {
     return takes_dot(W) ? PATH_DOT : pm_kern_have_avx512() ? PATH_AVX512 : pm_kern_have_avx2() ? PATH_AVX2 : PATH_C;

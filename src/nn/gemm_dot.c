@@ -28,7 +28,7 @@
 #define MR 12
 #define NR 32
 
-int pm_dot_have(void) {
+int pm_kern_have_avx512bf16(void) {
 #ifdef PM_X86
     static int cached = -1;
     if (cached < 0) {

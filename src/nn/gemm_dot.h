@@ -1,6 +1,6 @@
 /* gemm_dot.h — internal seam between gemm.c (blocking, threads, C updates) and gemm_dot.c (the
  * bf16-product path's packs and micro-kernel, AVX512-BF16 and a portable twin). simd = 1 takes
- * the AVX512-BF16 code (only where pm_dot_have()), 0 the twin; both give the same bits. */
+ * the AVX512-BF16 code (only where pm_kern_have_avx512bf16()), 0 the twin; both give the same bits. */
 #ifndef PM_GEMM_DOT_H
 #define PM_GEMM_DOT_H
 
@@ -8,8 +8,6 @@
 #include <stdint.h>
 #include "kernels.h"
 
-/* 1 when the CPU has AVX512-BF16 and the AVX-512 level is in use. */
-int pm_dot_have(void);
 /* 12 rows src[r] [0, kc) rounded to bf16 -> [ceil(kc/2)][12] pair dwords (an odd kc: last high 0). */
 void pm_dot_pack_a(uint32_t *dst, const float *const *src, int kc, int simd);
 /* W rows [j0, j0 + nc) (past `out`: `zero`, kc + 16 zeros) x cols [k0, k0 + kc) -> nc/32 slivers of

@@ -128,6 +128,8 @@ const char *pm_kern_level_name(pm_kern_level l);
 /* 1 when the AVX2 (resp. AVX-512) paths are in use (for tests and the benchmark's report). */
 int pm_kern_have_avx2(void);
 int pm_kern_have_avx512(void);
+/* 1 when the AVX-512 level is in use and the CPU has AVX512-BF16 (the GEMM's bf16-product path). */
+int pm_kern_have_avx512bf16(void);
 /* Caps the level (tests compare paths, the benchmark measures AVX2 against AVX-512). Not
  * thread-safe: call it with no kernel running. PM_KERN_AVX512 = no cap (the default). */
 void pm_kern_cap(pm_kern_level max);

@@ -28,6 +28,7 @@
 #include "engine/engine_internal.h"
 #include "engine/kv_budget.h"
 #include "engine/model.h"
+#include "nn/kernels.h"
 #include "phi4mm.h"
 
 #define STEPS 6
@@ -360,6 +361,58 @@ static void test_kv_budget(void **state) {
     pm_engine_free(eng);
 }
 
+/* --compute bf16 (pm_load_options.compute_bf16): in effect exactly where the CPU has AVX512-BF16;
+ * then a prompt long enough for the GEMM (and an audio clip through the Conformer) gives first
+ * logits that differ from the fp32 model's (inputs rounded) but stay near them, and the request
+ * runs to its end. */
+static void test_compute_bf16(void **state) {
+    fx *f = *state;
+    const char *d = getenv("PHI4MM_FIXTURES");
+    char p[2048], err[1024];
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", d ? d : "../shared/fixtures");
+    pm_load_options lo = {.compute_bf16 = 1};
+    pm_model *mb;
+    assert_int_equal(pm_model_load_opts(&mb, p, &lo, err, sizeof err), 0);
+    pm_model_info info;
+    pm_model_get_info(mb, &info);
+    assert_int_equal(info.compute_bf16, pm_kern_have_avx512bf16());
+    pm_model_get_info(f->m, &info);
+    assert_int_equal(info.compute_bf16, 0);
+    char prompt[4096] = "<|user|>";
+    for (int i = 0; i < 30; i++) strcat(prompt, "the quick brown fox jumps over the lazy dog ");
+    strcat(prompt, "<|audio_1|>Transcribe.<|end|><|assistant|>");
+    pm_request r = {0};
+    r.prompt = prompt;
+    r.audios = &f->clip;
+    r.n_audios = 1;
+    r.max_tokens = 4;
+    pm_model *ms[2] = {f->m, mb};
+    pm_engine *eng[2];
+    int64_t id[2];
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(pm_engine_new(&eng[k], ms[k], NULL, err, sizeof err), 0);
+        assert_int_equal(pm_engine_submit(eng[k], &r, NULL, &id[k], err, sizeof err), 0);
+        assert_true(pm_engine_step(eng[k]) >= 0);
+    }
+    const pm_llm_config *c = &f->m->llm.c;
+    const float *l32 = pm_engine_last_logits(eng[0], id[0], NULL, NULL), *l16 = pm_engine_last_logits(eng[1], id[1], NULL, NULL);
+    assert_non_null(l32);
+    assert_non_null(l16);
+    double dmax = 0, rmax = 0;
+    for (int i = 0; i < c->vocab; i++) {
+        dmax = fmax(dmax, fabs((double)l16[i] - l32[i]));
+        rmax = fmax(rmax, fabs((double)l32[i]));
+    }
+    printf("  first logits, bf16 against fp32 products: max_abs=%.3g (max|ref| %.3g)\n", dmax, rmax);
+    if (pm_kern_have_avx512bf16()) assert_true(dmax > 0.0);
+    else assert_true(dmax == 0.0);
+    assert_true(dmax <= 0.1 * rmax);
+    for (int k = 0; k < 2; k++) {
+        while (pm_engine_live(eng[k]) > 0) assert_true(pm_engine_step(eng[k]) >= 0);
+        pm_engine_free(eng[k]);
+    }
+    pm_model_free(mb);
+}
 
 typedef struct enc_job {
     const pm_engine *eng;
@@ -714,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),
         cmocka_unit_test(test_kv_budget),
+        cmocka_unit_test(test_compute_bf16),
         cmocka_unit_test(test_encode_beside_steps),
         cmocka_unit_test(test_prefill_longrope),
         cmocka_unit_test(test_recompute_beside_steps),

@@ -97,6 +97,20 @@ int cli_kv_cache(const char *cmd, const char *v, int *bf16) {
     return 0;
 }
 
+int cli_compute(const char *cmd, const char *v, pm_load_options *o) {
+    if (v && !strcmp(v, "f32")) o->compute_bf16 = 0;
+    else if (v && !strcmp(v, "bf16")) o->compute_bf16 = 1;
+    else return cli_fail(cmd, "--compute must be f32 or bf16, got '%s'", v ? v : "");
+    return 0;
+}
+
+void cli_compute_note(const char *cmd, const pm_load_options *o, const pm_model *m) {
+    pm_model_info info;
+    pm_model_get_info(m, &info);
+    if (o->compute_bf16 && !info.compute_bf16)
+        fprintf(stderr, "phi4mm %s: note: --compute bf16 needs AVX512-BF16, which this CPU lacks: products stay fp32\n", cmd);
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

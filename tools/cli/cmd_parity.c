@@ -32,7 +32,7 @@
 typedef struct ctx {
     pm_parity p;
     int fault;
-    int q8, kv_bf16; /* --weights q8, --kv-cache bf16: greedy agreement only */
+    int q8, kv_bf16, compute_bf16; /* --weights q8, --kv-cache bf16, --compute bf16: greedy agreement only */
     int ag_cases, ag_identical, ag_prefix, ag_same, ag_total;
     json_t *manifest, *inputs;
     pm_model *m;
@@ -263,12 +263,18 @@ static int greedy_run(ctx *c, const pm_request *req, greedy_rec *g, char *err, s
     return rc ? -1 : 0;
 }
 
-/* What an agreement run changes: "q8" (int8 weights), "bf16 KV" or both. */
-static const char *agree_label(const ctx *c) { return c->q8 && c->kv_bf16 ? "q8 + bf16 KV" : c->q8 ? "q8" : "bf16 KV"; }
+static int agreement_run(const ctx *c) { return c->q8 || c->kv_bf16 || c->compute_bf16; }
 
-/* --weights q8, --kv-cache bf16: the official greedy tokens against ours on int8 weights or a bf16
- * cache. Not a parity check (neither is bit-compatible); reports the agreement: common prefix and
- * positions equal. */
+/* What an agreement run changes: "q8" (int8 weights), "bf16 KV", "bf16 products", joined by " + ". */
+static const char *agree_label(const ctx *c, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s%s%s%s", c->q8 ? "q8" : "", c->q8 && c->kv_bf16 ? " + " : "", c->kv_bf16 ? "bf16 KV" : "",
+             (c->q8 || c->kv_bf16) && c->compute_bf16 ? " + " : "", c->compute_bf16 ? "bf16 products" : "");
+    return buf;
+}
+
+/* --weights q8, --kv-cache bf16, --compute bf16: the official greedy tokens against ours on int8
+ * weights, a bf16 cache or bf16 products. Not a parity check (none is bit-compatible); reports the
+ * agreement: common prefix and positions equal. */
 static void run_case_agree(ctx *c, const char *cs, json_t *cj) {
     char rel[512], err[2048], path[4400];
     snprintf(rel, sizeof rel, "cases/%s/generated_ids.npy", cs);
@@ -289,7 +295,8 @@ static void run_case_agree(ctx *c, const char *cs, json_t *cj) {
             int n = (int)ref.numel, prefix = 0, same = 0;
             for (int i = 0; i < n && i < g->n; i++) same += (int64_t)pm_npy_get(&ref, (size_t)i) == g->tokens[i];
             while (prefix < n && prefix < g->n && (int64_t)pm_npy_get(&ref, (size_t)prefix) == g->tokens[prefix]) prefix++;
-            printf("%-4s %s/generated_ids: common prefix %d/%d, equal positions %d/%d\n", c->q8 ? "Q8" : "KV16", cs, prefix, n, same, n);
+            printf("%-4s %s/generated_ids: common prefix %d/%d, equal positions %d/%d\n", c->q8 ? "Q8" : c->kv_bf16 ? "KV16" : "BF16", cs,
+                   prefix, n, same, n);
             c->ag_cases++;
             c->ag_identical += prefix == n && g->n == n;
             c->ag_prefix += prefix;
@@ -309,7 +316,7 @@ static void run_case(ctx *c, const char *cs) {
         pm_parity_fail(&c->p, cs, "case", "no case '%s' in ref/manifest.json", cs);
         return;
     }
-    if (c->q8 || c->kv_bf16) {
+    if (agreement_run(c)) {
         run_case_agree(c, cs, cj);
         return;
     }
@@ -577,7 +584,8 @@ static void usage(void) {
                     "  Prints one PASS/FAIL line per check and 'N passed, M failed'; exit 0 only when none failed.\n"
                     "  --weights q8: no parity checks; greedy tokens on int8 weights against the official ones\n"
                     "  (common prefix and equal positions per case, then totals). Fails only if a case cannot run.\n"
-                    "  --kv-cache bf16: the same agreement report with bf16 KV caches (alone or with --weights q8).\n");
+                    "  --kv-cache bf16: the same agreement report with bf16 KV caches (alone or with --weights q8).\n"
+                    "  --compute bf16: the same with bf16 products (alone or with the others; AVX512-BF16 CPUs).\n");
 }
 
 int pm_cmd_parity(int argc, char **argv) {
@@ -597,6 +605,10 @@ int pm_cmd_parity(int argc, char **argv) {
             c.q8 = f == PM_WEIGHTS_Q8;
         } else if (!strcmp(a, "--kv-cache") && i + 1 < argc) {
             if (cli_kv_cache("parity", argv[++i], &c.kv_bf16)) return 1;
+        } else if (!strcmp(a, "--compute") && i + 1 < argc) {
+            pm_load_options co = {0};
+            if (cli_compute("parity", argv[++i], &co)) return 1;
+            c.compute_bf16 = co.compute_bf16;
         }
         else if (!strcmp(a, "--inject-fault") && i + 1 < argc) {
             /* test-only: prove the checks catch a known mistake (the run must then fail) */
@@ -614,12 +626,13 @@ int pm_cmd_parity(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/inputs.json", c.inputs_dir);
     c.inputs = json_load_file(path, 0, NULL);
     if (!c.inputs) c.inputs = json_object();
-    pm_load_options lo = {.weights = c.q8 ? PM_WEIGHTS_Q8 : PM_WEIGHTS_BF16};
+    pm_load_options lo = {.weights = c.q8 ? PM_WEIGHTS_Q8 : PM_WEIGHTS_BF16, .compute_bf16 = c.compute_bf16};
     if (pm_model_load_opts(&c.m, c.model_dir, &lo, err, sizeof err)) {
         json_decref(c.manifest);
         json_decref(c.inputs);
         return cli_fail("parity", "%s", err);
     }
+    cli_compute_note("parity", &lo, c.m);
     if (!n_cases) {
         cases[n_cases++] = "features";
         const char *k;
@@ -627,7 +640,7 @@ int pm_cmd_parity(int argc, char **argv) {
         json_object_foreach(json_object_get(c.manifest, "cases"), k, v) if (n_cases < 64) cases[n_cases++] = k;
     }
     for (int i = 0; i < n_cases; i++) {
-        if (!strcmp(cases[i], "features") && (c.q8 || c.kv_bf16)) continue; /* no decoder there */
+        if (!strcmp(cases[i], "features") && agreement_run(&c)) continue; /* no decoder there */
         if (!strcmp(cases[i], "features")) {
             pm_parity_run_features(&c.p);
             run_long_clips(&c);
@@ -635,9 +648,10 @@ int pm_cmd_parity(int argc, char **argv) {
         } else run_case(&c, cases[i]);
     }
     int rc;
-    if (c.q8 || c.kv_bf16) {
+    if (agreement_run(&c)) {
+        char label[64];
         printf("%s greedy agreement: %d cases, %d identical; common prefix %d/%d tokens (%.1f%%), equal positions %d/%d (%.1f%%)\n",
-               agree_label(&c), c.ag_cases, c.ag_identical, c.ag_prefix, c.ag_total, c.ag_total ? 100.0 * c.ag_prefix / c.ag_total : 0.0,
+               agree_label(&c, label, sizeof label), c.ag_cases, c.ag_identical, c.ag_prefix, c.ag_total, c.ag_total ? 100.0 * c.ag_prefix / c.ag_total : 0.0,
                c.ag_same, c.ag_total, c.ag_total ? 100.0 * c.ag_same / c.ag_total : 0.0);
         rc = c.p.failed || !c.ag_cases ? 1 : 0;
     } else {

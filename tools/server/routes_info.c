@@ -50,6 +50,13 @@ enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_con
     json_object_set_new(o, "model", json_string(ctx->model_id));
     json_object_set_new(o, "weights", json_string(pm_weight_format_name(ctx->o.load.weights)));
     json_object_set_new(o, "kv_cache", json_string(ctx->o.kv_bf16 ? "bf16" : "fp32"));
+    int bf16 = ctx->o.load.compute_bf16; /* asked; once loaded, what is in effect */
+    if (ready) {
+        pm_model_info info;
+        pm_model_get_info(ctx->model, &info);
+        bf16 = info.compute_bf16;
+    }
+    json_object_set_new(o, "compute", json_string(bf16 ? "bf16" : "fp32"));
     if (ready) {
         json_object_set_new(o, "active_sequences", json_integer(srv_metrics_get_active(ctx->metrics)));
         json_object_set_new(o, "queue_depth", json_integer(srv_sched_queue_depth(ctx->sched)));
