@@ -511,7 +511,7 @@ const pm_tensor *pm_wget_opt(pm_weights *w, pm_err *e, int ndim, const int64_t *
 int pm_weights_mark_bf16_dot(pm_weights *w) {
     int n = 0;
     for (int i = 0; i < w->n; i++)
-        if (w->t[i].dtype == PM_DT_BF16 && w->t[i].ndim == 2) w->t[i].bf16_dot = 1, n++;
+        if (w->t[i].dtype == PM_DT_BF16 && w->t[i].ndim >= 2) w->t[i].bf16_dot = 1, n++; /* conv kernels too: modules view them as matrices */
     return n;
 }
 

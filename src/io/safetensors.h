@@ -89,7 +89,7 @@ int pm_file_recache(const char *path, int evict, size_t *bytes, size_t *huge_byt
 /* pm_file_recache of every shard; *bytes and *huge_bytes summed. */
 int pm_weights_recache(const pm_weights *w, int evict, size_t *bytes, size_t *huge_bytes, pm_err *e);
 
-/* Sets bf16_dot on every 2-D bf16 tensor (--compute bf16; the GEMM takes it where the CPU has
+/* Sets bf16_dot on every bf16 tensor of 2 or more dims (conv kernels are multiplied as matrices) (--compute bf16; the GEMM takes it where the CPU has
  * AVX512-BF16); returns how many were marked. */
 int pm_weights_mark_bf16_dot(pm_weights *w);
 

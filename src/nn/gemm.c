@@ -492,8 +492,12 @@ static void run_tile(const gemm_geom *g, int kc, const float *as, const uint16_t
     pm_gemm_store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
 }
 
-/* 1 when this call reads W's prepacked slivers in place (W->gemm_pack, made for the AVX-512 tile). */
-static int prepacked(const gemm_geom *g, const pm_tensor *W) { return g->path == PATH_AVX512 && W->gemm_pack && W->dtype == PM_DT_BF16; }
+/* 1 when this call reads W's prepacked slivers in place (W->gemm_pack, made for the AVX-512 tile, or
+ * in the dot layout for the AVX512-BF16 one: pm_kern_gemm_pack packs a bf16_dot weight that way
+ * exactly where PATH_DOT will take it). */
+static int prepacked(const gemm_geom *g, const pm_tensor *W) {
+    return (g->path == PATH_AVX512 || g->path == PATH_DOT) && W->gemm_pack && W->dtype == PM_DT_BF16;
+}
 
 /* One NC-column work item: every KC slice, every MC block. apk: A packed for every slice
  * (slice p at p * Mr * g->kc, mr-row slivers of [kc][mr]). */
@@ -506,7 +510,11 @@ static void gemm_item(const gemm_geom *g, float *y, const float *apk, int M, int
         const float *ap = apk + (size_t)p * Mr * g->kc;
         const uint16_t *bsrc = bp;
         size_t bstep = (size_t)kc; /* bf16 units from one sliver to the next, per column */
-        if (is_dot(g->path)) {
+        if (is_dot(g->path) && pre) { /* sliver (j0 + s) / 32 at (j0 + s) * in2 dwords, this slice at k0 / 2 * 32 in it */
+            size_t in2 = (size_t)(in + 1) / 2;
+            bsrc = (const uint16_t *)((const uint32_t *)W->gemm_pack + (size_t)j0 * in2 + (size_t)k0 / 2 * NR5);
+            bstep = 2 * in2;
+        } else if (is_dot(g->path)) {
             pm_dot_pack_b((uint32_t *)bp, w, in, out, j0, ncr, k0, kc, zero, g->path == PATH_DOT);
             bstep = 2 * (size_t)((kc + 1) / 2);
         } else
@@ -659,9 +667,22 @@ int pm_kern_gemm_takes(const pm_tensor *W) {
 
 uint16_t *pm_kern_gemm_pack(const pm_tensor *W) {
 #ifdef PM_X86
-    if (W->dtype != PM_DT_BF16 || W->ndim != 2 || !pm_kern_have_avx512() || W->shape[0] < 1 || W->shape[1] < 1 || takes_dot(W))
-        return NULL; /* the dot path packs its own layout per call */
+    if (W->dtype != PM_DT_BF16 || W->ndim != 2 || !pm_kern_have_avx512() || W->shape[0] < 1 || W->shape[1] < 1) return NULL;
     int out = (int)W->shape[0], in = (int)W->shape[1], S = (out + NR5 - 1) / NR5, kc = gemm_kc(in);
+    if (takes_dot(W)) { /* the dot layout, whole K: [ceil(in / 2)][32] pair dwords per sliver */
+        size_t in2 = (size_t)(in + 1) / 2;
+        uint32_t *pd = aligned_alloc(64, sizeof(uint32_t) * (size_t)S * NR5 * in2);
+        uint16_t *z = calloc((size_t)in + 16, sizeof(uint16_t));
+        if (pd && z) {
+#pragma omp parallel for schedule(dynamic, 4)
+            for (int s = 0; s < S; s++) pm_dot_pack_b(pd + (size_t)s * NR5 * in2, (const uint16_t *)W->data, in, out, s * NR5, NR5, 0, in, z, 1);
+        } else {
+            free(pd);
+            pd = NULL;
+        }
+        free(z);
+        return (uint16_t *)pd;
+    }
     uint16_t *pk = aligned_alloc(64, sizeof(uint16_t) * (size_t)S * NR5 * in), *zero = calloc(kc + 16, sizeof(uint16_t));
     if (!pk || !zero) {
         free(pk);

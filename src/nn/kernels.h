@@ -54,9 +54,10 @@ int pm_kern_gemm_takes(const pm_tensor *W);
  * AVX512-BF16 at the AVX-512 level: nn/gemm_dot.c); the _c twin does for any bf16_dot W. */
 int pm_kern_gemm_dot_takes(const pm_tensor *W);
 /* W (bf16, 2-D) packed once in the layout the AVX-512 GEMM packs per call, for W->gemm_pack: the
- * GEMM then reads it in place, no pack and no widening per call, same bits. NULL where the CPU has
- * no AVX-512 path, W is not bf16, or memory runs out. As many bytes as W (out rounded up to 32);
- * the caller frees it. Threaded (call it outside a parallel region). */
+ * GEMM then reads it in place, no pack and no widening per call, same bits. A W that takes the
+ * bf16-product path (pm_kern_gemm_dot_takes) is packed in that path's layout instead. NULL where
+ * the CPU has no AVX-512 path, W is not bf16, or memory runs out. As many bytes as W (out rounded
+ * up to 32, an odd in to even); the caller frees it. Threaded (call it outside a parallel region). */
 uint16_t *pm_kern_gemm_pack(const pm_tensor *W);
 
 /* y[i] = exp(x[i]) (Cephes polynomial, ~2 ulp; exactly 0 below -87.3; NaN passes). y may be x. */

@@ -421,7 +421,19 @@ static void test_gemm_dot(void **state) {
         if (pm_kern_gemm_dot_takes(&W)) assert_memory_equal(y, yc, sizeof(float) * n * out);
         for (int i = 0; i < n * out; i++)
             assert_true(fabsf(yc[i] - ((float)(i % 7) - 3.0f + 0.25f * r[i])) <= 1e-4f * (1.0f + sqrtf((float)in)));
-        assert_null(pm_kern_gemm_dot_takes(&W) ? pm_kern_gemm_pack(&W) : NULL);
+        /* a prepacked copy (the dot layout) gives the same bits, in both modes */
+        pm_tensor Wp = W;
+        Wp.gemm_pack = pm_kern_gemm_pack(&W);
+        assert_int_equal(Wp.gemm_pack != NULL, pm_kern_gemm_dot_takes(&W));
+        if (Wp.gemm_pack) {
+            for (int i = 0; i < n * out; i++) y[i] = (float)(i % 7) - 3.0f;
+            pm_kern_gemm_bf16(y, x, n, &Wp, 0.25f, 1);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            pm_kern_gemm_bf16(y, x, n, &Wp, 1.0f, 0);
+            pm_kern_gemm_bf16_c(yc, x, n, &W, 1.0f, 0);
+            assert_memory_equal(y, yc, sizeof(float) * n * out);
+            free((void *)Wp.gemm_pack);
+        }
         free(x); free(xr); free(y); free(yc); free(r); free(ws);
     }
     /* rounding: halfway cases to even, a denormal to 0, NaN stays NaN; 13 rows x 32 columns, K = 2 */

@@ -17,7 +17,7 @@ typedef struct bench_opts {
     int prefill[8], n_prefill;
     int prefill_chunk;
     int audio_secs[4], n_audio;
-    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap;
+    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap, skip_compute;
     int prompt_threads; /* the serve row's prompt thread (0: half the threads, as `serve` by default) */
     int mlock;          /* --mlock: both loads lock the checkpoint */
     int keep_cache;     /* --keep-cache: the warm-up reads the shards without evicting them first */
@@ -83,5 +83,13 @@ int bench_longrope(bench_ctx *b); /* ... and while another sequence's LongRoPE r
 uint8_t *bench_synth_rgb(int W, int H);
 int bench_q8(bench_ctx *b);     /* the same decoder runs on --weights q8, as speedups over bf16 */
 int bench_kernels(bench_ctx *b); /* decoder rows capped at AVX2, as AVX-512 speedups (AVX-512 CPUs) */
+int bench_compute(bench_ctx *b); /* prefill, Conformer, SigLIP with --compute bf16 against fp32, interleaved */
+/* Pieces the rows above share: a P-token prefill in chunks (seconds, or -1 with e set) and its
+ * FLOPs; a synthetic clip of `secs` s at 16 kHz (malloc'd) and one features + Conformer + speech
+ * projection pass over it (times in t[3]). */
+double bench_prefill_seconds(const pm_model *m, int P, int chunk, pm_err *e);
+double bench_prefill_flops(const pm_model *m, int P);
+double *bench_synth_audio(int secs, size_t *n);
+int bench_audio_pass(const pm_model *m, const double *x, size_t n, double t[3], int *frames, int *t_enc, pm_err *e);
 
 #endif

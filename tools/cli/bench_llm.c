@@ -139,29 +139,45 @@ static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const c
     return PM_OK;
 }
 
-static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out, pm_err *e) {
-    const pm_llm *m = &b->m->llm;
+/* A fresh sequence of P random tokens through the decoder of m in chunks of `chunk` rows, logits at
+ * the end: its seconds (the embedding and the cache come before the clock), or -1 with e set. */
+double bench_prefill_seconds(const pm_model *pm, int P, int chunk, pm_err *e) {
+    const pm_llm *m = &pm->llm;
     const pm_llm_config *c = &m->c;
-    int H = c->hidden, chunk = b->o.prefill_chunk;
+    int H = c->hidden;
     float *emb = malloc(sizeof(float) * (size_t)P * H), *logits = malloc(sizeof(float) * (size_t)c->vocab);
     pm_kv_cache kv = {0};
-    if (!emb || !logits) {
-        free(emb); free(logits);
-        return pm_errf(e, PM_ENOMEM, "out of memory");
-    }
-    if (!embed_random(m, P, 77u + (uint32_t)P, emb, e) && !pm_kv_reserve(&kv, c, P, e)) {
-        double peak = bench_peak_now(b);
+    double t = -1;
+    if (!emb || !logits) pm_errf(e, PM_ENOMEM, "out of memory");
+    else if (!embed_random(m, P, 77u + (uint32_t)P, emb, e) && !pm_kv_reserve(&kv, c, P, e)) {
         double t0 = bench_now();
         for (int p = 0; p < P && !e->code; p += chunk) {
             int n = P - p < chunk ? P - p : chunk;
             pm_llm_chunk ch = {&kv, emb + (size_t)p * H, n, PM_ADAPTER_NONE, 0, p + n == P ? logits : NULL, NULL};
             pm_llm_forward(m, &ch, 1, e);
         }
-        double t = bench_now() - t0;
+        t = e->code ? -1 : bench_now() - t0;
+    }
+    pm_kv_free(&kv);
+    free(emb); free(logits);
+    return t;
+}
+
+/* FLOPs of a P-token prefill: linear layers + causal attention + one lm_head row. */
+double bench_prefill_flops(const pm_model *pm, int P) {
+    const pm_llm *m = &pm->llm;
+    const pm_llm_config *c = &m->c;
+    return 2.0 * P * linear_params(m, 0) + 2.0 * (double)P * P * c->head_dim * c->n_heads * c->n_layers + 2.0 * (double)m->embed->numel;
+}
+
+static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out, pm_err *e) {
+    int chunk = b->o.prefill_chunk;
+    {
+        double peak = bench_peak_now(b);
+        double t = bench_prefill_seconds(b->m, P, chunk, e);
         peak = bench_peak_bracket(b, peak);
         if (!e->code) {
-            double flops = 2.0 * P * linear_params(m, 0) + 2.0 * (double)P * P * c->head_dim * c->n_heads * c->n_layers +
-                           2.0 * (double)m->embed->numel;
+            double flops = bench_prefill_flops(b->m, P);
             double gf = flops / t / 1e9, bound_tps = P / (flops / (peak * 1e9));
             char label[64];
             snprintf(label, sizeof label, "prefill %d tokens", P);
@@ -172,8 +188,6 @@ static int prefill_one(bench_ctx *b, int P, const char *section, double *tps_out
                       flops / 1e12, gf, peak);
         }
     }
-    pm_kv_free(&kv);
-    free(emb); free(logits);
     return e->code;
 }
 

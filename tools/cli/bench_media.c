@@ -48,7 +48,7 @@ static double numel_where(const pm_weights *w, const char *prefix, const char *h
     return s;
 }
 
-static double *synth_audio(int secs, size_t *n) {
+double *bench_synth_audio(int secs, size_t *n) {
     *n = (size_t)secs * 16000;
     double *x = malloc(sizeof(double) * *n);
     if (!x) return NULL;
@@ -89,7 +89,7 @@ static double conformer_flops(const pm_model *m, int T, int Tp) {
 }
 
 /* One pass of features + Conformer + projection; times in t[3]. */
-static int audio_pass(const pm_model *m, const double *x, size_t n, double t[3], int *frames, int *t_enc, pm_err *e) {
+int bench_audio_pass(const pm_model *m, const double *x, size_t n, double t[3], int *frames, int *t_enc, pm_err *e) {
     pm_logmel mel = {0};
     float *feats = NULL, *enc = NULL, *proj = NULL;
     uint8_t *mask = NULL;
@@ -121,17 +121,17 @@ done:
 static int audio_one(bench_ctx *b, int secs, pm_err *e) {
     const pm_model *m = b->m;
     size_t n;
-    double *x = synth_audio(secs, &n);
+    double *x = bench_synth_audio(secs, &n);
     if (!x) return pm_errf(e, PM_ENOMEM, "out of memory");
     double t[3][3], tot[3], peak_i[3], first = bench_now();
     int frames = 0, t_enc = 0;
-    audio_pass(m, x, n, t[0], &frames, &t_enc, e);
+    bench_audio_pass(m, x, n, t[0], &frames, &t_enc, e);
     first = bench_now() - first;
-    if (!e->code) audio_pass(m, x, n, t[0], &frames, &t_enc, e);
+    if (!e->code) bench_audio_pass(m, x, n, t[0], &frames, &t_enc, e);
     double peak = bench_peak_now(b);
     for (int r = 0; r < 3 && !e->code; r++) {
         peak_i[r] = r ? bench_compute_peak(2048, 2) : peak; /* this pass's moment, as bench_peak_now */
-        if (!audio_pass(m, x, n, t[r], &frames, &t_enc, e)) tot[r] = t[r][0] + t[r][1] + t[r][2];
+        if (!bench_audio_pass(m, x, n, t[r], &frames, &t_enc, e)) tot[r] = t[r][0] + t[r][1] + t[r][2];
     }
     free(x);
     if (e->code) return e->code;
@@ -177,7 +177,7 @@ static void on_done(void *u, pm_finish why, int pt, int ct, const char *err) {
 
 static int ttft(bench_ctx *b, int secs) {
     size_t n;
-    double *x = synth_audio(secs, &n);
+    double *x = bench_synth_audio(secs, &n);
     if (!x) return PM_ENOMEM;
     pm_audio_in a = {x, n, 16000};
     pm_request r;

@@ -123,7 +123,7 @@ static void usage(void) {
             "  --prefill-chunk N    rows per forward during prefill (default 512, as pm_engine)\n"
             "  --audio LIST         clip lengths in seconds (default 10,30)\n"
             "  --tokenizer FILE     tokenizer.json for the tokenizer row (default: the model's)\n"
-            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels,\n"
+            "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels, --skip-compute,\n"
             "  --skip-overlap       (skips the rows of a live stream beside an image request and a LongRoPE recompute)\n"
             "  --prompt-threads N   that row's prompt thread takes N threads (default: half, as serve's auto)\n"
             "  --mlock              lock the checkpoint in memory (the decode rows then cannot read the disk)\n"
@@ -180,6 +180,7 @@ int pm_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--skip-tok")) o->skip_tok = 1;
         else if (!strcmp(a, "--skip-q8")) o->skip_q8 = 1;
         else if (!strcmp(a, "--skip-kernels")) o->skip_kernels = 1;
+        else if (!strcmp(a, "--skip-compute")) o->skip_compute = 1;
         else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
         else if (!strcmp(a, "--skip-overlap")) o->skip_overlap = 1;
         else if (!strcmp(a, "--mlock")) o->mlock = 1;
@@ -321,6 +322,7 @@ int pm_cmd_bench(int argc, char **argv) {
     if (!skip_llm) rc = bench_llm(&b);
     if (!rc && !skip_llm && !o->skip_q8) rc = bench_q8(&b);
     if (!rc && !skip_llm && !o->skip_kernels) rc = bench_kernels(&b);
+    if (!rc && !skip_llm && !o->skip_compute) rc = bench_compute(&b);
     if (!rc && !o->skip_audio) rc = bench_audio(&b);
     if (!rc && !o->skip_image) rc = bench_image(&b);
     if (!rc && !o->skip_image && !o->skip_overlap) rc = bench_overlap(&b);

@@ -4,6 +4,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "nn/kernels.h"
 
 int pm_cmd_info(int argc, char **argv) {
     const char *dir = NULL;
@@ -37,6 +38,8 @@ int pm_cmd_info(int argc, char **argv) {
     printf("vision encoder  SigLIP %d layers, dim %d\n", in.vision_layers, in.vision_dim);
     if (in.weights == PM_WEIGHTS_Q8) printf("weights         q8: %.3f GB of int8 decoder weights + scales\n", in.q8_bytes / 1e9);
     else printf("weights         bf16 (as stored)\n");
+    printf("products        fp32; bf16 with --compute bf16: %s\n",
+           pm_kern_have_avx512bf16() ? "available (AVX512-BF16)" : "not on this CPU (no AVX512-BF16 at the AVX-512 level)");
     printf("load time       %.3f s\n", in.load_seconds);
     pm_model_free(m);
     return 0;
