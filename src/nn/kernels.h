@@ -26,7 +26,8 @@ void pm_kern_gemv_c(float *y, const float *x, int n, const pm_tensor *W, float s
 /* pm_kern_gemv's arithmetic for any number of inputs (bf16 weights on AVX-512; otherwise it is
  * pm_kern_gemv): 4-row x 4-input tiles over the whole row, no weight pack, same bits as
  * pm_kern_gemv_c. _takes: 1 where it beats the GEMM (bf16, AVX-512, n <= 40 when a 4-input group's
- * rows fit in half of L1, n <= 24 otherwise); ops.c routes those products of n > PM_SMALL_N rows here. */
+ * rows fit in half of L1, n <= 24 otherwise; never for a W that takes the bf16-product GEMM); ops.c
+ * routes those products of n > PM_SMALL_N rows here. */
 void pm_kern_gemv_many(float *y, const float *x, int n, const pm_tensor *W, float scale, int accumulate);
 int pm_kern_gemv_many_takes(const pm_tensor *W, int n);
 /* The same on int8 weights (W->dtype == PM_DT_Q8, nn/quant.h; gemv_q8.c). pm_kern_gemv and

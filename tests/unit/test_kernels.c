@@ -389,8 +389,12 @@ static void test_gemm_bf16(void **state) {
 static void test_gemm_dot(void **state) {
     (void)state;
     int shapes[][3] = {{17, 16, 8}, {23, 37, 19}, {64, 100, 600}, {150, 70, 1030}, {13, 33, 64}, {14, 32, 33},
-                       {15, 20, 1}, {19, 40, 70}, {125, 64, 1024}, {20, 33, 4301}, {1400, 20, 4400}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                       {15, 20, 1}, {19, 40, 70}, {125, 64, 1024}, {20, 33, 4301}, {1400, 20, 4400}, {24, 64, 3072}};
+    pm_kern_level lv[3];
+    int nl = simd_levels(lv); /* below AVX-512 the GEMM takes the fp32 path: what a CPU without AVX512-BF16 does */
+    for (size_t q = 0; q < nl * (sizeof shapes / sizeof shapes[0]); q++) {
+        size_t s = q % (sizeof shapes / sizeof shapes[0]);
+        pm_kern_cap(lv[q / (sizeof shapes / sizeof shapes[0])]);
         int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
         uint16_t *ws;
         pm_tensor W = make_bf16(out, in, &ws);
@@ -405,7 +409,8 @@ static void test_gemm_dot(void **state) {
         for (int i = 0; i < n * out; i++) assert_true(fabsf(yc[i] - r[i]) <= 1e-5f * (1.0f + sqrtf((float)in)));
         pm_kern_gemm_bf16(y, x, n, &W, 1.0f, 0);
         if (pm_kern_gemm_dot_takes(&W)) assert_memory_equal(y, yc, sizeof(float) * n * out);
-        if (n > 40) {
+        if (n > PM_SMALL_N && pm_kern_gemm_dot_takes(&W)) { /* from 17 rows, never the fp32 GEMV */
+            assert_false(pm_kern_gemv_many_takes(&W, n));
             pm_linear(y, x, n, &W, NULL);
             assert_memory_equal(y, yc, sizeof(float) * n * out);
             float *y2 = malloc(sizeof(float) * n * out), *ys[2] = {y, y2};
@@ -436,6 +441,7 @@ static void test_gemm_dot(void **state) {
         }
         free(x); free(xr); free(y); free(yc); free(r); free(ws);
     }
+    pm_kern_cap(PM_KERN_AVX512);
     /* rounding: halfway cases to even, a denormal to 0, NaN stays NaN; 13 rows x 32 columns, K = 2 */
     uint16_t *ws;
     pm_tensor W = make_bf16(32, 2, &ws);
