@@ -381,23 +381,7 @@ AVX512_INLINE void kernel512(int kc, const float *a, const uint16_t *b, float *c
         }
         pm_tile_fma_rows(acc, a + (size_t)k * MR5, b0, b1, rows);
     }
-    if (mr == rows && nr == NR5) {
-        __m512 al = _mm512_set1_ps(alpha);
-#pragma GCC unroll 12
-        for (int i = 0; i < rows; i++)
-            for (int h = 0; h < 2; h++) {
-                float *cc = c + (size_t)i * ldc + 16 * h;
-                __m512 prev = first && !beta_one ? _mm512_setzero_ps() : _mm512_loadu_ps(cc);
-                _mm512_storeu_ps(cc, _mm512_add_ps(prev, _mm512_mul_ps(al, acc[i][h])));
-            }
-        return;
-    }
-    float t[MR5 * NR5];
-    for (int i = 0; i < rows; i++) {
-        _mm512_storeu_ps(t + i * NR5, acc[i][0]);
-        _mm512_storeu_ps(t + i * NR5 + 16, acc[i][1]);
-    }
-    pm_gemm_store_tile(c, ldc, t, NR5, mr, nr, alpha, first, beta_one);
+    pm_gemm_finish512(acc, rows, c, ldc, mr, nr, alpha, first, beta_one);
 }
 
 typedef void (*kernel512_fn)(int kc, const float *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,

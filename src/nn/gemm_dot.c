@@ -163,23 +163,7 @@ DOT512_INLINE void tile512(int kc2, const uint32_t *a, const uint32_t *b, float 
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
         }
     }
-    if (mr == rows && nr == NR) {
-        __m512 al = _mm512_set1_ps(alpha);
-#pragma GCC unroll 12
-        for (int i = 0; i < rows; i++)
-            for (int h = 0; h < 2; h++) {
-                float *cc = c + (size_t)i * ldc + 16 * h;
-                __m512 prev = first && !beta_one ? _mm512_setzero_ps() : _mm512_loadu_ps(cc);
-                _mm512_storeu_ps(cc, _mm512_add_ps(prev, _mm512_mul_ps(al, acc[i][h])));
-            }
-        return;
-    }
-    float t[MR * NR];
-    for (int i = 0; i < rows; i++) {
-        _mm512_storeu_ps(t + i * NR, acc[i][0]);
-        _mm512_storeu_ps(t + i * NR + 16, acc[i][1]);
-    }
-    pm_gemm_store_tile(c, ldc, t, NR, mr, nr, alpha, first, beta_one);
+    pm_gemm_finish512(acc, rows, c, ldc, mr, nr, alpha, first, beta_one);
 }
 
 typedef void (*tile_fn)(int kc2, const uint32_t *a, const uint32_t *b, float *c, size_t ldc, int mr, int nr, float alpha, int first,

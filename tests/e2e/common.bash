@@ -26,6 +26,14 @@ start_server() {
   done
   port=
 }
+# check_completion NAME CONTENT N: a chat completion of CONTENT with max_tokens N to the server
+# start_server started; PASS NAME when it comes back with N completion tokens.
+check_completion() {
+  local body="{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"$2\"}],\"max_tokens\":$3}"
+  if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" |
+     grep -q "\"completion_tokens\": *$3"; then pass "$1"
+  else fail "$1" "port=${port:-none} $(tail -2 "$tmp/srv.log")"; fi
+}
 stop_server() {
   [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
   srv=

@@ -40,10 +40,7 @@ done
 start_server -m "$M" --compute bf16
 if grep -q "ready in .* $want products" "$tmp/srv.log" && grep -q "\"compute\": *\"$want\"" "$tmp/h.json"; then pass serve_compute_startup
 else fail serve_compute_startup "$(cat "$tmp/srv.log") $(cat "$tmp/h.json" 2>/dev/null)"; fi
-body="{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}],\"max_tokens\":3}"
-if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" | grep -q '"completion_tokens": *3'; then
-  pass serve_compute_completion
-else fail serve_compute_completion "port=${port:-none} $(tail -2 "$tmp/srv.log")"; fi
+check_completion serve_compute_completion "$long" 3
 stop_server
 start_server -m "$M"
 if grep -q '"compute": *"fp32"' "$tmp/h.json"; then pass serve_compute_default_fp32

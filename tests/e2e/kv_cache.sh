@@ -38,10 +38,7 @@ done
 start_server -m "$M" --kv-cache bf16
 if grep -q 'ready in .*(bf16 cache)' "$tmp/srv.log" && grep -q '"kv_cache": *"bf16"' "$tmp/h.json"; then pass serve_kv_bf16_startup
 else fail serve_kv_bf16_startup "$(cat "$tmp/srv.log") $(cat "$tmp/h.json" 2>/dev/null)"; fi
-body='{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":3}'
-if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" | grep -q '"completion_tokens": *3'; then
-  pass serve_kv_bf16_completion
-else fail serve_kv_bf16_completion "port=${port:-none} $(tail -2 "$tmp/srv.log")"; fi
+check_completion serve_kv_bf16_completion Hello 3
 stop_server
 
 # the fixture cases' greedy tokens on bf16 caches against the official ones: a report, not a parity check

@@ -256,6 +256,21 @@ static void test_cancel_and_bad_requests(void **state) {
 /* The KV budget: a request over it is refused, one that does not fit beside a live sequence gets
  * PM_EBUSY (no callback, nothing reserved) and fits once that sequence has ended; reservations are
  * whole pages of the prompt plus max_tokens and return to 0. */
+/* Largest |difference| of two sequences' last logits (engine a's sequence against b's) and, in
+ * *rmax, b's largest |logit|. */
+static double logits_apart(const pm_engine *a, int64_t ida, const pm_engine *b, int64_t idb, int vocab, double *rmax) {
+    const float *la = pm_engine_last_logits(a, ida, NULL, NULL), *lb = pm_engine_last_logits(b, idb, NULL, NULL);
+    assert_non_null(la);
+    assert_non_null(lb);
+    double d = 0;
+    *rmax = 0;
+    for (int i = 0; i < vocab; i++) {
+        d = fmax(d, fabs((double)la[i] - lb[i]));
+        *rmax = fmax(*rmax, fabs((double)lb[i]));
+    }
+    return d;
+}
+
 static void test_kv_budget(void **state) {
     fx *f = *state;
     const pm_llm_config *c = &f->m->llm.c;
@@ -345,14 +360,7 @@ static void test_kv_budget(void **state) {
     assert_int_equal(pm_engine_submit(e32, &r, &cb, &id32, err, sizeof err), 0);
     assert_true(pm_engine_step(eng) >= 0);
     assert_true(pm_engine_step(e32) >= 0);
-    const float *l16 = pm_engine_last_logits(eng, id16, NULL, NULL), *l32 = pm_engine_last_logits(e32, id32, NULL, NULL);
-    assert_non_null(l16);
-    assert_non_null(l32);
-    double dmax = 0, rmax = 0;
-    for (int i = 0; i < c->vocab; i++) {
-        dmax = fmax(dmax, fabs((double)l16[i] - l32[i]));
-        rmax = fmax(rmax, fabs((double)l32[i]));
-    }
+    double rmax, dmax = logits_apart(eng, id16, e32, id32, c->vocab, &rmax);
     printf("  first logits, bf16 against fp32 cache: max_abs=%.3g (max|ref| %.3g)\n", dmax, rmax);
     assert_true(dmax > 0.0 && dmax <= 0.1 * rmax);
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
@@ -394,15 +402,7 @@ static void test_compute_bf16(void **state) {
         assert_int_equal(pm_engine_submit(eng[k], &r, NULL, &id[k], err, sizeof err), 0);
         assert_true(pm_engine_step(eng[k]) >= 0);
     }
-    const pm_llm_config *c = &f->m->llm.c;
-    const float *l32 = pm_engine_last_logits(eng[0], id[0], NULL, NULL), *l16 = pm_engine_last_logits(eng[1], id[1], NULL, NULL);
-    assert_non_null(l32);
-    assert_non_null(l16);
-    double dmax = 0, rmax = 0;
-    for (int i = 0; i < c->vocab; i++) {
-        dmax = fmax(dmax, fabs((double)l16[i] - l32[i]));
-        rmax = fmax(rmax, fabs((double)l32[i]));
-    }
+    double rmax, dmax = logits_apart(eng[1], id[1], eng[0], id[0], f->m->llm.c.vocab, &rmax);
     printf("  first logits, bf16 against fp32 products: max_abs=%.3g (max|ref| %.3g)\n", dmax, rmax);
     if (pm_kern_have_avx512bf16()) assert_true(dmax > 0.0);
     else assert_true(dmax == 0.0);
