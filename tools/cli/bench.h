@@ -91,5 +91,8 @@ double bench_prefill_seconds(const pm_model *m, int P, int chunk, pm_err *e);
 double bench_prefill_flops(const pm_model *m, int P);
 double *bench_synth_audio(int secs, size_t *n);
 int bench_audio_pass(const pm_model *m, const double *x, size_t n, double t[3], int *frames, int *t_enc, pm_err *e);
+/* Seconds from submitting a transcription of the clip x (n samples at 16 kHz) to m's engine to its
+ * first token (*t_submit: the submit's share; *prompt_tokens), or -1 with err set. */
+double bench_ttft_seconds(pm_model *m, const double *x, size_t n, double *t_submit, int *prompt_tokens, char *err, size_t errlen);
 
 #endif

@@ -2,7 +2,8 @@
  * load of the checkpoint with pm_load_options.compute_bf16 (its tensors marked, the same mapped
  * pages), then the compute-bound passes alternating between the two models, each pair timed back
  * to back so that both halves meet the same machine: a prefill at each --prefill length, the 10 s
- * clip's features + Conformer + projection, the 448 x 448 image's HD + SigLIP + projection. Rows:
+ * clip's features + Conformer + projection, the 448 x 448 image's HD + SigLIP + projection, the time
+ * to first token of a 30 s transcription (features, encoders, prompt prefill with the speech LoRA). Rows:
  * the median over the pairs of t(fp32) / t(bf16), and the bf16 run's GFLOP/s for the prefill
  * against the fp32 compute peak (above 1 is possible: the peak is fp32 FMA's). Skipped where the
  * CPU has no AVX512-BF16. */
@@ -37,15 +38,23 @@ static double image_seconds(const pm_model *m, int W, int H, pm_err *e) {
 }
 
 typedef struct work {
-    int kind; /* 0 prefill, 1 audio, 2 image */
+    int kind; /* 0 prefill, 1 audio, 2 image, 3 TTFT of a transcription */
     int P;    /* prefill tokens */
     const double *x;
     size_t n; /* audio samples */
 } work;
 
-static double run(bench_ctx *b, const pm_model *m, const work *w, pm_err *e) {
+static double run(bench_ctx *b, pm_model *m, const work *w, pm_err *e) {
     if (w->kind == 0) return bench_prefill_seconds(m, w->P, b->o.prefill_chunk, e);
     if (w->kind == 2) return image_seconds(m, 448, 448, e);
+    if (w->kind == 3) {
+        double ts;
+        int pt;
+        char err[512];
+        double t = bench_ttft_seconds(m, w->x, w->n, &ts, &pt, err, sizeof err);
+        if (t < 0) pm_errf(e, PM_EINVAL, "%s", err);
+        return t;
+    }
     double t[3];
     int frames, t_enc;
     if (bench_audio_pass(m, w->x, w->n, t, &frames, &t_enc, e)) return -1;
@@ -111,6 +120,15 @@ int bench_compute(bench_ctx *b) {
         bench_progress("compute: audio 10 s");
         if (!x) pm_errf(&e, PM_ENOMEM, "out of memory");
         else compare(b, mb, &w, "audio 10 s Conformer + projection, bf16 / fp32 products", &e);
+        free(x);
+    }
+    if (!e.code && !b->o.skip_audio && !b->o.skip_ttft && mb->conformer && mb->audio_proj) {
+        work w = {3, 0, NULL, 0};
+        double *x = bench_synth_audio(30, &w.n);
+        w.x = x;
+        bench_progress("compute: TTFT of a 30 s transcription");
+        if (!x) pm_errf(&e, PM_ENOMEM, "out of memory");
+        else compare(b, mb, &w, "TTFT 30 s transcription, bf16 / fp32 products", &e);
         free(x);
     }
     if (!e.code && !b->o.skip_image && mb->image) {

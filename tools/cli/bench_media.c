@@ -175,10 +175,7 @@ static void on_done(void *u, pm_finish why, int pt, int ct, const char *err) {
     s->done = 1;
 }
 
-static int ttft(bench_ctx *b, int secs) {
-    size_t n;
-    double *x = bench_synth_audio(secs, &n);
-    if (!x) return PM_ENOMEM;
+double bench_ttft_seconds(pm_model *m, const double *x, size_t n, double *t_submit, int *prompt_tokens, char *err, size_t errlen) {
     pm_audio_in a = {x, n, 16000};
     pm_request r;
     memset(&r, 0, sizeof r);
@@ -189,35 +186,37 @@ static int ttft(bench_ctx *b, int secs) {
     ttft_state st = {0};
     pm_callbacks cb = {on_tok, on_done, &st};
     pm_engine *eng;
-    char err[1024];
-    int rc = pm_engine_new(&eng, b->m, NULL, err, sizeof err);
-    if (rc) {
-        free(x);
-        fprintf(stderr, "phi4mm bench: ttft: %s\n", err);
-        return rc;
-    }
+    if (pm_engine_new(&eng, m, NULL, err, errlen)) return -1;
     double t0 = bench_now();
-    rc = pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err);
-    double t_sub = bench_now();
-    while (!rc && pm_engine_live(eng) > 0) {
-        int k = pm_engine_step(eng);
-        if (k < 0) rc = k;
-    }
+    int rc = pm_engine_submit(eng, &r, &cb, NULL, err, errlen);
+    *t_submit = bench_now() - t0;
+    while (!rc && pm_engine_live(eng) > 0)
+        if (pm_engine_step(eng) < 0) rc = snprintf(err, errlen, "engine step failed") > 0 ? -1 : -1;
     double t_end = bench_now();
     pm_engine_free(eng);
+    *prompt_tokens = st.prompt_tokens;
+    return rc ? -1 : (st.t_first ? st.t_first : t_end) - t0;
+}
+
+static int ttft(bench_ctx *b, int secs) {
+    size_t n;
+    double *x = bench_synth_audio(secs, &n);
+    if (!x) return PM_ENOMEM;
+    char err[1024];
+    double t_sub = 0;
+    int ptok = 0;
+    double first = bench_ttft_seconds(b->m, x, n, &t_sub, &ptok, err, sizeof err);
     free(x);
-    if (rc) {
+    if (first < 0) {
         fprintf(stderr, "phi4mm bench: ttft: %s\n", err);
-        return rc;
+        return PM_EINVAL;
     }
-    double first = (st.t_first ? st.t_first : t_end) - t0;
     char label[64];
     snprintf(label, sizeof label, "TTFT %d s transcription", secs);
     bench_row(b, "audio", label, first, "s", -1, -1,
-              json_pack("{s:i, s:f, s:f, s:i}", "seconds_audio", secs, "submit_s", t_sub - t0, "prefill_s", first - (t_sub - t0),
-                        "prompt_tokens", st.prompt_tokens),
-              "submit (features + Conformer + projection + prompt) %.2f s, prefill of %d tokens with the speech LoRA %.2f s", t_sub - t0,
-              st.prompt_tokens, first - (t_sub - t0));
+              json_pack("{s:i, s:f, s:f, s:i}", "seconds_audio", secs, "submit_s", t_sub, "prefill_s", first - t_sub, "prompt_tokens", ptok),
+              "submit (features + Conformer + projection + prompt) %.2f s, prefill of %d tokens with the speech LoRA %.2f s", t_sub, ptok,
+              first - t_sub);
     return PM_OK;
 }
 
