@@ -93,6 +93,18 @@ static int compare(bench_ctx *b, pm_model *mb, const work *w, const char *label,
     return PM_OK;
 }
 
+/* compare() of work `kind` (1 or 3) on a synthetic clip of `secs` s. */
+static int compare_clip(bench_ctx *b, pm_model *mb, int kind, int secs, const char *label, pm_err *e) {
+    work w = {kind, 0, NULL, 0};
+    double *x = bench_synth_audio(secs, &w.n);
+    w.x = x;
+    bench_progress("compute: %s", label);
+    if (!x) pm_errf(e, PM_ENOMEM, "out of memory");
+    else compare(b, mb, &w, label, e);
+    free(x);
+    return e->code;
+}
+
 int bench_compute(bench_ctx *b) {
     if (!pm_kern_have_avx512bf16()) {
         bench_progress("compute: no AVX512-BF16 on this CPU, nothing to compare");
@@ -113,24 +125,9 @@ int bench_compute(bench_ctx *b) {
         bench_progress("%s", label);
         compare(b, mb, &w, label, &e);
     }
-    if (!e.code && !b->o.skip_audio && mb->conformer && mb->audio_proj) {
-        work w = {1, 0, NULL, 0};
-        double *x = bench_synth_audio(10, &w.n);
-        w.x = x;
-        bench_progress("compute: audio 10 s");
-        if (!x) pm_errf(&e, PM_ENOMEM, "out of memory");
-        else compare(b, mb, &w, "audio 10 s Conformer + projection, bf16 / fp32 products", &e);
-        free(x);
-    }
-    if (!e.code && !b->o.skip_audio && !b->o.skip_ttft && mb->conformer && mb->audio_proj) {
-        work w = {3, 0, NULL, 0};
-        double *x = bench_synth_audio(30, &w.n);
-        w.x = x;
-        bench_progress("compute: TTFT of a 30 s transcription");
-        if (!x) pm_errf(&e, PM_ENOMEM, "out of memory");
-        else compare(b, mb, &w, "TTFT 30 s transcription, bf16 / fp32 products", &e);
-        free(x);
-    }
+    int audio = !b->o.skip_audio && mb->conformer && mb->audio_proj;
+    if (!e.code && audio) compare_clip(b, mb, 1, 10, "audio 10 s Conformer + projection, bf16 / fp32 products", &e);
+    if (!e.code && audio && !b->o.skip_ttft) compare_clip(b, mb, 3, 30, "TTFT 30 s transcription, bf16 / fp32 products", &e);
     if (!e.code && !b->o.skip_image && mb->image) {
         work w = {2, 0, NULL, 0};
         bench_progress("compute: image 448x448");
