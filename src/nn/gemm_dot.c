@@ -28,19 +28,6 @@
 #define MR 12
 #define NR 32
 
-int pm_kern_have_avx512bf16(void) {
-#ifdef PM_X86
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
-    }
-    return cached && pm_kern_have_avx512();
-#else
-    return 0;
-#endif
-}
-
 /* ---- the portable twin ---- */
 
 static float f32_bits(uint32_t u) {

@@ -40,6 +40,20 @@ const char *pm_kern_level_name(pm_kern_level l) { return l == PM_KERN_AVX512 ? "
 int pm_kern_have_avx2(void) { return pm_kern_level_in_use() >= PM_KERN_AVX2; }
 int pm_kern_have_avx512(void) { return pm_kern_level_in_use() >= PM_KERN_AVX512; }
 
+/* AVX512-BF16 is an extension of the AVX-512 level, not a level of its own: it goes with the cap. */
+int pm_kern_have_avx512bf16(void) {
+#ifdef PM_X86
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    }
+    return cached && pm_kern_have_avx512();
+#else
+    return 0;
+#endif
+}
+
 /* ---- conversions ---- */
 
 static void bf16_to_f32_c(float *out, const uint16_t *in, size_t n) {
