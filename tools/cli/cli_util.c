@@ -97,9 +97,9 @@ int cli_kv_cache(const char *cmd, const char *v, int *bf16) {
     return 0;
 }
 
-int cli_compute(const char *cmd, const char *v, pm_load_options *o) {
-    if (v && !strcmp(v, "f32")) o->compute_bf16 = 0;
-    else if (v && !strcmp(v, "bf16")) o->compute_bf16 = 1;
+int cli_compute(const char *cmd, const char *v, int *bf16) {
+    if (v && !strcmp(v, "f32")) *bf16 = 0;
+    else if (v && !strcmp(v, "bf16")) *bf16 = 1;
     else return cli_fail(cmd, "--compute must be f32 or bf16, got '%s'", v ? v : "");
     return 0;
 }

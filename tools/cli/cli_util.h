@@ -23,9 +23,8 @@ int cli_size(const char *s, size_t *out);
 int cli_kv_budget(const char *cmd, const char *v, int64_t *out);
 /* --kv-cache f32|bf16 -> pm_engine_opts.kv_bf16 */
 int cli_kv_cache(const char *cmd, const char *v, int *bf16);
-/* --compute f32|bf16 -> pm_load_options.compute_bf16; a note on stderr when bf16 is asked of a CPU
- * without AVX512-BF16 (the products then stay fp32). */
-int cli_compute(const char *cmd, const char *v, pm_load_options *o);
+/* --compute f32|bf16 -> pm_load_options.compute_bf16 (as cli_kv_cache) */
+int cli_compute(const char *cmd, const char *v, int *bf16);
 /* After a load with o: says on stderr that --compute bf16 had no effect (no AVX512-BF16), if so. */
 void cli_compute_note(const char *cmd, const pm_load_options *o, const pm_model *m);
 

@@ -171,7 +171,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--weights")) rc = cli_weights(cmd, v, &lo);
         else if (!strcmp(a, "--kv-budget")) rc = cli_kv_budget(cmd, v, &opts.kv_budget);
         else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, v, &opts.kv_bf16);
-        else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, v, &lo);
+        else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, v, &lo.compute_bf16);
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
@@ -245,7 +245,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
         else if (!strcmp(a, "--mlock")) lo.mlock = 1;
         else if (!strcmp(a, "--recache")) lo.recache = 1;
         else if (!strcmp(a, "--kv-cache") && i + 1 < argc) rc = cli_kv_cache(cmd, argv[++i], &opts.kv_bf16);
-        else if (!strcmp(a, "--compute") && i + 1 < argc) rc = cli_compute(cmd, argv[++i], &lo);
+        else if (!strcmp(a, "--compute") && i + 1 < argc) rc = cli_compute(cmd, argv[++i], &lo.compute_bf16);
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);

@@ -606,9 +606,7 @@ int pm_cmd_parity(int argc, char **argv) {
         } else if (!strcmp(a, "--kv-cache") && i + 1 < argc) {
             if (cli_kv_cache("parity", argv[++i], &c.kv_bf16)) return 1;
         } else if (!strcmp(a, "--compute") && i + 1 < argc) {
-            pm_load_options co = {0};
-            if (cli_compute("parity", argv[++i], &co)) return 1;
-            c.compute_bf16 = co.compute_bf16;
+            if (cli_compute("parity", argv[++i], &c.compute_bf16)) return 1;
         }
         else if (!strcmp(a, "--inject-fault") && i + 1 < argc) {
             /* test-only: prove the checks catch a known mistake (the run must then fail) */

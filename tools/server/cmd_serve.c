@@ -168,7 +168,7 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         } else if (!strcmp(a, "--kv-budget")) {
             if (cli_kv_budget(cmd, v, &o->kv_budget)) return 1;
         } else if (!strcmp(a, "--compute")) {
-            if (cli_compute(cmd, v, &o->load)) return 1;
+            if (cli_compute(cmd, v, &o->load.compute_bf16)) return 1;
         } else if (!strcmp(a, "--kv-cache")) {
             if (cli_kv_cache(cmd, v, &o->kv_bf16)) return 1;
         } else if (!strcmp(a, "--max-request-memory")) {
@@ -250,9 +250,9 @@ int pm_cmd_serve(int argc, char **argv) {
 
     int rc = 0;
     double t0 = srv_now();
+    pm_model_info info = {0};
     if (pm_model_load_opts(&ctx->model, ctx->o.model_dir, &ctx->o.load, err, sizeof err)) rc = cli_fail("serve", "%s", err);
     else {
-        pm_model_info info;
         pm_model_get_info(ctx->model, &info);
         ctx->max_context = info.max_position;
         cli_compute_note("serve", &ctx->o.load, ctx->model);
@@ -269,8 +269,6 @@ int pm_cmd_serve(int argc, char **argv) {
         else
             snprintf(kv, sizeof kv, "KV budget %.2f GiB%s (%s cache)", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)",
                      ctx->o.kv_bf16 ? "bf16" : "fp32");
-        pm_model_info info;
-        pm_model_get_info(ctx->model, &info);
         fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s, %s products, request memory %.0f MiB%s\n",
                 ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, info.compute_bf16 ? "bf16" : "fp32",
                 (double)ctx->req_budget / (1 << 20), ctx->o.api_key ? ", API key required" : "");
