@@ -254,6 +254,64 @@ AVX2 static void quad(float *t, const float *xp, const float *x, int n, const ui
 #ifdef PM_X86
 
 
+/* Where rows start inside a cache line: a checkpoint's tensors start wherever its header ends
+ * (safetensors pads it to 8 bytes, so 40 or 56 bytes past a line in the shards we read), and then
+ * every 64-byte load of a row spans two lines. The byte offset shared by rows wr[0..RT) when it is
+ * a nonzero multiple of 4 (whole dwords, span512_lines), else 0. */
+static inline unsigned line_offset(const uint16_t *const *wr, int RT) {
+    unsigned sh = (unsigned)((uintptr_t)wr[0] & 63);
+    for (int r = 1; r < RT; r++)
+        if ((unsigned)((uintptr_t)wr[r] & 63) != sh) return 0;
+    return sh & 3 ? 0 : sh;
+}
+
+/* span512 for rows that start sh bytes past a cache line: each line is loaded once, aligned, and a
+ * row's 64 bytes at c are put together from two neighbouring lines in a register (one two-source
+ * dword permute), so the tile gets the very same values, hence the same bits. The first line and the
+ * last are loaded masked to the dwords that belong to [c0, c1): nothing outside the span is read.
+ * Measured in one process on Zen 5 (2 threads, every projection of Phi-4-mini and its lm_head from
+ * the full-size synthetic checkpoint, whose tensors start 40 or 56 bytes past a line, 8 alternating
+ * passes): 1.14 x at n = 8 (20.8 -> 23.8 GB/s); an aligned copy of the same weights had read
+ * 1.16 x faster than the mapping, 1.00 x at n = 1 (there the stream is memory-bound). */
+AVX512_INLINE void span512_lines(__m512 acc[8][4], const uint16_t *const *wr, const float *const *xi, int c0, int c1, int RT, int NT,
+                                 int PF, const uint16_t *const *pf, int NPF, unsigned sh) {
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)(sh >> 2)));
+    const __mmask16 head = (__mmask16)(0xffffu << (sh >> 2)), tail = (__mmask16)~head; /* a line's dwords before / from the row's offset */
+    const uint16_t *ln[8];
+    __m512i lo[8], raw[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < RT; r++) {
+        ln[r] = wr[r] - (sh >> 1); /* the line holding wr[r]'s first byte: lines start at ln[r] + c */
+        lo[r] = _mm512_maskz_load_epi32(head, ln[r] + c0);
+    }
+    for (int c = c0; c < c1; c += 32) {
+        __mmask16 m = c + 32 < c1 ? (__mmask16)0xffff : tail; /* the last line: only its dwords inside the span */
+        __m512 xv[4];
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; r++) {
+            if (PF) _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
+            if (r < NPF) _mm_prefetch((const char *)(pf[r] + (c - c0)), _MM_HINT_T0);
+            __m512i nx = _mm512_maskz_load_epi32(m, ln[r] + c + 32);
+            raw[r] = _mm512_permutex2var_epi32(lo[r], idx, nx);
+            lo[r] = nx;
+            __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(raw[r], 16));
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < RT; r++) {
+            __m512 w = _mm512_castsi512_ps(_mm512_and_si512(raw[r], hi));
+#pragma GCC unroll 8
+            for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
+        }
+    }
+}
+
 /* acc[r][i] += rows wr[0..RT) . inputs xi[0..NT) over the 32-blocks of [c0, c1): the AVX2 tile at
  * 16 lanes. PF > 0 prefetches the rows PF bytes ahead (the pass that streams them from memory). */
 AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const float *const *xi, int c0, int c1, int RT, int NT,
@@ -332,6 +390,11 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
                 acc[r][0] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(raw, hi)), xh, acc[r][0]);
             }
         }
+        return;
+    }
+    unsigned sh = line_offset(wr, RT);
+    if (sh) {
+        span512_lines(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, sh);
         return;
     }
     for (int c = c0; c < c1; c += 32) {

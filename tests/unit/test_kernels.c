@@ -64,6 +64,51 @@ static void test_gemv_batch_and_thread_independent(void **state) {
     free(ws);
 }
 
+/* Weights that start anywhere in a cache line, as a checkpoint's tensors do (its header's length
+ * decides): every byte offset in a line that a bf16 tensor can have, for rows of whole lines
+ * (in % 32 == 0: every row at the same offset, the case gemv.c reads line by line) and not.
+ * The same bits as an aligned copy for every n of the GEMV and of pm_kern_gemv_many, on every
+ * SIMD level, and the twin's. */
+static void test_gemv_line_offsets(void **state) {
+    (void)state;
+    int shapes[][2] = {{45, 768}, {20, 320}, {9, 100}};
+    pm_kern_level lv[3];
+    for (int l = 0, nl = simd_levels(lv); l < nl; l++) {
+        pm_kern_cap(lv[l]);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int out = shapes[s][0], in = shapes[s][1], nmax = 40;
+            uint16_t *ws;
+            pm_tensor W = make_bf16(out, in, &ws), A = W; /* A: the aligned copy */
+            void *aligned = aligned_alloc(64, (A.nbytes + 63) & ~(size_t)63);
+            A.data = memcpy(aligned, ws, A.nbytes);
+            float *x = malloc(sizeof(float) * nmax * in), *y = malloc(sizeof(float) * nmax * out), *ya = malloc(sizeof(float) * nmax * out);
+            for (int i = 0; i < nmax * in; i++) x[i] = frand();
+            for (int off = 2; off < 64; off += 2) {
+                uint8_t *buf = malloc(A.nbytes + 64); /* the tensor at line offset off inside it */
+                uint8_t *at = (uint8_t *)(((uintptr_t)buf + 63) & ~(uintptr_t)63) + off;
+                if (at + A.nbytes > buf + A.nbytes + 64) at -= 64;
+                W.data = memcpy(at, ws, A.nbytes);
+                for (int n = 1; n <= nmax; n += n < 16 ? 1 : 7) {
+                    if (n <= PM_SMALL_N) {
+                        pm_kern_gemv(ya, x, n, &A, 0.0f, 0);
+                        pm_kern_gemv(y, x, n, &W, 0.0f, 0);
+                    } else {
+                        pm_kern_gemv_many(ya, x, n, &A, 0.0f, 0);
+                        pm_kern_gemv_many(y, x, n, &W, 0.0f, 0);
+                    }
+                    assert_memory_equal(y, ya, sizeof(float) * n * out);
+                }
+                pm_kern_gemv_c(ya, x, 8, &A, 0.0f, 0);
+                pm_kern_gemv(y, x, 8, &W, 0.0f, 0);
+                assert_memory_equal(y, ya, sizeof(float) * 8 * out);
+                free(buf);
+            }
+            free(aligned); free(ws); free(x); free(y); free(ya);
+        }
+    }
+    pm_kern_cap(PM_KERN_AVX512);
+}
+
 static void test_exp_softmax_silu(void **state) {
     (void)state;
     enum { N = 4099 };
@@ -570,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_gemv_twin_and_reference),
         cmocka_unit_test(test_gemv_batch_and_thread_independent),
         cmocka_unit_test(test_gemv_many),
+        cmocka_unit_test(test_gemv_line_offsets),
         cmocka_unit_test(test_exp_softmax_silu),
         cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_flash_attention),
