@@ -392,7 +392,7 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
         }
         return;
     }
-    unsigned sh = line_offset(wr, RT);
+    unsigned sh = c1 > c0 ? line_offset(wr, RT) : 0;
     if (sh) {
         span512_lines(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, sh);
         return;
