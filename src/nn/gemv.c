@@ -257,7 +257,7 @@ AVX2 static void quad(float *t, const float *xp, const float *x, int n, const ui
 /* Where rows start inside a cache line: a checkpoint's tensors start wherever its header ends
  * (safetensors pads it to 8 bytes, so 40 or 56 bytes past a line in the shards we read), and then
  * every 64-byte load of a row spans two lines. The byte offset shared by rows wr[0..RT) when it is
- * a nonzero multiple of 4 (whole dwords, span512_lines), else 0. */
+ * a nonzero multiple of 4 (whole dwords, span512_tiles), else 0. */
 static inline unsigned line_offset(const uint16_t *const *wr, int RT) {
     unsigned sh = (unsigned)((uintptr_t)wr[0] & 63);
     for (int r = 1; r < RT; r++)
@@ -265,25 +265,30 @@ static inline unsigned line_offset(const uint16_t *const *wr, int RT) {
     return sh & 3 ? 0 : sh;
 }
 
-/* span512 for rows that start sh bytes past a cache line: each line is loaded once, aligned, and a
- * row's 64 bytes at c are put together from two neighbouring lines in a register (one two-source
- * dword permute), so the tile gets the very same values, hence the same bits. The first line and the
- * last are loaded masked to the dwords that belong to [c0, c1): nothing outside the span is read.
- * Measured in one process on Zen 5 (2 threads, every projection of Phi-4-mini and its lm_head from
- * the full-size synthetic checkpoint, whose tensors start 40 or 56 bytes past a line, 8 alternating
- * passes): 1.14 x at n = 8 (20.8 -> 23.8 GB/s); an aligned copy of the same weights had read
- * 1.16 x faster than the mapping, 1.00 x at n = 1 (there the stream is memory-bound). */
-AVX512_INLINE void span512_lines(__m512 acc[8][4], const uint16_t *const *wr, const float *const *xi, int c0, int c1, int RT, int NT,
-                                 int PF, const uint16_t *const *pf, int NPF, unsigned sh) {
+/* The 32-block loop of span512 for two or more inputs, or rows not streamed. LINES (a literal at each
+ * call): the rows start sh bytes past a cache line, and each line is loaded once, aligned, a row's
+ * 64 bytes put together from two neighbouring lines in a register (one two-source dword permute), so
+ * the tile gets the very same values, hence the same bits; the first line and the last are loaded
+ * masked to the dwords that belong to [c0, c1): nothing outside the span is read. Measured in one
+ * process on Zen 5 (2 threads, every projection of Phi-4-mini and its lm_head from the full-size
+ * synthetic checkpoint, whose tensors start 40 or 56 bytes past a line, 6-8 alternating passes):
+ * 1.18 x at n = 8 (20.7 -> 24.4 GB/s), 1.10 x at 12, 1.00-1.03 x at 2-5 and 16; an aligned copy of
+ * the same weights had read 1.16 x faster than the mapping at n = 8, 1.00 x at n = 1 (there the
+ * stream is memory-bound). Without LINES each half loads the row again, as before. */
+AVX512_INLINE void span512_tiles(__m512 acc[8][4], const uint16_t *const *wr, const float *const *xi, int c0, int c1, int RT, int NT,
+                                 int PF, const uint16_t *const *pf, int NPF, int LINES, unsigned sh) {
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
-    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)(sh >> 2)));
-    const __mmask16 head = (__mmask16)(0xffffu << (sh >> 2)), tail = (__mmask16)~head; /* a line's dwords before / from the row's offset */
-    const uint16_t *ln[8];
-    __m512i lo[8], raw[8];
+    __m512i idx = _mm512_setzero_si512(), lo[8], raw[8];
+    __mmask16 head = 0, tail = 0; /* a line's dwords from the row's offset on / before it */
+    const uint16_t *ln[8];        /* the line holding wr[r]'s first byte: lines start at ln[r] + c */
+    if (LINES) {
+        idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)(sh >> 2)));
+        head = (__mmask16)(0xffffu << (sh >> 2)), tail = (__mmask16)~head;
 #pragma GCC unroll 8
-    for (int r = 0; r < RT; r++) {
-        ln[r] = wr[r] - (sh >> 1); /* the line holding wr[r]'s first byte: lines start at ln[r] + c */
-        lo[r] = _mm512_maskz_load_epi32(head, ln[r] + c0);
+        for (int r = 0; r < RT; r++) {
+            ln[r] = wr[r] - (sh >> 1);
+            lo[r] = _mm512_maskz_load_epi32(head, ln[r] + c0);
+        }
     }
     for (int c = c0; c < c1; c += 32) {
         __mmask16 m = c + 32 < c1 ? (__mmask16)0xffff : tail; /* the last line: only its dwords inside the span */
@@ -294,9 +299,12 @@ AVX512_INLINE void span512_lines(__m512 acc[8][4], const uint16_t *const *wr, co
         for (int r = 0; r < RT; r++) {
             if (PF) _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
             if (r < NPF) _mm_prefetch((const char *)(pf[r] + (c - c0)), _MM_HINT_T0);
-            __m512i nx = _mm512_maskz_load_epi32(m, ln[r] + c + 32);
-            raw[r] = _mm512_permutex2var_epi32(lo[r], idx, nx);
-            lo[r] = nx;
+            if (LINES) {
+                __m512i nx = _mm512_maskz_load_epi32(m, ln[r] + c + 32);
+                raw[r] = _mm512_permutex2var_epi32(lo[r], idx, nx);
+                lo[r] = nx;
+            } else
+                raw[r] = _mm512_loadu_si512((const void *)(wr[r] + c));
             __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(raw[r], 16));
 #pragma GCC unroll 8
             for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
@@ -305,7 +313,8 @@ AVX512_INLINE void span512_lines(__m512 acc[8][4], const uint16_t *const *wr, co
         for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c + 16);
 #pragma GCC unroll 8
         for (int r = 0; r < RT; r++) {
-            __m512 w = _mm512_castsi512_ps(_mm512_and_si512(raw[r], hi));
+            __m512i rw = LINES ? raw[r] : _mm512_loadu_si512((const void *)(wr[r] + c));
+            __m512 w = _mm512_castsi512_ps(_mm512_and_si512(rw, hi));
 #pragma GCC unroll 8
             for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
         }
@@ -393,31 +402,8 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
         return;
     }
     unsigned sh = c1 > c0 ? line_offset(wr, RT) : 0;
-    if (sh) {
-        span512_lines(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, sh);
-        return;
-    }
-    for (int c = c0; c < c1; c += 32) {
-        __m512 xv[4];
-#pragma GCC unroll 8
-        for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c);
-#pragma GCC unroll 8
-        for (int r = 0; r < RT; r++) {
-            if (PF) _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
-            if (r < NPF) _mm_prefetch((const char *)(pf[r] + (c - c0)), _MM_HINT_T0);
-            __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512((const void *)(wr[r] + c)), 16));
-#pragma GCC unroll 8
-            for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < NT; i++) xv[i] = _mm512_loadu_ps(xi[i] + c + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < RT; r++) {
-            __m512 w = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(wr[r] + c)), hi));
-#pragma GCC unroll 8
-            for (int i = 0; i < NT; i++) acc[r][i] = _mm512_fmadd_ps(w, xv[i], acc[r][i]);
-        }
-    }
+    if (sh) span512_tiles(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, 1, sh);
+    else span512_tiles(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, 0, 0);
 }
 
 /* Output (i0 + i, j0 + r) = hsum(acc) + the scalar tail from c on (RT x NT <= 16 sums folded
