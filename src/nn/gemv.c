@@ -15,7 +15,9 @@
  *
  * AVX-512 does the same at twice the width: a 64-byte load holds a 32-block, one 16-lane
  * accumulator per output, inputs permuted per 32-block; tiles of 4 rows x 4 inputs for n > 1 (the
- * batched decode is compute-bound on 2 cores, and 16 lanes double the FMA throughput). Both ISAs
+ * batched decode is compute-bound on 2 cores, and 16 lanes double the FMA throughput); rows that
+ * start inside a cache line (a checkpoint's tensors usually do) are read a whole line at a time and
+ * put together with one permute (span512_tiles), so no load spans two lines. Both ISAs
  * walk the rows in L1-sized k-blocks with the next block prefetched once n exceeds one group of
  * inputs (rows512, rows_4).
  *
