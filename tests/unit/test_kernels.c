@@ -84,9 +84,7 @@ static void test_gemv_line_offsets(void **state) {
             float *x = malloc(sizeof(float) * nmax * in), *y = malloc(sizeof(float) * nmax * out), *ya = malloc(sizeof(float) * nmax * out);
             for (int i = 0; i < nmax * in; i++) x[i] = frand();
             for (int off = 2; off < 64; off += 2) {
-                uint8_t *buf = malloc(A.nbytes + 64); /* the tensor at line offset off inside it */
-                uint8_t *at = (uint8_t *)(((uintptr_t)buf + 63) & ~(uintptr_t)63) + off;
-                if (at + A.nbytes > buf + A.nbytes + 64) at -= 64;
+                uint8_t *buf = malloc(A.nbytes + 64), *at = buf + (((uintptr_t)off - (uintptr_t)buf) & 63); /* at % 64 == off */
                 W.data = memcpy(at, ws, A.nbytes);
                 for (int n = 1; n <= nmax; n += n < 16 ? 1 : 7) {
                     if (n <= PM_SMALL_N) {
