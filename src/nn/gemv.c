@@ -3,11 +3,11 @@
  *
  * Decode is memory-bound: every weight byte must come from DRAM exactly once per step whatever n
  * is, and the arithmetic must keep up when n grows (at n = 8 on 2 cores it no longer hides behind
- * the memory stream). So each thread walks its own contiguous range of output rows in blocks; a
- * block's rows are streamed from memory once, converted bf16 -> fp32 in registers, and multiplied
- * by register tiles of RT rows x NT inputs (12 accumulators at 4 x 3); the other input groups of
- * the same block re-read the rows from L1/L2. At n <= 4 (AVX2: 2) a work item is four runs of rows
- * walked side by side: four long sequential streams per thread (gemv_runs).
+ * the memory stream). So a work item is four runs of rows walked side by side, four long
+ * sequential streams per thread (gemv_runs); each row is streamed from memory once, converted
+ * bf16 -> fp32 in registers, and multiplied by register tiles of RT rows x NT inputs (12
+ * accumulators at 4 x 3); past one group of inputs the rows go in L1-sized k-blocks and the other
+ * groups re-read a block from L1. (AVX2 at n = 3 walks blocks of adjacent rows instead.)
  *
  * bf16 -> fp32 without shuffles: a 32-byte load holds 16 bf16 as 8 dwords; `<< 16` yields the 8
  * even elements as fp32 and `& 0xffff0000` the 8 odd ones. The inputs are permuted once per call
@@ -18,8 +18,8 @@
  * batched decode is compute-bound on 2 cores, and 16 lanes double the FMA throughput); rows that
  * start inside a cache line (a checkpoint's tensors usually do) are read a whole line at a time and
  * put together with one permute (span512_tiles), so no load spans two lines. Both ISAs
- * walk the rows in L1-sized k-blocks with the next block prefetched once n exceeds one group of
- * inputs (rows512, rows_4).
+ * walk the rows in L1-sized k-blocks once n exceeds one group of inputs, the first group(s)
+ * prefetching GEMV_PF bytes ahead in each row (blocks512, blocks256).
  *
  * Determinism (ops.h): output (i, j) is always hsum(acc) of one L-lane FMA accumulator (L = 8 on
  * AVX2, 16 on AVX-512) walked over the 2L-blocks in order (evens, then odds), then the scalar tail
@@ -196,25 +196,20 @@ GROUP256(4, 3, 0, 0, group256_3)
 GROUP256(4, 2, 0, 0, group256_2)
 GROUP256(4, 1, 0, 0, group256_1)
 
-/* Rows [j0, j0 + 4) against all n inputs, as rows512 with groups of 3: one pass for n <= 3, else
- * k-blocks of kb with the next one prefetched by the first group(s). Measured in one process at the
- * AVX2 level against the unblocked tiles: +11 % at n = 4, +3-4 % at 6 and 8, +9 % at 16. */
-AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb, float scale,
-                        int accumulate) {
-    const uint16_t *wr[4];
-    for (int r = 0; r < 4; r++) wr[r] = w + (size_t)(j0 + r) * in;
-    switch (n) {
-    case 1: tile(y, out, j0, 0, wr, xp, x, in, 4, 1, GEMV_PF, scale, accumulate); return;
-    case 2: tile(y, out, j0, 0, wr, xp, x, in, 4, 2, GEMV_PF, scale, accumulate); return;
-    case 3: tile(y, out, j0, 0, wr, xp, x, in, 4, 3, GEMV_PF, scale, accumulate); return;
-    }
+/* Rows wr[0..4) (anywhere) against n > 3 inputs, as blocks512 with groups of 3: k-blocks of kb, the
+ * first group(s) prefetching GEMV_PF bytes ahead inside each row. Measured in one process at the
+ * AVX2 level against the unblocked tiles (with the next block prefetched): +11 % at n = 4, +3-4 %
+ * at 6 and 8, +9 % at 16; on the runs (gemv_runs) against adjacent rows: 1.06-1.07 x at n = 4-7,
+ * 1.03-1.04 at 8-10, 1.00-1.01 at 12-16. */
+AVX2 static void blocks256(float *y, int out, int j0, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb,
+                           float scale, int accumulate) {
     _Alignas(32) float buf[4 * PM_SMALL_N * 8];
     __m256 acc[8][3];
     const uint16_t *pf[4];
-    int c1 = in & ~15, more = j0 + 8 <= out;
+    int c1 = in & ~15;
     for (int c0 = 0; c0 < c1; c0 += kb) {
         int ce = c1 - c0 < kb ? c1 : c0 + kb, i = 3;
-        for (int r = 0; r < 4; r++) pf[r] = ce < c1 ? wr[r] + ce : more ? wr[r] + (size_t)4 * in : wr[r] + c0;
+        for (int r = 0; r < 4; r++) pf[r] = (const uint16_t *)((const char *)(wr[r] + c0) + GEMV_PF);
         if (n >= 6) {
             group256_lo(buf, wr, pf, xp, in, 0, c0, ce);
             group256_hi(buf, wr, pf, xp, in, 3, c0, ce);
@@ -231,6 +226,20 @@ AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const 
     }
 }
 
+/* Rows [j0, j0 + 4) against all n inputs: one pass for n <= 3 (n = 3 stays on adjacent rows: its
+ * 4 x 3 tile ran 0.96 x on the runs), else blocks256. */
+AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb, float scale,
+                        int accumulate) {
+    const uint16_t *wr[4];
+    for (int r = 0; r < 4; r++) wr[r] = w + (size_t)(j0 + r) * in;
+    switch (n) {
+    case 1: tile(y, out, j0, 0, wr, xp, x, in, 4, 1, GEMV_PF, scale, accumulate); return;
+    case 2: tile(y, out, j0, 0, wr, xp, x, in, 4, 2, GEMV_PF, scale, accumulate); return;
+    case 3: tile(y, out, j0, 0, wr, xp, x, in, 4, 3, GEMV_PF, scale, accumulate); return;
+    }
+    blocks256(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);
+}
+
 AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb, float scale,
                         int accumulate) {
     (void)kb; /* one row: its tiles are few and cheap, no k-blocking */
@@ -240,13 +249,14 @@ AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const 
     for (; i < n; i++) tile(y, out, j0, i, wr, xp, x, in, 1, 1, 0, scale, accumulate);
 }
 
-/* n <= 3 inputs: the plain dots of four rows anywhere (wr) with each input into t[i * 4 + r] (gemv_runs). */
-AVX2 static void quad(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in) {
+/* Four rows anywhere (one of each run, gemv_runs) against all n inputs into t[i * 4 + r]. */
+AVX2 static void quad(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb) {
     switch (n) {
     case 1: tile(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
     case 2: tile(t, 4, 0, 0, wr, xp, x, in, 4, 2, GEMV_PF, 1.0f, 0); return;
-    default: tile(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
+    case 3: tile(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
     }
+    blocks256(t, 4, 0, xp, x, n, wr, in, kb, 1.0f, 0);
 }
 
 #endif
@@ -488,36 +498,27 @@ GROUP512(1, 3, 0, 0, group512_1_3)
 GROUP512(1, 2, 0, 0, group512_1_2)
 GROUP512(1, 1, 0, 0, group512_1_1)
 
-/* Rows [j0, j0 + RT) against all n inputs. n <= 4: one tile, one pass over the rows, which it
- * streams from memory with a prefetch GEMV_PF bytes ahead (a literal at every call: a runtime
- * distance left a branch in the k loop).
- * n > 4, the batched decode (compute-bound on 2 cores), in groups of 4 inputs: the rows are walked
- * in k-blocks small enough that the n inputs' slices stay in L1 (pm_gemv_kblock) while every group
- * passes over the block, the accumulators waiting in buf between blocks. While the first groups
- * compute on a block (rows in L1), they prefetch the next one, so no group waits on DRAM. Measured
- * in one process against the unblocked 4 x 4 tiles, whose groups each re-read a row's inputs from
- * L2 and streamed the rows without overlap: +6-12 % at n = 8, +3 % at 12, even at 16. (2 rows x 8
- * inputs measured no faster than 4 x 4.) */
-#define ROWS512(RT)                                                                                                                \
-    AVX512 static void rows512_##RT(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0,     \
-                                    int kb, float scale, int accumulate) {                                                           \
-        const uint16_t *wr[RT];                                                                                                       \
-        for (int r = 0; r < RT; r++) wr[r] = w + (size_t)(j0 + r) * in;                                                              \
-        switch (n) {                                                                                                                  \
-        case 1: tile512(y, out, j0, 0, wr, xp, x, in, RT, 1, GEMV_PF, scale, accumulate); return;                                     \
-        case 2: tile512(y, out, j0, 0, wr, xp, x, in, RT, 2, GEMV_PF, scale, accumulate); return;                                     \
-        case 3: tile512(y, out, j0, 0, wr, xp, x, in, RT, 3, GEMV_PF, scale, accumulate); return;                                     \
-        case 4: tile512(y, out, j0, 0, wr, xp, x, in, RT, 4, GEMV_PF, scale, accumulate); return;                                     \
-        }                                                                                                                             \
+/* Rows wr[0..RT) (anywhere) against n > 4 inputs, the batched decode, in groups of 4 inputs: the
+ * rows are walked in k-blocks small enough that the n inputs' slices stay in L1 (pm_gemv_kblock)
+ * while every group passes over the block, the accumulators waiting in buf between blocks; output
+ * (i, r) goes to y[i * out + j0 + r] (finish512). The first group streams the rows from memory with
+ * the prefetch GEMV_PF bytes ahead inside each row (from n = 8 on the first two groups share it, rows
+ * 0-1 and 2-3), which runs on into the next row of a run (gemv_runs); the other groups find the
+ * block in L1. Measured in one process against the unblocked 4 x 4 tiles, whose groups each re-read
+ * a row's inputs from L2 and streamed the rows without overlap: +6-12 % at n = 8, +3 % at 12, even at
+ * 16. (2 rows x 8 inputs measured no faster than 4 x 4.) */
+#define BLOCKS512(RT)                                                                                                              \
+    AVX512 static void blocks512_##RT(float *y, int out, int j0, const float *xp, const float *x, int n, const uint16_t *const *wr,   \
+                                      int in, int kb, float scale, int accumulate) {                                                 \
         _Alignas(64) float buf[RT * PM_SMALL_N * 16];                                                                                 \
         __m512 acc[8][4];                                                                                                             \
         const uint16_t *pf[RT];                                                                                                       \
-        int c1 = in & ~31, more = j0 + 2 * RT <= out;                                                                                 \
+        int c1 = in & ~31;                                                                                                            \
         for (int c0 = 0; c0 < c1; c0 += kb) {                                                                                         \
             int ce = c1 - c0 < kb ? c1 : c0 + kb, i = 4;                                                                              \
-            /* what the next k-block reads: the rows' next slice, or the next rows' first one */                                       \
-            for (int r = 0; r < RT; r++) pf[r] = ce < c1 ? wr[r] + ce : more ? wr[r] + (size_t)RT * in : wr[r] + c0;                 \
-            if (n >= 8) { /* two groups share the prefetching, half the rows each */                                                \
+            /* the groups prefetch pf[r] + (c - c0): GEMV_PF bytes past what the block reads */                                        \
+            for (int r = 0; r < RT; r++) pf[r] = (const uint16_t *)((const char *)(wr[r] + c0) + GEMV_PF);                           \
+            if (n >= 8) {                                                                                                             \
                 group512_##RT##_lo(buf, wr, pf, xp, in, 0, c0, ce);                                                                   \
                 group512_##RT##_hi(buf, wr, pf, xp, in, 4, c0, ce);                                                                   \
                 i = 8;                                                                                                                \
@@ -538,16 +539,33 @@ GROUP512(1, 1, 0, 0, group512_1_1)
             finish512(y, out, j0, i0, wr, x, in, c1, acc, RT, nt, scale, accumulate);                                                  \
         }                                                                                                                             \
     }
-ROWS512(4)
-ROWS512(1)
+BLOCKS512(4)
+BLOCKS512(1)
 
-AVX512 static void quad512(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in) {
+/* Row j0 against all n inputs (a short run's rows in gemv_runs). n <= 4: one tile, one pass over
+ * the row, which it streams from memory with a prefetch GEMV_PF bytes ahead (a literal at every
+ * call: a runtime distance left a branch in the k loop). */
+AVX512 static void rows512_1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb,
+                             float scale, int accumulate) {
+    const uint16_t *wr[1] = {w + (size_t)j0 * in};
+    switch (n) {
+    case 1: tile512(y, out, j0, 0, wr, xp, x, in, 1, 1, GEMV_PF, scale, accumulate); return;
+    case 2: tile512(y, out, j0, 0, wr, xp, x, in, 1, 2, GEMV_PF, scale, accumulate); return;
+    case 3: tile512(y, out, j0, 0, wr, xp, x, in, 1, 3, GEMV_PF, scale, accumulate); return;
+    case 4: tile512(y, out, j0, 0, wr, xp, x, in, 1, 4, GEMV_PF, scale, accumulate); return;
+    }
+    blocks512_1(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);
+}
+
+/* Four rows anywhere (one of each run) against all n inputs into t[i * 4 + r]. */
+AVX512 static void quad512(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb) {
     switch (n) {
     case 1: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
     case 2: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 2, GEMV_PF, 1.0f, 0); return;
     case 3: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
-    default: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 4, GEMV_PF, 1.0f, 0); return;
+    case 4: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 4, GEMV_PF, 1.0f, 0); return;
     }
+    blocks512_4(t, 4, 0, xp, x, n, wr, in, kb, 1.0f, 0);
 }
 
 /* Many inputs (pm_kern_gemv_many): full-length tiles of 4 rows x NT inputs, each a tile512 over
@@ -590,29 +608,34 @@ static void many512_block(float *y, const float *xp, const float *x, int n, cons
     }
 }
 
-/* One ISA's row routines: 4 rows anywhere against n <= quad_max inputs, 4 rows and 1 row against
- * all n inputs. */
+/* One ISA's row routines: 4 rows anywhere (the runs) and 4 adjacent rows and 1 row (the blocks)
+ * against all n inputs. */
 typedef void (*rows_fn)(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb,
                         float scale, int accumulate);
-typedef void (*quad_fn)(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in);
+typedef void (*quad_fn)(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb);
+#define ALL_N ((2u << PM_SMALL_N) - 2u)
 typedef struct gemv_rows {
     quad_fn quad;
-    int quad_max; /* where the runs win: 4 inputs at AVX-512, 2 at AVX2 (gemv_runs) */
+    unsigned runs; /* bit n: n inputs take the runs (gemv_runs), where they win: every n at AVX-512, all but 3 at AVX2 */
     rows_fn all_4, all_1;
 } gemv_rows;
 
-/* n <= quad_max (the decode of one to four sequences): streaming, each row read once by one
- * single-pass tile. A work item is 4 runs of q consecutive rows (~384 KB each), walked together
- * one row of each at a time: every run is one sequential stream (the prefetch PF bytes ahead runs
- * on into the run's next row), 4 per thread like the bench's STREAM pass. Measured in one process
+/* The runs (decode): streaming, each row read from memory once (n <= 4: by one single-pass tile;
+ * more at AVX-512: by the k-blocks of blocks512). A work item is 4 runs of q consecutive rows
+ * (~384 KB each), walked together one row of each at a time: every run is one sequential stream
+ * (the prefetch PF bytes ahead runs on into the run's next row), 4 per thread like the bench's
+ * STREAM pass. Measured in one process
  * against the former layout (8 adjacent rows at a time, 8 streams 1 row apart), over every
  * projection of Phi-4-mini and its lm_head at n = 1: 0.97-0.99 of a plain sum over the same mapped
  * weights against 0.87-0.93 (AVX2: 0.93 against 0.82); against gemv_schedule's blocks of adjacent
  * rows at AVX-512 (same process, 6 alternating passes, weights in 2 MB pages): 1.13-1.15 x at
- * n = 2, 1.06-1.20 at 3, 1.16-1.21 at 4 (k-blocked n >= 5 gained 3 % at 5-6 and lost 3-8 % at 8-12:
- * they stay there); at AVX2 1.46-1.52 x at n = 2 but 0.96 at 3 (its 4 x 3 tile), which stays on the
- * blocks. Items are taken dynamically, at least 4 per thread. Each row's arithmetic is the tile's,
- * so the bits do not depend on where a row falls. */
+ * n = 2, 1.06-1.20 at 3, 1.16-1.21 at 4; at AVX2 1.46-1.52 x at n = 2 but 0.96 at 3 (its 4 x 3 tile),
+ * which stays on the blocks. n = 5-16 (AVX-512; AVX2: blocks256) against those blocks of adjacent rows, whose first
+ * groups prefetched each row's next k-block (same process, 6 alternating passes, the same bits):
+ * 1.14-1.15 x at 5, 1.07 at 7, 1.04-1.05 at 8 (5 runs, 24 of 30 passes), 1.08 at 9, 1.12 at 10,
+ * 1.04 at 12, 1.02 at 13 and 16; a first try that kept the whole prefetch in the first group lost
+ * 7 % at 8. Items are taken dynamically, at least 4 per thread. Each row's arithmetic is the
+ * tile's, so the bits do not depend on where a row falls. */
 static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                       float scale, int accumulate) {
     int nt = omp_get_max_threads(), q = (int)((384u << 10) / ((size_t)2 * (in > 0 ? in : 1)));
@@ -636,8 +659,8 @@ static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float
                 for (int i = 0; i < k; i++) R->all_1(y, xp, x, n, w, out, in, jr[i], kb, scale, accumulate);
                 continue;
             }
-            float d[4 * 4];
-            R->quad(d, xp, x, n, wr, in);
+            float d[4 * PM_SMALL_N];
+            R->quad(d, xp, x, n, wr, in, kb);
             for (int i = 0; i < n; i++)
                 for (int r = 0; r < 4; r++) { /* as finish512 / finish256 store */
                     float *yy = &y[(size_t)i * out + jr[r]];
@@ -647,11 +670,11 @@ static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float
     }
 }
 
-/* n > quad_max: threads take chunks of ~512 KB of consecutive 8-row blocks dynamically
- * (pm_gemv_chunk). */
+/* The blocks (n = 3 at AVX2): threads take chunks of ~512 KB of consecutive 8-row blocks
+ * dynamically (pm_gemv_chunk). */
 static void gemv_schedule(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                           float scale, int accumulate) {
-    if (n <= R->quad_max) {
+    if (R->runs >> n & 1u) {
         gemv_runs(R, y, xp, x, n, w, out, in, scale, accumulate);
         return;
     }
@@ -752,7 +775,8 @@ void pm_kern_gemv(float *y, const float *x, int n, const pm_tensor *W, float sca
         PM_ASSERT(xp);
         int wide = pm_kern_have_avx512();
         permute_x(xp, x, n, in, wide ? 32 : 16);
-        static const gemv_rows avx512 = {quad512, 4, rows512_4, rows512_1}, avx2 = {quad, 2, rows_4, rows_1};
+        /* at AVX-512 every n takes the runs: no adjacent-row routine (ALL_N: bits 1..PM_SMALL_N) */
+        static const gemv_rows avx512 = {quad512, ALL_N, NULL, rows512_1}, avx2 = {quad, ALL_N & ~(1u << 3), rows_4, rows_1};
         gemv_schedule(wide ? &avx512 : &avx2, y, xp, x, n, (const uint16_t *)W->data, (int)W->shape[0], in, scale, accumulate);
         if (xp != stack) free(xp);
         return;
