@@ -630,12 +630,13 @@ typedef struct gemv_rows {
  * weights against 0.87-0.93 (AVX2: 0.93 against 0.82); against gemv_schedule's blocks of adjacent
  * rows at AVX-512 (same process, 6 alternating passes, weights in 2 MB pages): 1.13-1.15 x at
  * n = 2, 1.06-1.20 at 3, 1.16-1.21 at 4; at AVX2 1.46-1.52 x at n = 2 but 0.96 at 3 (its 4 x 3 tile),
- * which stays on the blocks. n = 5-16 (AVX-512; AVX2: blocks256) against those blocks of adjacent rows, whose first
- * groups prefetched each row's next k-block (same process, 6 alternating passes, the same bits):
- * 1.14-1.15 x at 5, 1.07 at 7, 1.04-1.05 at 8 (5 runs, 24 of 30 passes), 1.08 at 9, 1.12 at 10,
- * 1.04 at 12, 1.02 at 13 and 16; a first try that kept the whole prefetch in the first group lost
- * 7 % at 8. Items are taken dynamically, at least 4 per thread. Each row's arithmetic is the
- * tile's, so the bits do not depend on where a row falls. */
+ * which stays on the blocks. n = 5-16 at AVX-512 against those blocks of adjacent rows, whose
+ * first groups prefetched each row's next k-block (both kernels built alike, one process, 6-12
+ * alternating passes, the same bits): 1.13-1.15 x at 5, 1.04-1.11 at 6-7, 1.01-1.12 at 9-10,
+ * 0.98-1.01 at 8, 12 and 16 (neutral there, over 12 passes twice); a first try that kept the
+ * whole prefetch in the first group lost 7 % at 8. AVX2 (blocks256): 1.06-1.07 x at 4-7,
+ * 1.03-1.04 at 8-10, 1.00 at 12-16. Items are taken dynamically, at least 4 per thread. Each
+ * row's arithmetic is the tile's, so the bits do not depend on where a row falls. */
 static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                       float scale, int accumulate) {
     int nt = omp_get_max_threads(), q = (int)((384u << 10) / ((size_t)2 * (in > 0 ? in : 1)));
