@@ -608,8 +608,8 @@ static void many512_block(float *y, const float *xp, const float *x, int n, cons
     }
 }
 
-/* One ISA's row routines: 4 rows anywhere (the runs) and 4 adjacent rows and 1 row (the blocks)
- * against all n inputs. */
+/* One ISA's row routines against all n inputs: 4 rows anywhere (the runs), 4 adjacent rows (the
+ * blocks) and 1 row (both). */
 typedef void (*rows_fn)(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb,
                         float scale, int accumulate);
 typedef void (*quad_fn)(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb);
@@ -620,23 +620,22 @@ typedef struct gemv_rows {
     rows_fn all_4, all_1;
 } gemv_rows;
 
-/* The runs (decode): streaming, each row read from memory once (n <= 4: by one single-pass tile;
- * more at AVX-512: by the k-blocks of blocks512). A work item is 4 runs of q consecutive rows
- * (~384 KB each), walked together one row of each at a time: every run is one sequential stream
- * (the prefetch PF bytes ahead runs on into the run's next row), 4 per thread like the bench's
- * STREAM pass. Measured in one process
- * against the former layout (8 adjacent rows at a time, 8 streams 1 row apart), over every
- * projection of Phi-4-mini and its lm_head at n = 1: 0.97-0.99 of a plain sum over the same mapped
- * weights against 0.87-0.93 (AVX2: 0.93 against 0.82); against gemv_schedule's blocks of adjacent
- * rows at AVX-512 (same process, 6 alternating passes, weights in 2 MB pages): 1.13-1.15 x at
+/* The runs (decode): streaming, each row read from memory once (n <= 4: by one single-pass tile; more:
+ * by the k-blocks of blocks512 / blocks256). A work item is 4 runs of q consecutive rows (~384 KB
+ * each), walked together one row of each at a time: every run is one sequential stream (the prefetch
+ * PF bytes ahead runs on into the run's next row), 4 per thread like the bench's STREAM pass. Measured
+ * in one process against the former layout (8 adjacent rows at a time, 8 streams 1 row apart), over
+ * every projection of Phi-4-mini and its lm_head at n = 1: 0.97-0.99 of a plain sum over the same
+ * mapped weights against 0.87-0.93 (AVX2: 0.93 against 0.82); against gemv_schedule's blocks of
+ * adjacent rows at AVX-512 (same process, 6 alternating passes, weights in 2 MB pages): 1.13-1.15 x at
  * n = 2, 1.06-1.20 at 3, 1.16-1.21 at 4; at AVX2 1.46-1.52 x at n = 2 but 0.96 at 3 (its 4 x 3 tile),
- * which stays on the blocks. n = 5-16 at AVX-512 against those blocks of adjacent rows, whose
- * first groups prefetched each row's next k-block (both kernels built alike, one process, 6-12
- * alternating passes, the same bits): 1.13-1.15 x at 5, 1.04-1.11 at 6-7, 1.01-1.12 at 9-10,
- * 0.98-1.01 at 8, 12 and 16 (neutral there, over 12 passes twice); a first try that kept the
- * whole prefetch in the first group lost 7 % at 8. AVX2 (blocks256): 1.06-1.07 x at 4-7,
- * 1.03-1.04 at 8-10, 1.00 at 12-16. Items are taken dynamically, at least 4 per thread. Each
- * row's arithmetic is the tile's, so the bits do not depend on where a row falls. */
+ * which stays on the blocks. n = 5-16 at AVX-512 against those blocks of adjacent rows, whose first
+ * groups prefetched each row's next k-block (both kernels built alike, one process, 6-12 alternating
+ * passes, the same bits): 1.13-1.15 x at 5, 1.04-1.11 at 6-7, 1.01-1.12 at 9-10, 0.98-1.01 at 8, 12
+ * and 16 (neutral there, over 12 passes twice); a first try that kept the whole prefetch in the first
+ * group lost 7 % at 8. AVX2 (blocks256): 1.06-1.07 x at 4-7, 1.03-1.04 at 8-10, 1.00 at 12-16. Items
+ * are taken dynamically, at least 4 per thread. Each row's arithmetic is the tile's, so the bits do
+ * not depend on where a row falls. */
 static void gemv_runs(const gemv_rows *R, float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in,
                       float scale, int accumulate) {
     int nt = omp_get_max_threads(), q = (int)((384u << 10) / ((size_t)2 * (in > 0 ? in : 1)));
