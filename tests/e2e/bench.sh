@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh — `phi4mm bench --quick` on the tiny fixture checkpoint: it runs to the end, writes JSON
 # whose rows cover every section with finite values (the decode rows paired with a plain read of the
-# step's bytes and interleaved with batch 1 included; the warm-up evicted and re-read the shards),
+# step's bytes and interleaved with batch 1 included, q8 steps interleaved with bf16 ones; the warm-up
+# evicted and re-read the shards),
 # and a missing model directory is an error.
 # The numbers of a tiny model mean nothing; this only keeps the benchmark's code paths working.
 set -u
@@ -28,7 +29,8 @@ need = [("machine", "read bandwidth"), ("machine", "compute peak"), ("load", "lo
         ("decode", "decode batch 1"), ("decode", "batch 1 vs reading its bytes"), ("decode", "decode batch 8"),
         ("decode", "batch 8 / batch 1 interleaved"), ("memory", "RSS after decode"), ("prefill", "prefill 128 tokens"),
         ("decode", "decode batch 1 at ctx 1024"),
-        ("q8", "q8 decode batch 1"), ("audio", "audio 10 s clip"), ("image", "image 448x448"), ("tokenizer", "encode")]
+        ("q8", "q8 decode batch 1"), ("q8", "q8 / bf16 interleaved, batch 1"), ("audio", "audio 10 s clip"),
+        ("image", "image 448x448"), ("tokenizer", "encode")]
 missing = [k for k in need if k not in by]
 assert not missing, f"missing rows: {missing}"
 for r in rows:
@@ -46,6 +48,8 @@ lr = by[("serve", "stream beside a LongRoPE recompute")]
 assert lr["switch_at"] == 1024 and lr["tokens_inline"] > 0 and lr["tokens_beside"] > 0 and lr["long_inline_s"] > 0, lr
 inter = by[("decode", "batch 8 / batch 1 interleaved")]
 assert inter["batch"] == 8 and inter["batch1_step_s"] > 0 and inter["batchB_step_s"] > 0, inter
+qi = by[("q8", "q8 / bf16 interleaved, batch 1")]
+assert qi["batch"] == 1 and qi["base_step_s"] > 0 and qi["variant_step_s"] > 0, qi
 print(len(rows), "rows")
 EOF
 then pass bench_json_rows; else fail bench_json_rows "$(tail -3 "$tmp/py.txt" | tr '\n' ' ')"; fi

@@ -441,12 +441,58 @@ int bench_llm(bench_ctx *b) {
     return e.code;
 }
 
+/* Switches the decoder between the first run (variant = 0) and a variant (1) for variant_interleaved. */
+typedef void (*variant_fn)(bench_ctx *b, int variant, void *arg);
+
+/* Decode steps of B sequences alternating between the first run and a variant (first, variant,
+ * first, ...): each variant step against the mean of the first run's steps on either side, the
+ * median as the row: "variant / first run" in speed, or its inverse with invert = 1. The rerun rows
+ * come minutes after the first run's: on the Zen 5 VM a phase of slow memory between them once read
+ * "q8 / bf16" 1.95 x and "AVX-512 / AVX2" 0.64 x at batch 1; these pairs share the moment. Leaves
+ * the variant in use. */
+static int variant_interleaved(bench_ctx *b, pm_kv_cache *kv, int B, variant_fn use, void *arg, int invert, const char *section,
+                               const char *name, const char *tag, const char *base, pm_err *e) {
+    const pm_llm_config *c = &b->m->llm.c; /* the variant has the same dims */
+    int steps = b->o.decode_steps;
+    float *emb = malloc(sizeof(float) * (size_t)B * c->hidden), *logits = malloc(sizeof(float) * (size_t)B * c->vocab);
+    pm_llm_chunk *ch = calloc((size_t)B, sizeof *ch);
+    double *r = malloc(sizeof(double) * (size_t)steps);
+    if (!emb || !logits || !ch || !r) {
+        free(emb); free(logits); free(ch); free(r);
+        return pm_errf(e, PM_ENOMEM, "out of memory");
+    }
+    use(b, 1, arg); /* warm-ups, one of each */
+    step_at_ctx(b, kv, B, 8000u, emb, logits, ch, e);
+    use(b, 0, arg);
+    double t0 = step_at_ctx(b, kv, B, 8001u, emb, logits, ch, e), s0 = 0, s1 = 0;
+    for (int st = 0; st < steps && !e->code; st++) {
+        use(b, 1, arg);
+        double t1 = step_at_ctx(b, kv, B, 8100u + (uint32_t)st, emb, logits, ch, e);
+        use(b, 0, arg);
+        double t0b = step_at_ctx(b, kv, B, 8200u + (uint32_t)st, emb, logits, ch, e), tb = 0.5 * (t0 + t0b);
+        r[st] = invert ? t1 / tb : tb / t1;
+        s0 += tb, s1 += t1;
+        t0 = t0b;
+    }
+    use(b, 1, arg);
+    for (int s = 0; s < B; s++) kv[s].len = b->o.decode_ctx;
+    if (!e->code)
+        bench_row(b, section, name, bench_median(r, steps), "x", -1, -1,
+                  json_pack("{s:i, s:f, s:f}", "batch", B, "base_step_s", s0 / steps, "variant_step_s", s1 / steps),
+                  "median over %d %s steps of %s; mean steps %.3f s (%s) and %.3f s (%s)", steps, tag,
+                  invert ? "its time / the mean time of the steps on either side" : "the mean time of the steps on either side / its time",
+                  s0 / steps, base, s1 / steps, tag);
+    free(emb); free(logits); free(ch); free(r);
+    return e->code;
+}
+
 /* A variant of the decoder runs (another weight format, capped kernels): decode at the batch sizes
  * o.batches[idx[k]] and prefill at o.prefill[0] again, each row followed by "variant / first run"
  * (invert = 0) or "first run / variant" (invert = 1) as a speedup row. `tag` names the variant in
  * labels and notes, `base` the first run. */
 static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, const char *base, const int *idx, int n_idx, int invert,
-                         const char *decode_name, const char *prefill_name, const char *prefill_note, pm_err *e) {
+                         const char *decode_name, const char *prefill_name, const char *prefill_note, variant_fn use, void *arg,
+                         pm_err *e) {
     int maxB = 1;
     for (int k = 0; k < n_idx; k++) maxB = b->o.batches[idx[k]] > maxB ? b->o.batches[idx[k]] : maxB;
     pm_kv_cache *kv = caches_new(b, maxB, 0, e);
@@ -461,6 +507,12 @@ static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, con
             bench_row(b, section, decode_name, invert ? ref / tps : tps / ref, "x", -1, -1, json_pack("{s:i}", "batch", B),
                       "batch %d: %.2f tok/s (%s) / %.2f tok/s (%s)", B, invert ? ref : tps, invert ? base : tag, invert ? tps : ref,
                       invert ? tag : base);
+        if (!e->code) {
+            char name[96]; /* "q8 / bf16 interleaved, batch 1", "avx512 / avx2 interleaved, batch 1" */
+            snprintf(name, sizeof name, "%s / %s interleaved, batch %d", invert ? base : tag, invert ? tag : base, B);
+            bench_progress("%s against %s, interleaved, batch %d", tag, base, B);
+            variant_interleaved(b, kv, B, use, arg, invert, section, name, tag, base, e);
+        }
     }
     caches_free(kv, maxB);
     if (!e->code && b->o.n_prefill > 0) {
@@ -476,9 +528,12 @@ static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, con
     return e->code;
 }
 
+/* variant_fn of the q8 rows: models[variant] (bf16, q8). */
+static void use_model(bench_ctx *b, int variant, void *arg) { b->m = ((pm_model **)arg)[variant]; }
+
 /* The decode batches and the first prefill length again on a q8 load of the same checkpoint, as
- * speedups over the bf16 rows of this run. The bf16 model stays loaded (its pages are
- * file-backed); the q8 copies are the anon growth reported. */
+ * speedups over the bf16 rows of this run, and each batch interleaved with the bf16 model. The bf16
+ * model stays loaded (its pages are file-backed); the q8 copies are the anon growth reported. */
 int bench_q8(bench_ctx *b) {
     pm_err e = {0};
     char err[1024];
@@ -502,17 +557,25 @@ int bench_q8(bench_ctx *b) {
     b->m = mq;
     int idx[8];
     for (int i = 0; i < b->o.n_batches; i++) idx[i] = i;
+    pm_model *models[2] = {mb, mq};
     rerun_decoder(b, "q8", "q8", "bf16", idx, b->o.n_batches, 0, "decode speedup vs bf16", "prefill speedup vs bf16",
-                  pm_kern_have_avx512() ? "q8 prefill packs int8 into the GEMM" : "q8 prefill: dequantized panels + sgemm", &e);
+                  pm_kern_have_avx512() ? "q8 prefill packs int8 into the GEMM" : "q8 prefill: dequantized panels + sgemm", use_model, models,
+                  &e);
     b->m = mb;
     pm_model_free(mq);
     if (e.code) fprintf(stderr, "phi4mm bench: q8: %s\n", e.msg);
     return e.code;
 }
 
+/* variant_fn of the kernels rows: no cap (0) or AVX2 (1). */
+static void use_cap(bench_ctx *b, int variant, void *arg) {
+    (void)b, (void)arg;
+    pm_kern_cap(variant ? PM_KERN_AVX2 : PM_KERN_AVX512);
+}
+
 /* The same decoder rows with the kernels capped at AVX2, when this CPU has AVX-512: the speedup of
- * the AVX-512 paths measured in this run (decode at the first and last batch size, the first
- * prefill length). */
+ * the AVX-512 paths measured in this run (decode at the first and last batch size, also
+ * interleaved, and the first prefill length). */
 int bench_kernels(bench_ctx *b) {
     if (!pm_kern_have_avx512()) {
         bench_progress("kernels: no AVX-512 on this CPU, nothing to compare");
@@ -521,7 +584,8 @@ int bench_kernels(bench_ctx *b) {
     pm_err e = {0};
     int idx[2] = {0, b->o.n_batches - 1}, n_idx = b->o.n_batches > 1 ? 2 : 1;
     pm_kern_cap(PM_KERN_AVX2);
-    rerun_decoder(b, "kernels", "avx2", "avx512", idx, n_idx, 1, "decode avx512 / avx2", "prefill avx512 / avx2", "same weights", &e);
+    rerun_decoder(b, "kernels", "avx2", "avx512", idx, n_idx, 1, "decode avx512 / avx2", "prefill avx512 / avx2", "same weights", use_cap,
+                  NULL, &e);
     pm_kern_cap(PM_KERN_AVX512);
     if (e.code) fprintf(stderr, "phi4mm bench: kernels: %s\n", e.msg);
     return e.code;
