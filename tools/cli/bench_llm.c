@@ -274,41 +274,73 @@ static int decode_vs_read(bench_ctx *b, pm_kv_cache *kv, pm_err *e) {
     return e->code;
 }
 
-/* Aggregate tok/s of B concurrent sequences over batch 1, with steps of the two interleaved
- * (batch 1, batch B, batch 1, ...): each batch-B step is compared with the mean of the batch-1 steps
- * on either side of it. The decode rows above run one batch size after the other, seconds apart,
- * and on a VM whose bandwidth swings by half within seconds their quotient measures the machine as
- * much as the engine; this row's pairs share the moment. */
-static int batch_speedup(bench_ctx *b, pm_kv_cache *kv, int B, pm_err *e) {
-    const pm_llm *m = &b->m->llm;
-    int steps = b->o.decode_steps, H = m->c.hidden;
-    float *emb = malloc(sizeof(float) * (size_t)B * H), *logits = malloc(sizeof(float) * (size_t)B * m->c.vocab);
-    pm_llm_chunk *ch = calloc((size_t)B, sizeof *ch);
-    double *r = malloc(sizeof(double) * (size_t)steps);
-    if (!emb || !logits || !ch || !r) {
-        free(emb); free(logits); free(ch); free(r);
+/* Two kinds of decode step for interleave(): side s runs B[s] sequences on caches kv[s] of model
+ * m[s]; use (NULL: nothing) switches anything else a side needs (a kernels cap). */
+typedef struct interleaved {
+    pm_model *m[2];
+    pm_kv_cache *kv[2];
+    int B[2];
+    void (*use)(int side, void *arg);
+    void *arg;
+} interleaved;
+
+static double side_step(bench_ctx *b, const interleaved *iv, int side, uint32_t seed, float *emb, float *logits, pm_llm_chunk *ch,
+                        pm_err *e) {
+    if (iv->use) iv->use(side, iv->arg);
+    b->m = iv->m[side];
+    return step_at_ctx(b, iv->kv[side], iv->B[side], seed, emb, logits, ch, e);
+}
+
+/* Steps of side 1 between steps of side 0 (side 0: the reference), after a warm-up of each: r[st] =
+ * (the mean time of the side-0 steps on either side) / (the side-1 step) for o.decode_steps steps;
+ * *m0, *m1: the two sides' mean step times. The rows measured one after the other run seconds or
+ * minutes apart, and on a VM whose bandwidth moves by half within seconds their quotient measures
+ * the machine as much as the engine; these pairs share the moment. Leaves side 0 in use (model,
+ * switch) and every cache at o.decode_ctx positions. */
+static int interleave(bench_ctx *b, const interleaved *iv, uint32_t seed, double *r, double *m0, double *m1, pm_err *e) {
+    pm_model *keep = b->m;
+    const pm_llm_config *c = &iv->m[0]->llm.c; /* both sides have the same dims */
+    int steps = b->o.decode_steps, maxB = iv->B[0] > iv->B[1] ? iv->B[0] : iv->B[1];
+    float *emb = malloc(sizeof(float) * (size_t)maxB * c->hidden), *logits = malloc(sizeof(float) * (size_t)maxB * c->vocab);
+    pm_llm_chunk *ch = calloc((size_t)maxB, sizeof *ch);
+    if (!emb || !logits || !ch) {
+        free(emb); free(logits); free(ch);
         return pm_errf(e, PM_ENOMEM, "out of memory");
     }
-    step_at_ctx(b, kv, 1, 4000u, emb, logits, ch, e); /* warm-ups, one of each */
-    step_at_ctx(b, kv, B, 4001u, emb, logits, ch, e);
-    double t1 = step_at_ctx(b, kv, 1, 4002u, emb, logits, ch, e), sum1 = 0, sumB = 0;
+    side_step(b, iv, 1, seed, emb, logits, ch, e); /* warm-up */
+    double t0 = side_step(b, iv, 0, seed + 1, emb, logits, ch, e), s0 = 0, s1 = 0;
     for (int st = 0; st < steps && !e->code; st++) {
-        double tB = step_at_ctx(b, kv, B, 5000u + (uint32_t)st, emb, logits, ch, e);
-        double t1b = step_at_ctx(b, kv, 1, 6000u + (uint32_t)st, emb, logits, ch, e);
-        r[st] = B * (0.5 * (t1 + t1b)) / tB;
-        sum1 += 0.5 * (t1 + t1b), sumB += tB;
-        t1 = t1b;
+        double t1 = side_step(b, iv, 1, seed + 100 + (uint32_t)st, emb, logits, ch, e);
+        double t0b = side_step(b, iv, 0, seed + 200 + (uint32_t)st, emb, logits, ch, e);
+        r[st] = 0.5 * (t0 + t0b) / t1;
+        s0 += 0.5 * (t0 + t0b), s1 += t1;
+        t0 = t0b;
     }
-    for (int s = 0; s < B; s++) kv[s].len = b->o.decode_ctx;
-    if (!e->code) {
-        double med = bench_median(r, steps);
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < iv->B[side]; k++) iv->kv[side][k].len = b->o.decode_ctx;
+    b->m = keep;
+    *m0 = s0 / steps, *m1 = s1 / steps;
+    free(emb); free(logits); free(ch);
+    return e->code;
+}
+
+/* Aggregate tok/s of B concurrent sequences over batch 1, interleaved: B x (the batch-1 steps on
+ * either side of a batch-B step) / its time, median over the batch-B steps. The decode rows above
+ * run one batch size after the other, seconds apart. */
+static int batch_speedup(bench_ctx *b, pm_kv_cache *kv, int B, pm_err *e) {
+    int steps = b->o.decode_steps;
+    double *r = malloc(sizeof(double) * (size_t)steps), m1 = 0, mB = 0;
+    if (!r) return pm_errf(e, PM_ENOMEM, "out of memory");
+    interleaved iv = {{b->m, b->m}, {kv, kv}, {1, B}, NULL, NULL};
+    if (!interleave(b, &iv, 4000u, r, &m1, &mB, e)) {
+        for (int st = 0; st < steps; st++) r[st] *= B;
         char label[64];
         snprintf(label, sizeof label, "batch %d / batch 1 interleaved", B);
-        bench_row(b, "decode", label, med, "x", -1, -1, json_pack("{s:i, s:f, s:f}", "batch", B, "batch1_step_s", sum1 / steps, "batchB_step_s", sumB / steps),
+        bench_row(b, "decode", label, bench_median(r, steps), "x", -1, -1, json_pack("{s:i, s:f, s:f}", "batch", B, "batch1_step_s", m1, "batchB_step_s", mB),
                   "median over %d batch-%d steps of %d x (batch-1 step time on either side) / its time; mean steps %.3f s (batch 1) and %.3f s (batch %d)",
-                  steps, B, B, sum1 / steps, sumB / steps, B);
+                  steps, B, B, m1, mB, B);
     }
-    free(emb); free(logits); free(ch); free(r);
+    free(r);
     return e->code;
 }
 
@@ -334,35 +366,19 @@ static void caches_free(pm_kv_cache *kv, int maxB) {
 /* Batch-1 steps on a bf16 cache against the same on an fp32 one (both filled from the same
  * values), interleaved: the median of (the fp32 steps on either side) / (the bf16 step). */
 static int kv_bf16_speedup(bench_ctx *b, pm_kv_cache *k32, pm_kv_cache *k16, pm_err *e) {
-    const pm_llm *m = &b->m->llm;
     int steps = b->o.decode_steps;
-    float *emb = malloc(sizeof(float) * (size_t)m->c.hidden), *logits = malloc(sizeof(float) * (size_t)m->c.vocab);
-    double *r = malloc(sizeof(double) * (size_t)steps);
-    pm_llm_chunk ch;
-    if (!emb || !logits || !r) {
-        free(emb); free(logits); free(r);
-        return pm_errf(e, PM_ENOMEM, "out of memory");
-    }
-    step_at_ctx(b, k16, 1, 7000u, emb, logits, &ch, e); /* warm-up */
-    double t32 = step_at_ctx(b, k32, 1, 7001u, emb, logits, &ch, e), s32 = 0, s16 = 0;
-    for (int st = 0; st < steps && !e->code; st++) {
-        double t16 = step_at_ctx(b, k16, 1, 7100u + (uint32_t)st, emb, logits, &ch, e);
-        double t32b = step_at_ctx(b, k32, 1, 7200u + (uint32_t)st, emb, logits, &ch, e);
-        r[st] = 0.5 * (t32 + t32b) / t16;
-        s32 += 0.5 * (t32 + t32b), s16 += t16;
-        t32 = t32b;
-    }
-    k32->len = k16->len = b->o.decode_ctx;
-    if (!e->code) {
-        double med = bench_median(r, steps);
+    double *r = malloc(sizeof(double) * (size_t)steps), m32 = 0, m16 = 0;
+    if (!r) return pm_errf(e, PM_ENOMEM, "out of memory");
+    interleaved iv = {{b->m, b->m}, {k32, k16}, {1, 1}, NULL, NULL};
+    if (!interleave(b, &iv, 7000u, r, &m32, &m16, e)) {
         char label[80];
         snprintf(label, sizeof label, "bf16 / fp32 KV at ctx %d interleaved", b->o.decode_ctx);
-        bench_row(b, "decode", label, med, "x", -1, -1, json_pack("{s:i, s:f, s:f}", "ctx", b->o.decode_ctx, "fp32_step_s", s32 / steps, "bf16_step_s", s16 / steps),
+        bench_row(b, "decode", label, bench_median(r, steps), "x", -1, -1, json_pack("{s:i, s:f, s:f}", "ctx", b->o.decode_ctx, "fp32_step_s", m32, "bf16_step_s", m16),
                   "median over %d bf16-cache steps of (fp32-cache step time on either side) / its time; mean steps %.3f s (fp32) and %.3f s (bf16); "
-                  "K/V %.2f GB against %.2f GB per step", steps, s32 / steps, s16 / steps, kv_elem_bytes(k16, b->o.decode_ctx + 1) / 1e9,
+                  "K/V %.2f GB against %.2f GB per step", steps, m32, m16, kv_elem_bytes(k16, b->o.decode_ctx + 1) / 1e9,
                   kv_elem_bytes(k32, b->o.decode_ctx + 1) / 1e9);
     }
-    free(emb); free(logits); free(r);
+    free(r);
     return e->code;
 }
 
@@ -441,48 +457,27 @@ int bench_llm(bench_ctx *b) {
     return e.code;
 }
 
-/* Switches the decoder between the first run (variant = 0) and a variant (1) for variant_interleaved. */
-typedef void (*variant_fn)(bench_ctx *b, int variant, void *arg);
-
-/* Decode steps of B sequences alternating between the first run and a variant (first, variant,
- * first, ...): each variant step against the mean of the first run's steps on either side, the
- * median as the row: "variant / first run" in speed, or its inverse with invert = 1. The rerun rows
- * come minutes after the first run's: on the Zen 5 VM a phase of slow memory between them once read
- * "q8 / bf16" 1.95 x and "AVX-512 / AVX2" 0.64 x at batch 1; these pairs share the moment. Leaves
- * the variant in use. */
-static int variant_interleaved(bench_ctx *b, pm_kv_cache *kv, int B, variant_fn use, void *arg, int invert, const char *section,
-                               const char *name, const char *tag, const char *base, pm_err *e) {
-    const pm_llm_config *c = &b->m->llm.c; /* the variant has the same dims */
+/* The first run (side 0: model m[0]) against a variant (side 1: m[1], and use(1) where set), steps
+ * interleaved at batch B: "variant / first run" in speed (invert = 1: its inverse), the median over
+ * the variant's steps. The rerun rows come minutes after the first run's: on the Zen 5 VM a phase of
+ * slow memory between them once read "q8 / bf16" 1.95 x and "AVX-512 / AVX2" 0.64 x at batch 1.
+ * Leaves the variant in use. */
+static int variant_interleaved(bench_ctx *b, pm_kv_cache *kv, int B, pm_model *const *m, void (*use)(int, void *), int invert,
+                               const char *section, const char *name, const char *tag, const char *base, pm_err *e) {
     int steps = b->o.decode_steps;
-    float *emb = malloc(sizeof(float) * (size_t)B * c->hidden), *logits = malloc(sizeof(float) * (size_t)B * c->vocab);
-    pm_llm_chunk *ch = calloc((size_t)B, sizeof *ch);
-    double *r = malloc(sizeof(double) * (size_t)steps);
-    if (!emb || !logits || !ch || !r) {
-        free(emb); free(logits); free(ch); free(r);
-        return pm_errf(e, PM_ENOMEM, "out of memory");
-    }
-    use(b, 1, arg); /* warm-ups, one of each */
-    step_at_ctx(b, kv, B, 8000u, emb, logits, ch, e);
-    use(b, 0, arg);
-    double t0 = step_at_ctx(b, kv, B, 8001u, emb, logits, ch, e), s0 = 0, s1 = 0;
-    for (int st = 0; st < steps && !e->code; st++) {
-        use(b, 1, arg);
-        double t1 = step_at_ctx(b, kv, B, 8100u + (uint32_t)st, emb, logits, ch, e);
-        use(b, 0, arg);
-        double t0b = step_at_ctx(b, kv, B, 8200u + (uint32_t)st, emb, logits, ch, e), tb = 0.5 * (t0 + t0b);
-        r[st] = invert ? t1 / tb : tb / t1;
-        s0 += tb, s1 += t1;
-        t0 = t0b;
-    }
-    use(b, 1, arg);
-    for (int s = 0; s < B; s++) kv[s].len = b->o.decode_ctx;
-    if (!e->code)
-        bench_row(b, section, name, bench_median(r, steps), "x", -1, -1,
-                  json_pack("{s:i, s:f, s:f}", "batch", B, "base_step_s", s0 / steps, "variant_step_s", s1 / steps),
+    double *r = malloc(sizeof(double) * (size_t)steps), m0 = 0, m1 = 0;
+    if (!r) return pm_errf(e, PM_ENOMEM, "out of memory");
+    interleaved iv = {{m[0], m[1]}, {kv, kv}, {B, B}, use, NULL};
+    if (!interleave(b, &iv, 8000u, r, &m0, &m1, e)) {
+        for (int st = 0; invert && st < steps; st++) r[st] = 1.0 / r[st];
+        bench_row(b, section, name, bench_median(r, steps), "x", -1, -1, json_pack("{s:i, s:f, s:f}", "batch", B, "base_step_s", m0, "variant_step_s", m1),
                   "median over %d %s steps of %s; mean steps %.3f s (%s) and %.3f s (%s)", steps, tag,
-                  invert ? "its time / the mean time of the steps on either side" : "the mean time of the steps on either side / its time",
-                  s0 / steps, base, s1 / steps, tag);
-    free(emb); free(logits); free(ch); free(r);
+                  invert ? "its time / the mean time of the steps on either side" : "the mean time of the steps on either side / its time", m0,
+                  base, m1, tag);
+    }
+    if (use) use(1, NULL);
+    b->m = m[1];
+    free(r);
     return e->code;
 }
 
@@ -491,8 +486,8 @@ static int variant_interleaved(bench_ctx *b, pm_kv_cache *kv, int B, variant_fn 
  * (invert = 0) or "first run / variant" (invert = 1) as a speedup row. `tag` names the variant in
  * labels and notes, `base` the first run. */
 static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, const char *base, const int *idx, int n_idx, int invert,
-                         const char *decode_name, const char *prefill_name, const char *prefill_note, variant_fn use, void *arg,
-                         pm_err *e) {
+                         const char *decode_name, const char *prefill_name, const char *prefill_note, pm_model *const *m,
+                         void (*use)(int, void *), pm_err *e) {
     int maxB = 1;
     for (int k = 0; k < n_idx; k++) maxB = b->o.batches[idx[k]] > maxB ? b->o.batches[idx[k]] : maxB;
     pm_kv_cache *kv = caches_new(b, maxB, 0, e);
@@ -511,7 +506,7 @@ static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, con
             char name[96]; /* "q8 / bf16 interleaved, batch 1", "avx512 / avx2 interleaved, batch 1" */
             snprintf(name, sizeof name, "%s / %s interleaved, batch %d", invert ? base : tag, invert ? tag : base, B);
             bench_progress("%s against %s, interleaved, batch %d", tag, base, B);
-            variant_interleaved(b, kv, B, use, arg, invert, section, name, tag, base, e);
+            variant_interleaved(b, kv, B, m, use, invert, section, name, tag, base, e);
         }
     }
     caches_free(kv, maxB);
@@ -527,9 +522,6 @@ static int rerun_decoder(bench_ctx *b, const char *section, const char *tag, con
     }
     return e->code;
 }
-
-/* variant_fn of the q8 rows: models[variant] (bf16, q8). */
-static void use_model(bench_ctx *b, int variant, void *arg) { b->m = ((pm_model **)arg)[variant]; }
 
 /* The decode batches and the first prefill length again on a q8 load of the same checkpoint, as
  * speedups over the bf16 rows of this run, and each batch interleaved with the bf16 model. The bf16
@@ -559,18 +551,17 @@ int bench_q8(bench_ctx *b) {
     for (int i = 0; i < b->o.n_batches; i++) idx[i] = i;
     pm_model *models[2] = {mb, mq};
     rerun_decoder(b, "q8", "q8", "bf16", idx, b->o.n_batches, 0, "decode speedup vs bf16", "prefill speedup vs bf16",
-                  pm_kern_have_avx512() ? "q8 prefill packs int8 into the GEMM" : "q8 prefill: dequantized panels + sgemm", use_model, models,
-                  &e);
+                  pm_kern_have_avx512() ? "q8 prefill packs int8 into the GEMM" : "q8 prefill: dequantized panels + sgemm", models, NULL, &e);
     b->m = mb;
     pm_model_free(mq);
     if (e.code) fprintf(stderr, "phi4mm bench: q8: %s\n", e.msg);
     return e.code;
 }
 
-/* variant_fn of the kernels rows: no cap (0) or AVX2 (1). */
-static void use_cap(bench_ctx *b, int variant, void *arg) {
-    (void)b, (void)arg;
-    pm_kern_cap(variant ? PM_KERN_AVX2 : PM_KERN_AVX512);
+/* The kernels rows' switch: no cap (side 0) or AVX2 (1). */
+static void use_cap(int side, void *arg) {
+    (void)arg;
+    pm_kern_cap(side ? PM_KERN_AVX2 : PM_KERN_AVX512);
 }
 
 /* The same decoder rows with the kernels capped at AVX2, when this CPU has AVX-512: the speedup of
@@ -584,8 +575,9 @@ int bench_kernels(bench_ctx *b) {
     pm_err e = {0};
     int idx[2] = {0, b->o.n_batches - 1}, n_idx = b->o.n_batches > 1 ? 2 : 1;
     pm_kern_cap(PM_KERN_AVX2);
-    rerun_decoder(b, "kernels", "avx2", "avx512", idx, n_idx, 1, "decode avx512 / avx2", "prefill avx512 / avx2", "same weights", use_cap,
-                  NULL, &e);
+    pm_model *models[2] = {b->m, b->m};
+    rerun_decoder(b, "kernels", "avx2", "avx512", idx, n_idx, 1, "decode avx512 / avx2", "prefill avx512 / avx2", "same weights", models,
+                  use_cap, &e);
     pm_kern_cap(PM_KERN_AVX512);
     if (e.code) fprintf(stderr, "phi4mm bench: kernels: %s\n", e.msg);
     return e.code;
