@@ -291,12 +291,12 @@ static double side_step(bench_ctx *b, const interleaved *iv, int side, uint32_t 
     return step_at_ctx(b, iv->kv[side], iv->B[side], seed, emb, logits, ch, e);
 }
 
-/* Steps of side 1 between steps of side 0 (side 0: the reference), after a warm-up of each: r[st] =
- * (the mean time of the side-0 steps on either side) / (the side-1 step) for o.decode_steps steps;
- * *m0, *m1: the two sides' mean step times. The rows measured one after the other run seconds or
- * minutes apart, and on a VM whose bandwidth moves by half within seconds their quotient measures
- * the machine as much as the engine; these pairs share the moment. Leaves side 0 in use (model,
- * switch) and every cache at o.decode_ctx positions. */
+/* Steps of side 1 between steps of side 0 (side 0: the reference), after a warm-up step of side 1:
+ * r[st] = (the mean time of the side-0 steps on either side) / (the side-1 step) for o.decode_steps
+ * steps; *m0, *m1: the two sides' mean step times. The rows measured one after the other run seconds
+ * or minutes apart, and on a VM whose bandwidth moves by half within seconds their quotient measures
+ * the machine as much as the engine; these pairs share the moment. Leaves the switch at side 0, b->m
+ * as it was and every cache at o.decode_ctx positions. */
 static int interleave(bench_ctx *b, const interleaved *iv, uint32_t seed, double *r, double *m0, double *m1, pm_err *e) {
     pm_model *keep = b->m;
     const pm_llm_config *c = &iv->m[0]->llm.c; /* both sides have the same dims */
