@@ -166,12 +166,12 @@ static void test_exp_softmax_silu(void **state) {
 }
 
 /* Decode attention inner loops, on every SIMD level: SIMD == twin for g in 1..5 (3 is Phi-4-mini's
- * group), head dims with and without tails (past 64, 16 and 8 columns), strided rows, with and
+ * group), head dims with and without tails (past 128, 64, 16 and 8 columns), strided rows, with and
  * without rows to prefetch (some or all of n); and against a double reference. The bf16-row
  * kernels (a bf16 KV cache) == the fp32 twin on the rows widened. */
 static void test_attention_kernels(void **state) {
     (void)state;
-    int dims[] = {16, 128, 20, 40, 72};
+    int dims[] = {16, 128, 20, 40, 72, 200}; /* 128 and 200: the 128-column tile, 200 with a tail */
     pm_kern_level lv[3];
     for (int l = 0, nl = simd_levels(lv); l < nl; l++)
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
