@@ -172,15 +172,18 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
         for (int b = 0; b < CB; b++) _mm256_storeu_ps(o + (size_t)h * os + c + 8 * b, acc[h][b]);
 }
 
-/* The column blocks of one head group: the wide tile where there is one (WIDE columns at a time,
- * 0: none), tiles of 4 and 1 vectors of W lanes, then a scalar tail (the same in-order chain per
- * element, so the bits do not depend on the split). */
-#define NO_WIDE_TILE(...) ((void)0)
-#define ACCUM_GROUP_W(TILE, W, GH, WIDE_TILE, WIDE)                                                 \
+/* The column blocks of one head group: tiles of TOP (a literal: the widest the level's registers
+ * take for 3 heads), 4 and 1 vectors of W lanes, then a scalar tail (the same in-order chain per
+ * element, so the bits do not depend on the split). TOP = 8 at AVX-512 (128 columns: each row of V
+ * read once, where tiles of 4 read it in two passes of half rows 512 bytes apart, the second from
+ * L2). In one process against tiles of 4 (a decode step's attention over 32 layers at 4096 cached
+ * positions, fp32 cache, Zen 5, 2 threads, alternating, the same bits): the value pass 1.25 x (8 of
+ * 8), the whole attention 1.08 x (8 of 8, 7 of 8), 1.07 x at 512 positions (19 of 20). */
+#define ACCUM_GROUP(TILE, W, GH, TOP)                                                                \
     do {                                                                                             \
         int c = 0;                                                                                   \
-        if (WIDE)                                                                                    \
-            for (; c + (WIDE) <= D; c += (WIDE)) WIDE_TILE(oh, os, ph, ldp, V, vs, n, c, GH, pf, npf, BF); \
+        if ((TOP) > 4)                                                                               \
+            for (; c + (TOP) * (W) <= D; c += (TOP) * (W)) TILE(oh, os, ph, ldp, V, vs, n, c, TOP, GH, pf, npf, BF); \
         for (; c + 4 * (W) <= D; c += 4 * (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 4, GH, pf, npf, BF); \
         for (; c + (W) <= D; c += (W)) TILE(oh, os, ph, ldp, V, vs, n, c, 1, GH, pf, npf, BF);     \
         for (; c < D; c++)                                                                           \
@@ -190,20 +193,19 @@ AVX2_INLINE void accum_tile(float *o, size_t os, const float *p, size_t ldp, con
     } while (0)
 
 /* The query heads of one KV head in groups of 3 (Phi-4-mini's g), then 2 or 1. */
-#define ACCUM_HEADS(TILE, W) ACCUM_HEADS_W(TILE, W, NO_WIDE_TILE, 0)
-#define ACCUM_HEADS_W(TILE, W, WIDE_TILE, WIDE)                                                      \
+#define ACCUM_HEADS(TILE, W, TOP)                                                                    \
     for (int h0 = 0; h0 < g; h0 += 3, npf = 0) { /* the first head group prefetches */             \
         int gh = g - h0 < 3 ? g - h0 : 3;                                                            \
         float *oh = o + (size_t)h0 * os;                                                             \
         const float *ph = p + (size_t)h0 * ldp;                                                      \
-        if (gh == 3) ACCUM_GROUP_W(TILE, W, 3, WIDE_TILE, WIDE);                                     \
-        else if (gh == 2) ACCUM_GROUP_W(TILE, W, 2, WIDE_TILE, WIDE);                                \
-        else ACCUM_GROUP_W(TILE, W, 1, WIDE_TILE, WIDE);                                             \
+        if (gh == 3) ACCUM_GROUP(TILE, W, 3, TOP);                                                   \
+        else if (gh == 2) ACCUM_GROUP(TILE, W, 2, TOP);                                              \
+        else ACCUM_GROUP(TILE, W, 1, TOP);                                                           \
     }
 
 AVX2_INLINE void accum_avx2_t(float *o, size_t os, const float *p, size_t ldp, int g, const void *V, size_t vs, int n, int D,
                               const void *pf, int npf, int BF) {
-    ACCUM_HEADS(accum_tile, 8)
+    ACCUM_HEADS(accum_tile, 8, 4)
 }
 AVX2 static void accum_avx2(float *o, size_t os, const float *p, size_t ldp, int g, const void *V, size_t vs, int n, int D, const void *pf,
                             int npf, int BF) {
@@ -289,49 +291,9 @@ AVX512_INLINE void accum_tile512(float *o, size_t os, const float *p, size_t ldp
     pm_tile_pv_t(o, os, p, ldp, V, vs, n, c, GH, CB, pf, npf, BF);
 }
 
-/* The same chains 128 columns at a time (Phi-4-mini's head_dim): each key's row is read once, where
- * the 64-column tiles read it in two passes of half rows 512 bytes apart (the second from L2). Its 8
- * vectors come in two halves of 4 so that 3 heads x 8 accumulators, 4 values and the 3 weights fit
- * the 32 registers. In one process against the 64-column tiles (a decode step's attention over 32
- * layers at 4096 cached positions, fp32 cache, Zen 5, 2 threads, alternating, the same bits): the
- * value pass 1.08 x (6 of 6), the whole attention 1.06-1.08 x (8 of 8, 7 of 8, 6 of 6). */
-AVX512_INLINE void accum_row512(float *o, size_t os, const float *p, size_t ldp, const void *V, size_t vs, int n, int c, int GH,
-                                const void *pf, int npf, int BF) {
-    __m512 acc[3][8];
-#pragma GCC unroll 3
-    for (int h = 0; h < GH; h++)
-#pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) acc[h][z] = _mm512_loadu_ps(o + (size_t)h * os + c + 16 * z);
-    for (int t = 0; t < n; t++) {
-        size_t at = (size_t)t * vs + (size_t)c;
-        __m512 pv[3];
-#pragma GCC unroll 3
-        for (int h = 0; h < GH; h++) pv[h] = _mm512_set1_ps(p[(size_t)h * ldp + t]);
-#pragma GCC unroll 2
-        for (int z0 = 0; z0 < 8; z0 += 4) {
-            __m512 vv[4];
-#pragma GCC unroll 4
-            for (int z = 0; z < 4; z++) {
-                size_t i = at + 16 * (size_t)(z0 + z);
-                if (t < npf && (!BF || !(z & 1))) KV_PF(pf, i, BF);
-                vv[z] = BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + i))), 16))
-                           : _mm512_loadu_ps((const float *)V + i);
-            }
-#pragma GCC unroll 3
-            for (int h = 0; h < GH; h++)
-#pragma GCC unroll 4
-                for (int z = 0; z < 4; z++) acc[h][z0 + z] = _mm512_fmadd_ps(pv[h], vv[z], acc[h][z0 + z]);
-        }
-    }
-#pragma GCC unroll 3
-    for (int h = 0; h < GH; h++)
-#pragma GCC unroll 8
-        for (int z = 0; z < 8; z++) _mm512_storeu_ps(o + (size_t)h * os + c + 16 * z, acc[h][z]);
-}
-
 AVX512_INLINE void accum_avx512_t(float *o, size_t os, const float *p, size_t ldp, int g, const void *V, size_t vs, int n, int D,
                                   const void *pf, int npf, int BF) {
-    ACCUM_HEADS_W(accum_tile512, 16, accum_row512, 128)
+    ACCUM_HEADS(accum_tile512, 16, 8)
 }
 AVX512 static void accum_avx512(float *o, size_t os, const float *p, size_t ldp, int g, const void *V, size_t vs, int n, int D,
                                 const void *pf, int npf, int BF) {

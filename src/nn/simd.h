@@ -54,38 +54,55 @@ AVX512_INLINE void pm_tile_fma_rows(__m512 acc[][2], const float *a, __m512 b0, 
 }
 
 /* o[r*os + c + 16z] += sum over t < n, in order, of p[r*ldp + t] * V[t*vs + c + 16z], for r < R
- * (<= 4) and z < Z (<= 6; R * Z <= 24): weights x values, as attn.c's decode accumulation and
- * flash.c do it. Rows t < npf of pf (stride vs) are prefetched in lockstep, each line as the same
- * line of V's row t is loaded (npf = 0: none). BF = 1: V and pf hold bf16 (a bf16 KV cache), each
- * value widened exactly as it is loaded, so the bits are those of the fp32 rows widened. */
+ * (<= 4) and z < Z (<= 8; R * Z <= 24): weights x values, as attn.c's decode accumulation and
+ * flash.c do it. Z > 6 (R <= 3) loads each row's values in two halves, so that R x Z accumulators,
+ * Z / 2 values and the R weights fit the 32 registers. Rows t < npf of pf (stride vs) are prefetched
+ * in lockstep, each line as the same line of V's row t is loaded (npf = 0: none). BF = 1: V and pf
+ * hold bf16 (a bf16 KV cache), each value widened exactly as it is loaded, so the bits are those of
+ * the fp32 rows widened. */
+AVX512_INLINE __m512 pm_pv_load(const void *V, const void *pf, size_t at, int c, int z, int pre, int BF) {
+    if (pre && (!BF || !((c + 16 * z) & 31))) _mm_prefetch((const char *)pf + (at + 16 * (size_t)z) * (BF ? 2 : 4), _MM_HINT_T0);
+    return BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + at + 16 * z))), 16))
+              : _mm512_loadu_ps((const float *)V + at + 16 * z);
+}
 AVX512_INLINE void pm_tile_pv_t(float *o, size_t os, const float *p, size_t ldp, const void *V, size_t vs, int n, int c, int R, int Z,
                                 const void *pf, int npf, int BF) {
-    __m512 acc[4][6];
+    __m512 acc[4][8];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int z = 0; z < Z; z++) acc[r][z] = _mm512_loadu_ps(o + (size_t)r * os + c + 16 * z);
     for (int t = 0; t < n; t++) {
         size_t at = (size_t)t * vs + (size_t)c;
-        __m512 vv[6];
+        if (Z <= 6) {
+            __m512 vv[6];
 #pragma GCC unroll 6
-        for (int z = 0; z < Z; z++) {
-            if (t < npf && (!BF || !((c + 16 * z) & 31)))
-                _mm_prefetch((const char *)pf + (at + 16 * (size_t)z) * (BF ? 2 : 4), _MM_HINT_T0);
-            vv[z] = BF ? _mm512_castsi512_ps(_mm512_slli_epi32(
-                             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + at + 16 * z))), 16))
-                       : _mm512_loadu_ps((const float *)V + at + 16 * z);
-        }
+            for (int z = 0; z < Z; z++) vv[z] = pm_pv_load(V, pf, at, c, z, t < npf, BF);
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            __m512 pv = _mm512_set1_ps(p[(size_t)r * ldp + t]);
+            for (int r = 0; r < R; r++) {
+                __m512 pv = _mm512_set1_ps(p[(size_t)r * ldp + t]);
 #pragma GCC unroll 6
-            for (int z = 0; z < Z; z++) acc[r][z] = _mm512_fmadd_ps(pv, vv[z], acc[r][z]);
+                for (int z = 0; z < Z; z++) acc[r][z] = _mm512_fmadd_ps(pv, vv[z], acc[r][z]);
+            }
+            continue;
+        }
+        __m512 pv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) pv[r] = _mm512_set1_ps(p[(size_t)r * ldp + t]);
+#pragma GCC unroll 2
+        for (int z0 = 0; z0 < Z; z0 += Z / 2) {
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int z = 0; z < Z / 2; z++) vv[z] = pm_pv_load(V, pf, at, c, z0 + z, t < npf, BF);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                for (int z = 0; z < Z / 2; z++) acc[r][z0 + z] = _mm512_fmadd_ps(pv[r], vv[z], acc[r][z0 + z]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int z = 0; z < Z; z++) _mm512_storeu_ps(o + (size_t)r * os + c + 16 * z, acc[r][z]);
 }
 AVX512_INLINE void pm_tile_pv(float *o, size_t os, const float *p, size_t ldp, const float *V, size_t vs, int n, int c, int R, int Z,
