@@ -226,18 +226,24 @@ AVX2 static void blocks256(float *y, int out, int j0, const float *xp, const flo
     }
 }
 
-/* Rows [j0, j0 + 4) against all n inputs: one pass for n <= 3 (n = 3 stays on adjacent rows: its
- * 4 x 3 tile ran 0.96 x on the runs), else blocks256. */
-AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb, float scale,
-                        int accumulate) {
-    const uint16_t *wr[4];
-    for (int r = 0; r < 4; r++) wr[r] = w + (size_t)(j0 + r) * in;
+/* Rows wr[0..4) (anywhere) against all n inputs, output (i, r) to y[i * out + j0 + r]: one pass
+ * for n <= 3, which streams the rows with a prefetch GEMV_PF bytes ahead, else blocks256. */
+AVX2 static void tiles_4(float *y, int out, int j0, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb,
+                         float scale, int accumulate) {
     switch (n) {
     case 1: tile(y, out, j0, 0, wr, xp, x, in, 4, 1, GEMV_PF, scale, accumulate); return;
     case 2: tile(y, out, j0, 0, wr, xp, x, in, 4, 2, GEMV_PF, scale, accumulate); return;
     case 3: tile(y, out, j0, 0, wr, xp, x, in, 4, 3, GEMV_PF, scale, accumulate); return;
     }
     blocks256(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);
+}
+
+/* Rows [j0, j0 + 4) (n = 3 stays on adjacent rows: its 4 x 3 tile ran 0.96 x on the runs). */
+AVX2 static void rows_4(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb, float scale,
+                        int accumulate) {
+    const uint16_t *wr[4];
+    for (int r = 0; r < 4; r++) wr[r] = w + (size_t)(j0 + r) * in;
+    tiles_4(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);
 }
 
 AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb, float scale,
@@ -251,12 +257,7 @@ AVX2 static void rows_1(float *y, const float *xp, const float *x, int n, const 
 
 /* Four rows anywhere (one of each run, gemv_runs) against all n inputs into t[i * 4 + r]. */
 AVX2 static void quad(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb) {
-    switch (n) {
-    case 1: tile(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
-    case 2: tile(t, 4, 0, 0, wr, xp, x, in, 4, 2, GEMV_PF, 1.0f, 0); return;
-    case 3: tile(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
-    }
-    blocks256(t, 4, 0, xp, x, n, wr, in, kb, 1.0f, 0);
+    tiles_4(t, 4, 0, xp, x, n, wr, in, kb, 1.0f, 0);
 }
 
 #endif
@@ -542,30 +543,33 @@ GROUP512(1, 1, 0, 0, group512_1_1)
 BLOCKS512(4)
 BLOCKS512(1)
 
-/* Row j0 against all n inputs (a short run's rows in gemv_runs). n <= 4: one tile, one pass over
- * the row, which it streams from memory with a prefetch GEMV_PF bytes ahead (a literal at every
- * call: a runtime distance left a branch in the k loop). */
+/* Rows wr[0..RT) (anywhere) against all n inputs, output (i, r) to y[i * out + j0 + r]. n <= 4: one
+ * tile, one pass over the rows, which it streams from memory with a prefetch GEMV_PF bytes ahead (a
+ * literal at every call: a runtime distance left a branch in the k loop); more: blocks512. */
+#define TILES512(RT)                                                                                                               \
+    AVX512 static void tiles512_##RT(float *y, int out, int j0, const float *xp, const float *x, int n, const uint16_t *const *wr,    \
+                                     int in, int kb, float scale, int accumulate) {                                                  \
+        switch (n) {                                                                                                                  \
+        case 1: tile512(y, out, j0, 0, wr, xp, x, in, RT, 1, GEMV_PF, scale, accumulate); return;                                     \
+        case 2: tile512(y, out, j0, 0, wr, xp, x, in, RT, 2, GEMV_PF, scale, accumulate); return;                                     \
+        case 3: tile512(y, out, j0, 0, wr, xp, x, in, RT, 3, GEMV_PF, scale, accumulate); return;                                     \
+        case 4: tile512(y, out, j0, 0, wr, xp, x, in, RT, 4, GEMV_PF, scale, accumulate); return;                                     \
+        }                                                                                                                             \
+        blocks512_##RT(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);                                                          \
+    }
+TILES512(4)
+TILES512(1)
+
+/* Row j0 against all n inputs (a short run's rows in gemv_runs). */
 AVX512 static void rows512_1(float *y, const float *xp, const float *x, int n, const uint16_t *w, int out, int in, int j0, int kb,
                              float scale, int accumulate) {
     const uint16_t *wr[1] = {w + (size_t)j0 * in};
-    switch (n) {
-    case 1: tile512(y, out, j0, 0, wr, xp, x, in, 1, 1, GEMV_PF, scale, accumulate); return;
-    case 2: tile512(y, out, j0, 0, wr, xp, x, in, 1, 2, GEMV_PF, scale, accumulate); return;
-    case 3: tile512(y, out, j0, 0, wr, xp, x, in, 1, 3, GEMV_PF, scale, accumulate); return;
-    case 4: tile512(y, out, j0, 0, wr, xp, x, in, 1, 4, GEMV_PF, scale, accumulate); return;
-    }
-    blocks512_1(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);
+    tiles512_1(y, out, j0, xp, x, n, wr, in, kb, scale, accumulate);
 }
 
 /* Four rows anywhere (one of each run) against all n inputs into t[i * 4 + r]. */
 AVX512 static void quad512(float *t, const float *xp, const float *x, int n, const uint16_t *const *wr, int in, int kb) {
-    switch (n) {
-    case 1: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 1, GEMV_PF, 1.0f, 0); return;
-    case 2: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 2, GEMV_PF, 1.0f, 0); return;
-    case 3: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 3, GEMV_PF, 1.0f, 0); return;
-    case 4: tile512(t, 4, 0, 0, wr, xp, x, in, 4, 4, GEMV_PF, 1.0f, 0); return;
-    }
-    blocks512_4(t, 4, 0, xp, x, n, wr, in, kb, 1.0f, 0);
+    tiles512_4(t, 4, 0, xp, x, n, wr, in, kb, 1.0f, 0);
 }
 
 /* Many inputs (pm_kern_gemv_many): full-length tiles of 4 rows x NT inputs, each a tile512 over
