@@ -196,6 +196,28 @@ static void rope_apply(float *v, const float *cs, const float *sn, int rot) {
     memcpy(v, tmp, sizeof(float) * (size_t)rot);
 }
 
+/* Row qkv = [q | k | v] of position pos: rotates the query heads of KV heads [kh0, kh1) and those
+ * keys, then stores those keys and values at pos in the cache of layer `layer`. */
+static void rope_store(const pm_llm_config *c, pm_kv_cache *kv, int layer, float *qkv, const float *cr, const float *sr, int pos, int kh0,
+                       int kh1) {
+    int D = c->head_dim, g = c->n_heads / c->n_kv_heads, rot = c->rot_dims;
+    float *k = qkv + c->hidden, *v = k + (size_t)c->n_kv_heads * D;
+    for (int h = kh0 * g; h < kh1 * g; h++) rope_apply(qkv + (size_t)h * D, cr, sr, rot);
+    for (int h = kh0; h < kh1; h++) {
+        rope_apply(k + (size_t)h * D, cr, sr, rot);
+        if (kv->bf16) {
+            uint16_t *kb = pm_kv_bf16(kv, layer, 0, h, pos), *vb = pm_kv_bf16(kv, layer, 1, h, pos);
+            for (int d = 0; d < D; d++) {
+                kb[d] = pm_f32_to_bf16(k[(size_t)h * D + d]);
+                vb[d] = pm_f32_to_bf16(v[(size_t)h * D + d]);
+            }
+            continue;
+        }
+        memcpy(pm_kv_k(kv, layer, h, pos), k + (size_t)h * D, sizeof(float) * (size_t)D);
+        memcpy(pm_kv_v(kv, layer, h, pos), v + (size_t)h * D, sizeof(float) * (size_t)D);
+    }
+}
+
 /* y[N, out] = x @ W^T, then each chunk's rows get their adapter's (alpha/r) * B(A x). */
 static int lora_linear(float *y, const float *x, int N, const pm_lora_linear *L, const pm_llm_chunk *ch, int nc, const int *off,
                        pm_err *e) {
@@ -393,11 +415,16 @@ static void attend_fused(const pm_llm_config *c, const pm_kv_cache *kv, int laye
     pm_kern_flash(&a, ws);
 }
 
-/* Attention of every chunk of the step for layer `layer`; each chunk's cache already holds its
- * new K/V at positions [len, len + n). Small chunks go row by row (bitwise batch-independent),
- * large ones block by block; all work items of the batch share one parallel region. */
-static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int *off, int layer, const float *qkv, int qkv_dim,
-                      float *att, pm_err *e) {
+/* Attention of every chunk of the step for layer `layer`. A chunk of several rows has its new K/V
+ * in the cache at positions [len, len + n) already; a chunk of one row (a decoding sequence) has
+ * them rotated and stored here, each work item its own KV heads (rope_store) before it attends:
+ * those stores fault in a fresh 4 KB page of every head's run each 8 positions (the growing last
+ * page stays on 4 KB pages, pm_kv_reserve), ~13 us a fault on the 2-vCPU VM, which a serial loop
+ * paid on one thread (7 ms of a 0.34 s batch-8 step). Small chunks go row by row (bitwise
+ * batch-independent), large ones block by block; all work items of the batch share one parallel
+ * region. */
+static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int *off, int layer, float *qkv, int qkv_dim, const float *cs,
+                      const float *sn, float *att, pm_err *e) {
     const pm_llm_config *c = &m->c;
     int D = c->head_dim, g = c->n_heads / c->n_kv_heads, H = c->hidden;
     /* work items: (chunk, row, range of hpi kv heads) for small chunks, (chunk, q-block, head) for
@@ -444,6 +471,9 @@ static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int
         float *o = att + (size_t)off[i] * H;
         if (ch[i].n <= PM_SMALL_N) {
             int j = (int)(k / ranges), kh0 = (int)(k % ranges) * hpi, kh1 = kh0 + hpi < c->n_kv_heads ? kh0 + hpi : c->n_kv_heads;
+            if (ch[i].n == 1)
+                rope_store(c, ch[i].kv, layer, qkv + (size_t)off[i] * qkv_dim, cs + (size_t)off[i] * c->rot_dims, sn + (size_t)off[i] * c->rot_dims,
+                           kv->len, kh0, kh1);
             attend_row(c, kv, layer, q + (size_t)j * qkv_dim + (size_t)kh0 * g * D, kv->len + j, kh0, kh1, o + (size_t)j * H + (size_t)kh0 * g * D,
                        w);
         } else {
@@ -491,29 +521,12 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
         const pm_llm_layer *L = &m->layers[l];
         pm_rmsnorm(xn, x, L->ln_attn, N, H, c->rms_eps);
         if (lora_linear(qkv, xn, N, &L->qkv, ch, nc, off, e)) goto done;
-        for (int i = 0; i < nc; i++) {
-            pm_kv_cache *kv = ch[i].kv;
-            for (int j = 0; j < ch[i].n; j++) {
+        for (int i = 0; i < nc; i++) /* one-row chunks: in attend_all's work items */
+            for (int j = 0; ch[i].n > 1 && j < ch[i].n; j++) {
                 int r = off[i] + j;
-                float *q = qkv + (size_t)r * QKV, *k = q + H, *v = k + KV;
-                const float *cr = cs + (size_t)r * rot, *sr = sn + (size_t)r * rot;
-                for (int h = 0; h < c->n_heads; h++) rope_apply(q + (size_t)h * D, cr, sr, rot);
-                for (int h = 0; h < c->n_kv_heads; h++) rope_apply(k + (size_t)h * D, cr, sr, rot);
-                for (int h = 0; h < c->n_kv_heads; h++) {
-                    if (kv->bf16) {
-                        uint16_t *kb = pm_kv_bf16(kv, l, 0, h, kv->len + j), *vb = pm_kv_bf16(kv, l, 1, h, kv->len + j);
-                        for (int d = 0; d < D; d++) {
-                            kb[d] = pm_f32_to_bf16(k[(size_t)h * D + d]);
-                            vb[d] = pm_f32_to_bf16(v[(size_t)h * D + d]);
-                        }
-                        continue;
-                    }
-                    memcpy(pm_kv_k(kv, l, h, kv->len + j), k + (size_t)h * D, sizeof(float) * (size_t)D);
-                    memcpy(pm_kv_v(kv, l, h, kv->len + j), v + (size_t)h * D, sizeof(float) * (size_t)D);
-                }
+                rope_store(c, ch[i].kv, l, qkv + (size_t)r * QKV, cs + (size_t)r * rot, sn + (size_t)r * rot, ch[i].kv->len + j, 0, c->n_kv_heads);
             }
-        }
-        if (attend_all(m, ch, nc, off, l, qkv, QKV, att, e)) goto done;
+        if (attend_all(m, ch, nc, off, l, qkv, QKV, cs, sn, att, e)) goto done;
         if (lora_linear(tmp, att, N, &L->o, ch, nc, off, e)) goto done;
         pm_add_inplace(x, tmp, NH);
         pm_rmsnorm(xn, x, L->ln_mlp, N, H, c->rms_eps);
