@@ -344,7 +344,10 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
          * (the same per-lane chains, recombined at the end: the same bits). Measured in one
          * process on Zen 5 (2 threads, weights in 2 MB pages, every projection of Phi-4-mini and
          * its lm_head, 8 alternating passes): 1.07-1.11 x the zmm loop below it (66 -> 70 GB/s),
-         * which the AVX2 kernel (74 GB/s) had beaten. */
+         * which the AVX2 kernel (74 GB/s) had beaten. Each half-row is loaded twice, for the shift
+         * and for the and (GCC folds both loads, as in the AVX2 tile): against one load kept in a
+         * register, the rest the same, each run 16-24 passes alternating with the AVX2 kernel in one
+         * process, AVX-512 / AVX2 read 0.98-1.005 (5 runs) against 0.95-0.97 (5 runs). */
         __m256 a[8], b[8];
         const __m256i hi8 = _mm256_set1_epi32((int)0xffff0000u);
 #pragma GCC unroll 8
@@ -359,7 +362,6 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
             for (int r = 0; r < RT; r++) {
                 _mm_prefetch((const char *)(wr[r] + c) + PF, _MM_HINT_T0);
                 __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr[r] + c)), w1 = _mm256_loadu_si256((const __m256i *)(wr[r] + c + 16));
-                __asm__("" : "+v"(w0), "+v"(w1)); /* one load each (see below) */
                 a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w0, 16)), x0, a[r]);
                 b[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w1, 16)), x1, b[r]);
                 a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w0, hi8)), x2, a[r]);
