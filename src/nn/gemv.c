@@ -373,10 +373,16 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
             acc[r][0] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a[r])), _mm256_castps_pd(b[r]), 1));
         return;
     }
-    if (PF && !NPF) {
-        /* Two to four inputs streaming the rows (n <= 4): each row's 64 bytes loaded once for both
-         * halves (the same order per accumulator as the loop below). Measured as above against that
-         * loop: 1.37-1.43 x at n = 2 (42 -> 57 GB/s), 1.12 at 3, 1.09-1.13 at 4. */
+    unsigned sh = c1 > c0 ? line_offset(wr, RT) : 0;
+    if (PF && !NPF && !sh) {
+        /* Two to four inputs streaming rows that start on a cache line (n <= 4): each row's 64 bytes
+         * loaded once for both halves (the same order per accumulator as the loop below). Measured as
+         * above against that loop: 1.37-1.43 x at n = 2 (42 -> 57 GB/s), 1.12 at 3, 1.09-1.13 at 4.
+         * Rows that start inside a line (a checkpoint's usually do) go to the line-wise tiles below
+         * instead, where every 64-byte load of this loop spans two lines: against this loop, each run
+         * 16 passes alternating with the AVX2 kernel in one process, AVX-512 / AVX2 read 0.99-1.02
+         * against 0.84-0.97 at n = 2, 1.49-1.50 against 1.46 at 3, 2.00-2.04 against 1.72-1.84 at 4.
+         * (At n = 1 the line-wise tiles lost: 0.82-0.89 against the ymm loop's 0.95-1.03.) */
         for (int c = c0; c < c1; c += 32) {
             __m512 xl[4], xh[4];
 #pragma GCC unroll 8
@@ -416,7 +422,6 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
         }
         return;
     }
-    unsigned sh = c1 > c0 ? line_offset(wr, RT) : 0;
     if (sh) span512_tiles(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, 1, sh);
     else span512_tiles(acc, wr, xi, c0, c1, RT, NT, PF, pf, NPF, 0, 0);
 }
