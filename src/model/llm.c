@@ -419,8 +419,8 @@ static void attend_fused(const pm_llm_config *c, const pm_kv_cache *kv, int laye
  * in the cache at positions [len, len + n) already; a chunk of one row (a decoding sequence) has
  * them rotated and stored here, each work item its own KV heads (rope_store) before it attends:
  * those stores fault in a fresh 4 KB page of every head's run each 8 positions (the growing last
- * page stays on 4 KB pages, pm_kv_reserve), ~13 us a fault on the 2-vCPU VM, which a serial loop
- * paid on one thread (7 ms of a 0.34 s batch-8 step). Small chunks go row by row (bitwise
+ * page stays on 4 KB pages, pm_kv_reserve), 11-13 us a fault on the 2-vCPU VM, which a serial
+ * loop paid on one thread (7-10 ms of a 0.33 s batch-8 step). Small chunks go row by row (bitwise
  * batch-independent), large ones block by block; all work items of the batch share one parallel
  * region. */
 static int attend_all(const pm_llm *m, const pm_llm_chunk *ch, int nc, const int *off, int layer, float *qkv, int qkv_dim, const float *cs,

@@ -347,7 +347,8 @@ AVX512_INLINE void span512(__m512 acc[8][4], const uint16_t *const *wr, const fl
          * which the AVX2 kernel (74 GB/s) had beaten. Each half-row is loaded twice, for the shift
          * and for the and (GCC folds both loads, as in the AVX2 tile): against one load kept in a
          * register, the rest the same, each run 16-24 passes alternating with the AVX2 kernel in one
-         * process, AVX-512 / AVX2 read 0.98-1.005 (5 runs) against 0.95-0.97 (5 runs). */
+         * process, AVX-512 / AVX2 read 0.93-1.15, median 1.00 (10 runs), against 0.91-1.01, median
+         * 0.95 (10 runs); the decode step's interleaved row 0.99-1.02 against 0.94-0.99. */
         __m256 a[8], b[8];
         const __m256i hi8 = _mm256_set1_epi32((int)0xffff0000u);
 #pragma GCC unroll 8
