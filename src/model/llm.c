@@ -521,11 +521,13 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
         const pm_llm_layer *L = &m->layers[l];
         pm_rmsnorm(xn, x, L->ln_attn, N, H, c->rms_eps);
         if (lora_linear(qkv, xn, N, &L->qkv, ch, nc, off, e)) goto done;
-        for (int i = 0; i < nc; i++) /* one-row chunks: in attend_all's work items */
-            for (int j = 0; ch[i].n > 1 && j < ch[i].n; j++) {
+        for (int i = 0; i < nc; i++) {
+            if (ch[i].n == 1) continue; /* a decoding sequence's: in attend_all's work items */
+            for (int j = 0; j < ch[i].n; j++) {
                 int r = off[i] + j;
                 rope_store(c, ch[i].kv, l, qkv + (size_t)r * QKV, cs + (size_t)r * rot, sn + (size_t)r * rot, ch[i].kv->len + j, 0, c->n_kv_heads);
             }
+        }
         if (attend_all(m, ch, nc, off, l, qkv, QKV, cs, sn, att, e)) goto done;
         if (lora_linear(tmp, att, N, &L->o, ch, nc, off, e)) goto done;
         pm_add_inplace(x, tmp, NH);
