@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh — `phi4mm bench --quick` on the tiny fixture checkpoint: it runs to the end, writes JSON
-# whose rows cover every section with finite values (the decode rows paired with a plain read of the
-# step's bytes and interleaved with batch 1 included, q8 steps interleaved with bf16 ones; the warm-up
-# evicted and re-read the shards),
+# whose rows cover every section with finite values (the register-only FMA peak where SIMD kernels
+# run; the decode rows paired with a plain read of the step's bytes and interleaved with batch 1
+# included, q8 steps interleaved with bf16 ones; the warm-up evicted and re-read the shards),
 # and a missing model directory is an error.
 # The numbers of a tiny model mean nothing; this only keeps the benchmark's code paths working.
 set -u
@@ -48,6 +48,8 @@ lr = by[("serve", "stream beside a LongRoPE recompute")]
 assert lr["switch_at"] == 1024 and lr["tokens_inline"] > 0 and lr["tokens_beside"] > 0 and lr["long_inline_s"] > 0, lr
 inter = by[("decode", "batch 8 / batch 1 interleaved")]
 assert inter["batch"] == 8 and inter["batch1_step_s"] > 0 and inter["batchB_step_s"] > 0, inter
+fma = d["machine"]["fma_peak_gflops"]  # 0 only at the portable kernel level, which then has no row
+assert fma >= 0 and (fma == 0) == (("machine", "FMA peak (registers only)") not in by), fma
 qi = by[("q8", "q8 / bf16 interleaved, batch 1")]
 assert qi["batch"] == 1 and qi["base_step_s"] > 0 and qi["variant_step_s"] > 0, qi
 print(len(rows), "rows")

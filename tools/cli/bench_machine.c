@@ -5,7 +5,8 @@
  * the engine's own bf16 GEMM on the same shape. The second matters where the BLAS runs below the
  * CPU's vector width (a machine here had OPENBLAS_CORETYPE=Haswell in its environment on a Zen 5,
  * AVX2 kernels at half our AVX-512 tile's speed): a bound the engine beats would only flatter the
- * ratios. Both report the best of several repetitions. */
+ * ratios. Both report the best of several repetitions. For scale, the register-only FMA rate
+ * (bench_fma_peak): what no product that loads its operands reaches, the ceiling of the silicon. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -160,6 +161,57 @@ double bench_engine_gemm_peak(int n, int reps) {
     }
     free(w); free(x); free(y);
     return best < 1e30 ? 2.0 * n * (double)nn / best / 1e9 : 0.0;
+}
+
+#if defined(__x86_64__)
+/* Independent accumulators (16 zmm, 12 ymm), one FMA each an iteration: more chains than 2 FMA
+ * pipes of 4-cycle latency need; the empty asm keeps the operands in registers (no load, no store). */
+__attribute__((target("avx512f"))) static float fma_loop512(long iters) {
+    __m512 a[16], x = _mm512_set1_ps(1e-7f), y = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
+    __asm__("" : "+v"(x), "+v"(y));
+    for (long it = 0; it < iters; it++)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(x, y, a[i]);
+    for (int i = 1; i < 16; i++) a[0] = _mm512_add_ps(a[0], a[i]);
+    return _mm512_reduce_add_ps(a[0]);
+}
+__attribute__((target("avx2,fma"))) static float fma_loop256(long iters) {
+    __m256 a[12], x = _mm256_set1_ps(1e-7f), y = _mm256_set1_ps(1.0f);
+    for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
+    __asm__("" : "+x"(x), "+x"(y));
+    for (long it = 0; it < iters; it++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(x, y, a[i]);
+    for (int i = 1; i < 12; i++) a[0] = _mm256_add_ps(a[0], a[i]);
+    float f[8];
+    _mm256_storeu_ps(f, a[0]);
+    return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
+}
+#endif
+
+double bench_fma_peak(int reps) {
+#if defined(__x86_64__)
+    pm_kern_level lv = pm_kern_level_in_use();
+    if (lv == PM_KERN_PORTABLE) return 0.0;
+    long iters = 4000000;
+    double flops = (double)omp_get_max_threads() * iters * (lv == PM_KERN_AVX512 ? 16 * 16 : 12 * 8) * 2, best = 1e30;
+    volatile float sink = 0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
+        float s = 0;
+#pragma omp parallel reduction(+ : s)
+        s += lv == PM_KERN_AVX512 ? fma_loop512(iters) : fma_loop256(iters);
+        double t = bench_now() - t0;
+        sink += s;
+        if (t < best) best = t;
+    }
+    (void)sink;
+    return flops / best / 1e9;
+#else
+    (void)reps;
+    return 0.0;
+#endif
 }
 
 double bench_compute_peak(int n, int reps) {

@@ -260,10 +260,16 @@ int pm_cmd_bench(int argc, char **argv) {
     b.peak_gflops = sg > eg ? sg : eg;
     bench_row(&b, "machine", "compute peak", b.peak_gflops, "GFLOP/s", -1, -1, NULL,
               "the larger of the two: the bound of every compute-bound row (a BLAS slower than the engine is no limit)");
+    double fp = bench_fma_peak(5);
+    if (fp > 0)
+        bench_row(&b, "machine", "FMA peak (registers only)", fp, "GFLOP/s", -1, -1, NULL,
+                  "fp32 FMAs on %s registers, no loads, %d threads, best of 5: the silicon's ceiling, for scale (compute peak = %.2f of it)",
+                  pm_kern_level_in_use() == PM_KERN_AVX512 ? "zmm" : "ymm", nt, b.peak_gflops / fp);
     json_object_set_new(mach, "read_bw_gbs", json_real(b.bw_gbs));
     json_object_set_new(mach, "sgemm_gflops", json_real(sg));
     json_object_set_new(mach, "engine_gemm_gflops", json_real(eg));
     json_object_set_new(mach, "compute_peak_gflops", json_real(b.peak_gflops));
+    json_object_set_new(mach, "fma_peak_gflops", json_real(fp));
     b.bw_best = b.bw_gbs;
     b.peak_best = b.peak_gflops;
     /* The compute peaks' operands (2048^2 matrices, under the 32 MB above which glibc maps blocks of
