@@ -72,8 +72,8 @@ double bench_median(double *v, int n);
 double bench_sgemm_peak(int n, int reps);              /* GFLOP/s of an n^3 NT sgemm, best of reps */
 double bench_engine_gemm_peak(int n, int reps);        /* GFLOP/s of the engine's bf16 GEMM, n^3 (0 where it has none) */
 double bench_compute_peak(int n, int reps);            /* the larger of the two: the bound for compute-bound rows */
-/* GFLOP/s of fp32 FMAs on registers only (16 independent accumulators a thread, at the kernel
- * level in use: zmm or ymm; 0 at the portable level), all threads, best of reps: the silicon's
+/* GFLOP/s of fp32 FMAs on registers only (independent accumulators a thread, 16 zmm or 12 ymm at
+ * the kernel level in use; 0 at the portable level), all threads, best of reps: the silicon's
  * ceiling, for scale (no row is held to it). */
 double bench_fma_peak(int reps);
 
