@@ -24,12 +24,12 @@
 #include "audio/resample.h"
 #include "audio/wave.h"
 #include "io/npy.h"
+#include "test_util.h"
 
 static char g_fix[1024];
 
 static const char *fix(void) {
-    const char *d = getenv("PHI4MM_FIXTURES");
-    snprintf(g_fix, sizeof g_fix, "%s/phi4mm-tiny", d && *d ? d : "../shared/fixtures");
+    snprintf(g_fix, sizeof g_fix, "%s/phi4mm-tiny", tu_fixtures());
     return g_fix;
 }
 
@@ -439,14 +439,8 @@ static int write_audio_int(const char *path, int format, int sr, int ch, const i
 }
 
 static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*len ? *len : 1);
-    assert_int_equal(fread(b, 1, *len, f), *len);
-    fclose(f);
+    unsigned char *b = tu_slurp(path, len);
+    assert_non_null(b);
     return b;
 }
 

@@ -15,11 +15,7 @@
 #include "io/safetensors.h"
 #include "model/ckpt_layout.h"
 #include "model/synth_presets.h"
-
-static const char *fixtures(void) {
-    const char *f = getenv("PHI4MM_FIXTURES");
-    return f && *f ? f : "../shared/fixtures";
-}
+#include "test_util.h"
 
 static json_t *load_json(const char *path) {
     json_error_t je;
@@ -31,7 +27,7 @@ static json_t *load_json(const char *path) {
 static void test_tiny_matches_fixture(void **state) {
     (void)state;
     char dir[1024], path[1100];
-    snprintf(dir, sizeof dir, "%s/phi4mm-tiny/tiny_model", fixtures());
+    snprintf(dir, sizeof dir, "%s/phi4mm-tiny/tiny_model", tu_fixtures());
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_t *cfg = load_json(path);
     assert_non_null(cfg);
@@ -81,7 +77,7 @@ static int64_t total_params(const pm_ckpt_entry *v, int n) {
 static void test_real_config_2047(void **state) {
     (void)state;
     char path[1100];
-    snprintf(path, sizeof path, "%s/../spec/real_config.json", fixtures());
+    snprintf(path, sizeof path, "%s/../spec/real_config.json", tu_fixtures());
     json_t *cfg = load_json(path);
     assert_non_null(cfg);
     pm_err e = {0};
@@ -126,7 +122,7 @@ static void test_presets_equal_shared_files(void **state) {
     };
     for (size_t k = 0; k < 2; k++) {
         char path[1100];
-        snprintf(path, sizeof path, cases[k].file, fixtures());
+        snprintf(path, sizeof path, cases[k].file, tu_fixtures());
         json_t *ref = load_json(path);
         assert_non_null(ref);
         char *txt = pm_synth_preset_text(cases[k].preset, PM_SYNTH_FILE_CONFIG);
@@ -146,7 +142,7 @@ static void test_presets_equal_shared_files(void **state) {
         json_decref(ref);
     }
     char path[1100];
-    snprintf(path, sizeof path, "%s/../spec/real_preprocessor_config.json", fixtures());
+    snprintf(path, sizeof path, "%s/../spec/real_preprocessor_config.json", tu_fixtures());
     json_t *ref = load_json(path);
     char *txt = pm_synth_preset_text("full", PM_SYNTH_FILE_PREPROCESSOR);
     json_t *got = json_loads(txt, 0, NULL);

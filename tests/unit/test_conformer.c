@@ -22,6 +22,7 @@
 #include "model/conformer.h"
 #include "model/conformer_internal.h"
 #include "nn/kernels.h"
+#include "test_util.h"
 
 #define TOL 1e-3
 
@@ -34,11 +35,6 @@ typedef struct fx {
     pm_audio_proj *proj;
     int hidden;
 } fx;
-
-static const char *fixtures_dir(void) {
-    const char *d = getenv("PHI4MM_FIXTURES");
-    return d && *d ? d : "../shared/fixtures";
-}
 
 static void path_of(char *buf, size_t n, const fx *f, const char *rel) { snprintf(buf, n, "%.900s/ref/%.250s", f->dir, rel); }
 
@@ -79,7 +75,7 @@ static void cmp_mask(const fx *f, const char *label, const uint8_t *got, size_t 
 
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "%s/phi4mm-tiny", fixtures_dir());
+    snprintf(f->dir, sizeof f->dir, "%s/phi4mm-tiny", tu_fixtures());
     char p[1200];
     snprintf(p, sizeof p, "%s/tiny_model/config.json", f->dir);
     json_error_t je;

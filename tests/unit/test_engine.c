@@ -30,6 +30,7 @@
 #include "engine/model.h"
 #include "nn/kernels.h"
 #include "phi4mm.h"
+#include "test_util.h"
 
 #define STEPS 6
 typedef struct fx {
@@ -39,14 +40,13 @@ typedef struct fx {
 
 static int setup(void **state) {
     static fx f;
-    const char *d = getenv("PHI4MM_FIXTURES");
     char p[2048], err[1024];
-    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", d ? d : "../shared/fixtures");
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", tu_fixtures());
     if (pm_model_load(&f.m, p, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
-    snprintf(p, sizeof p, "%s/phi4mm-tiny/inputs/clip_a_16k.wav", d ? d : "../shared/fixtures");
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/inputs/clip_a_16k.wav", tu_fixtures());
     FILE *fp = fopen(p, "rb");
     if (!fp) return -1;
     static char buf[1 << 20];
@@ -375,9 +375,8 @@ static void test_kv_budget(void **state) {
  * runs to its end. */
 static void test_compute_bf16(void **state) {
     fx *f = *state;
-    const char *d = getenv("PHI4MM_FIXTURES");
     char p[2048], err[1024];
-    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", d ? d : "../shared/fixtures");
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", tu_fixtures());
     pm_load_options lo = {.compute_bf16 = 1};
     pm_model *mb;
     assert_int_equal(pm_model_load_opts(&mb, p, &lo, err, sizeof err), 0);

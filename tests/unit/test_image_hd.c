@@ -21,11 +21,11 @@
 #include "vision/hd.h"
 #include "vision/image_file.h"
 #include "vision/resize.h"
+#include "test_util.h"
 
 static const char *fixdir(void) {
     static char buf[1024];
-    const char *d = getenv("PHI4MM_FIXTURES");
-    snprintf(buf, sizeof buf, "%s/phi4mm-tiny", d && *d ? d : "../shared/fixtures");
+    snprintf(buf, sizeof buf, "%s/phi4mm-tiny", tu_fixtures());
     return buf;
 }
 
@@ -35,18 +35,6 @@ static void load_ref(pm_npy *a, const char *name) {
     snprintf(p, sizeof p, "%s/ref/image/%s.npy", fixdir(), name);
     int rc = pm_npy_load(a, p, &e);
     if (rc) fail_msg("fixture missing: %s (set PHI4MM_FIXTURES)", e.msg);
-}
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
 }
 
 /* ------------------------------------------------------------------------------- fixture */
@@ -153,7 +141,7 @@ static void test_bad_images(void **state) {
     assert_non_null(mkdtemp(dir));
     snprintf(src, sizeof src, "%s/inputs/image.png", fixdir());
     size_t len = 0;
-    uint8_t *png = slurp(src, &len);
+    uint8_t *png = tu_slurp(src, &len);
     if (!png) fail_msg("fixture missing: %s", src);
 
     /* truncated PNG (half of the file) */

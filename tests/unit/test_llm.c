@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "model/llm.h"
 #include "nn/kernels.h"
+#include "test_util.h"
 
 typedef struct fx {
     pm_weights *w;
@@ -24,15 +25,10 @@ typedef struct fx {
     char dir[1024];
 } fx;
 
-static const char *fixdir(void) {
-    const char *d = getenv("PHI4MM_FIXTURES");
-    return d ? d : "../shared/fixtures";
-}
-
 static int setup(void **state) {
     static fx f;
     pm_err e = {0};
-    snprintf(f.dir, sizeof f.dir, "%s/phi4mm-tiny", fixdir());
+    snprintf(f.dir, sizeof f.dir, "%s/phi4mm-tiny", tu_fixtures());
     char p[1200], mdir[1100];
     snprintf(mdir, sizeof mdir, "%s/tiny_model", f.dir);
     if (pm_weights_open(&f.w, mdir, &e)) {

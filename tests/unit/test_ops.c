@@ -13,20 +13,11 @@
 #include "io/safetensors.h"
 #include "nn/kernels.h"
 #include "nn/ops.h"
+#include "test_util.h"
 
 static uint32_t rng = 12345;
-static float frand(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return ((rng >> 8) / 16777216.0f) * 2.0f - 1.0f;
-}
-
-static pm_tensor make_bf16(int out, int in, uint16_t **store) {
-    *store = malloc((size_t)out * in * 2);
-    for (int i = 0; i < out * in; i++) (*store)[i] = pm_f32_to_bf16(frand());
-    pm_tensor t = {.name = "w", .dtype = PM_DT_BF16, .ndim = 2, .shape = {out, in}, .numel = (int64_t)out * in, .data = *store,
-                   .nbytes = (size_t)out * in * 2};
-    return t;
-}
+static float frand(void) { return tu_frand_next(&rng); }
+static pm_tensor make_bf16(int out, int in, uint16_t **store) { return tu_bf16_matrix(out, in, frand, 0, store); }
 
 static void test_gemv_matches_reference(void **state) {
     (void)state;

@@ -25,20 +25,11 @@
 #include "nn/ops.h"
 #include "nn/quant.h"
 #include "gemv_check.h"
+#include "test_util.h"
 
 static uint32_t rng = 4242;
-static float frand(void) {
-    rng = rng * 1664525u + 1013904223u;
-    return ((rng >> 8) / 16777216.0f) * 2.0f - 1.0f;
-}
-
-static pm_tensor make_bf16(int out, int in, uint16_t **store) {
-    *store = malloc((size_t)out * in * 2 + 64);
-    for (int i = 0; i < out * in; i++) (*store)[i] = pm_f32_to_bf16(frand() * (i % 97 == 0 ? 8.0f : 1.0f)); /* some outliers */
-    pm_tensor t = {.name = "w", .dtype = PM_DT_BF16, .ndim = 2, .shape = {out, in}, .numel = (int64_t)out * in, .data = *store,
-                   .nbytes = (size_t)out * in * 2};
-    return t;
-}
+static float frand(void) { return tu_frand_next(&rng); }
+static pm_tensor make_bf16(int out, int in, uint16_t **store) { return tu_bf16_matrix(out, in, frand, 97, store); } /* some outliers */
 
 static void test_quantize(void **state) {
     (void)state;
@@ -200,11 +191,10 @@ static int count_token(void *user, int32_t token, const char *text, size_t len) 
 
 static void test_model_q8(void **state) {
     (void)state;
-    const char *d = getenv("PHI4MM_FIXTURES");
     char p[2048], err[1024];
-    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", d ? d : "../shared/fixtures");
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model", tu_fixtures());
     pm_model *mb = NULL, *mq = NULL;
-    pm_load_options lo = {PM_WEIGHTS_Q8};
+    pm_load_options lo = {.weights = PM_WEIGHTS_Q8};
     assert_int_equal(pm_model_load(&mb, p, err, sizeof err), 0);
     assert_int_equal(pm_model_load_opts(&mq, p, &lo, err, sizeof err), 0);
     pm_model_info ib, iq;

@@ -19,13 +19,13 @@
 #include <string.h>
 
 #include "model/llm_config.h"
+#include "test_util.h"
 
 static const char CRASH_EOS_INT[] = "{\"eos_token_id\": -3}";
 
 static json_t *fixture_config(void) {
-    const char *fx = getenv("PHI4MM_FIXTURES");
     char p[4096];
-    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model/config.json", fx && *fx ? fx : "../shared/fixtures");
+    snprintf(p, sizeof p, "%s/phi4mm-tiny/tiny_model/config.json", tu_fixtures());
     json_error_t je;
     json_t *c = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
     if (!c) fail_msg("%s: %s", p, je.text);

@@ -16,6 +16,7 @@
 
 #include "tok/tokenizer.h"
 #include "tok/utf8.h"
+#include "test_util.h"
 
 static const uint8_t CRASH_DECODE_EMPTY[] = {0xc3, 0x19, 0x01, 0x3c};
 
@@ -23,9 +24,8 @@ static pm_tokenizer *tok;
 
 static int setup(void **state) {
     (void)state;
-    const char *fx = getenv("PHI4MM_FIXTURES");
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/phi4mm-tiny/tiny_model", fx && *fx ? fx : "../shared/fixtures");
+    snprintf(dir, sizeof dir, "%s/phi4mm-tiny/tiny_model", tu_fixtures());
     pm_err e = {0};
     if (pm_tok_load(&tok, dir, &e)) {
         fprintf(stderr, "fixture tokenizer: %s\n", e.msg);

@@ -20,12 +20,12 @@
 #include "nn/ops.h"
 #include "vision/image_embed.h"
 #include "vision/siglip.h"
+#include "test_util.h"
 
 static char g_fix[1024];
 
 static const char *fixdir(void) {
-    const char *d = getenv("PHI4MM_FIXTURES");
-    snprintf(g_fix, sizeof g_fix, "%s/phi4mm-tiny", d && *d ? d : "../shared/fixtures");
+    snprintf(g_fix, sizeof g_fix, "%s/phi4mm-tiny", tu_fixtures());
     return g_fix;
 }
 
@@ -228,10 +228,7 @@ typedef struct syn_t {
 } syn_t;
 
 static uint32_t srng = 777;
-static float srand_f(float sd) {
-    srng = srng * 1664525u + 1013904223u;
-    return ((srng >> 8) / 16777216.0f * 2.0f - 1.0f) * sd;
-}
+static float srand_f(float sd) { return tu_frand_next(&srng) * sd; }
 
 static int syn_add(syn_t *t, int n, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3, float sd, float mean) {
     snprintf(t[n].name, sizeof t[n].name, "model.embed_tokens_extend.image_embed.img_processor.%s", name);

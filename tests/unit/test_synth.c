@@ -23,11 +23,7 @@
 #include "model/synth_tokenizer.h"
 #include "model/synth_writer.h"
 #include "tok/tokenizer.h"
-
-static const char *fixtures(void) {
-    const char *f = getenv("PHI4MM_FIXTURES");
-    return f && *f ? f : "../shared/fixtures";
-}
+#include "test_util.h"
 
 static void rm_rf(const char *dir) {
     DIR *d = opendir(dir);
@@ -60,18 +56,6 @@ static int synth(const char *dir, uint64_t seed, int threads, int shards, int fo
         assert_int_equal(r.total_bytes, 27389632);
     }
     return rc;
-}
-
-static uint8_t *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
 }
 
 static float bf16_to_f32(uint16_t h) {
@@ -159,7 +143,7 @@ static void test_deterministic(void **state) {
         snprintf(pb, sizeof pb, "%s/model-%05d-of-00002.safetensors", b, s);
         snprintf(pc, sizeof pc, "%s/model-%05d-of-00002.safetensors", c, s);
         size_t la, lb, lc;
-        uint8_t *xa = read_all(pa, &la), *xb = read_all(pb, &lb), *xc = read_all(pc, &lc);
+        uint8_t *xa = tu_slurp(pa, &la), *xb = tu_slurp(pb, &lb), *xc = tu_slurp(pc, &lc);
         assert_true(xa && xb && xc);
         assert_int_equal(la, lb);
         assert_memory_equal(xa, xb, la);
@@ -243,7 +227,7 @@ static void test_tokenizer(void **state) {
 
     /* same JSON shape as the fixture's tokenizer.json: keys, pre-tokenizer, decoder, added tokens */
     char fp[1200];
-    snprintf(fp, sizeof fp, "%s/phi4mm-tiny/tiny_model/tokenizer.json", fixtures());
+    snprintf(fp, sizeof fp, "%s/phi4mm-tiny/tiny_model/tokenizer.json", tu_fixtures());
     json_t *fx = json_load_file(fp, 0, NULL);
     assert_non_null(fx);
     const char *same[] = {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder"};

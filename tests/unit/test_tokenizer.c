@@ -15,12 +15,12 @@
 #include "tok/chat.h"
 #include "tok/tok_internal.h"
 #include "tok/tokenizer.h"
+#include "test_util.h"
 
 static char model_dir[4096];
 
 static int setup(void **state) {
-    const char *fx = getenv("PHI4MM_FIXTURES");
-    snprintf(model_dir, sizeof model_dir, "%s/phi4mm-tiny/tiny_model", fx ? fx : "../shared/fixtures");
+    snprintf(model_dir, sizeof model_dir, "%s/phi4mm-tiny/tiny_model", tu_fixtures());
     pm_err e = {0};
     pm_tokenizer *t = NULL;
     if (pm_tok_load(&t, model_dir, &e)) {
