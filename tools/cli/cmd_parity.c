@@ -545,11 +545,9 @@ static void run_long_clips(ctx *c) {
         char st1[300], st2[300];
         snprintf(st1, sizeof st1, "%s/encoder_out", name);
         snprintf(st2, sizeof st2, "%s/proj_speech", name);
-        if (!pm_parity_want(&c->p, "features", st1) && !pm_parity_want(&c->p, "features", st2)) {
-            pm_parity_mark_seen(&c->p, rel);
-            pm_parity_mark_seen(&c->p, rel2);
-            continue;
-        }
+        pm_parity_mark_seen(&c->p, rel); /* compared below, or failed as this clip's stage */
+        pm_parity_mark_seen(&c->p, rel2);
+        if (!pm_parity_want(&c->p, "features", st1) && !pm_parity_want(&c->p, "features", st2)) continue;
         if (clip_path(c, name, path, sizeof path)) {
             pm_parity_fail(&c->p, "features", st1, "clip path longer than %zu bytes", sizeof path - 1);
             continue;
@@ -567,8 +565,9 @@ static void run_long_clips(ctx *c) {
             int D = pm_conformer_dim(c->m->conformer), H = c->m->llm.c.hidden;
             pm_parity_check_f32(&c->p, "features", st1, rel, enc, (size_t)te * D, (int64_t[]){te, D}, 2, TOL_FEAT, 0);
             proj = malloc(sizeof(float) * (size_t)te * H);
-            pm_audio_proj_forward(c->m->audio_proj, 0, enc, te, proj, &e);
-            pm_parity_check_f32(&c->p, "features", st2, rel2, proj, (size_t)te * H, (int64_t[]){te, H}, 2, TOL_FEAT, 0);
+            if (!proj) pm_parity_fail(&c->p, "features", st2, "out of memory");
+            else if (pm_audio_proj_forward(c->m->audio_proj, 0, enc, te, proj, &e)) pm_parity_fail(&c->p, "features", st2, "%s", e.msg);
+            else pm_parity_check_f32(&c->p, "features", st2, rel2, proj, (size_t)te * H, (int64_t[]){te, H}, 2, TOL_FEAT, 0);
         }
         free(enc);
         free(proj);

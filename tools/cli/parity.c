@@ -98,76 +98,69 @@ static int shape_ok(pm_parity *p, const char *case_name, const char *stage, cons
     return 1;
 }
 
-void pm_parity_check_f32(pm_parity *p, const char *case_name, const char *stage, const char *ref_rel, const float *got, size_t numel,
-                         const int64_t *shape, int ndim, double tol_abs, double tol_rel_max) {
+/* One stage's reference, loaded and held against what was computed: 1 = compare (free *a after);
+ * 0 = nothing to compare (the stage is filtered out, or its FAIL line is printed). */
+static int open_ref(pm_parity *p, const char *case_name, const char *stage, const char *ref_rel, int computed, size_t numel,
+                    const int64_t *shape, int ndim, pm_npy *a) {
     if (!pm_parity_want(p, case_name, stage)) {
         pm_parity_mark_seen(p, ref_rel);
-        return;
+        return 0;
     }
+    if (load_ref(p, case_name, stage, ref_rel, a)) return 0;
+    if (computed && shape_ok(p, case_name, stage, a, numel, shape, ndim)) return 1;
+    if (!computed) line(p, 0, case_name, stage, "not computed");
+    pm_npy_free(a);
+    return 0;
+}
+
+void pm_parity_check_f32(pm_parity *p, const char *case_name, const char *stage, const char *ref_rel, const float *got, size_t numel,
+                         const int64_t *shape, int ndim, double tol_abs, double tol_rel_max) {
     pm_npy a;
-    if (load_ref(p, case_name, stage, ref_rel, &a)) return;
-    if (!got) {
-        line(p, 0, case_name, stage, "not computed");
-    } else if (shape_ok(p, case_name, stage, &a, numel, shape, ndim)) {
-        double md = 0, mr = 0;
-        size_t at = 0;
-        for (size_t i = 0; i < numel; i++) {
-            double r = pm_npy_get(&a, i), d = fabs((double)got[i] - r);
-            if (isnan(d)) d = INFINITY;
-            if (d > md) { md = d; at = i; }
-            if (fabs(r) > mr) mr = fabs(r);
-        }
-        double tol = tol_abs + tol_rel_max * mr;
-        char d[256];
-        snprintf(d, sizeof d, "max_abs=%.3e tol=%.3e (max|ref|=%.3g%s)", md, tol, mr, md > tol ? ", worst at flat index" : "");
-        if (md > tol) snprintf(d + strlen(d), sizeof d - strlen(d), " %zu: got %.6g ref %.6g", at, (double)got[at], pm_npy_get(&a, at));
-        line(p, md <= tol, case_name, stage, d);
+    if (!open_ref(p, case_name, stage, ref_rel, got != NULL, numel, shape, ndim, &a)) return;
+    double md = 0, mr = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < numel; i++) {
+        double r = pm_npy_get(&a, i), d = fabs((double)got[i] - r);
+        if (isnan(d)) d = INFINITY;
+        if (d > md) { md = d; at = i; }
+        if (fabs(r) > mr) mr = fabs(r);
     }
+    double tol = tol_abs + tol_rel_max * mr;
+    char d[256];
+    snprintf(d, sizeof d, "max_abs=%.3e tol=%.3e (max|ref|=%.3g%s)", md, tol, mr, md > tol ? ", worst at flat index" : "");
+    if (md > tol) snprintf(d + strlen(d), sizeof d - strlen(d), " %zu: got %.6g ref %.6g", at, (double)got[at], pm_npy_get(&a, at));
+    line(p, md <= tol, case_name, stage, d);
     pm_npy_free(&a);
 }
 
 void pm_parity_check_f64(pm_parity *p, const char *case_name, const char *stage, const char *ref_rel, const double *got, size_t n,
                          double tol_abs) {
-    if (!pm_parity_want(p, case_name, stage)) {
-        pm_parity_mark_seen(p, ref_rel);
-        return;
-    }
     pm_npy a;
-    if (load_ref(p, case_name, stage, ref_rel, &a)) return;
-    if (!got) line(p, 0, case_name, stage, "not computed");
-    else if (shape_ok(p, case_name, stage, &a, n, NULL, 0)) {
-        double md = 0;
-        for (size_t i = 0; i < n; i++) {
-            double d = fabs(got[i] - pm_npy_get(&a, i));
-            if (isnan(d) || d > md) md = isnan(d) ? INFINITY : d;
-        }
-        char d[160];
-        snprintf(d, sizeof d, "max_abs=%.3e tol=%.3e", md, tol_abs);
-        line(p, md <= tol_abs, case_name, stage, d);
+    if (!open_ref(p, case_name, stage, ref_rel, got != NULL, n, NULL, 0, &a)) return;
+    double md = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(got[i] - pm_npy_get(&a, i));
+        if (isnan(d) || d > md) md = isnan(d) ? INFINITY : d;
     }
+    char d[160];
+    snprintf(d, sizeof d, "max_abs=%.3e tol=%.3e", md, tol_abs);
+    line(p, md <= tol_abs, case_name, stage, d);
     pm_npy_free(&a);
 }
 
 void pm_parity_check_i64(pm_parity *p, const char *case_name, const char *stage, const char *ref_rel, const int64_t *got, size_t n) {
-    if (!pm_parity_want(p, case_name, stage)) {
-        pm_parity_mark_seen(p, ref_rel);
-        return;
-    }
     pm_npy a;
-    if (load_ref(p, case_name, stage, ref_rel, &a)) return;
-    if (!got) line(p, 0, case_name, stage, "not computed");
-    else if (shape_ok(p, case_name, stage, &a, n, NULL, 0)) {
-        size_t bad = 0, first = 0;
-        for (size_t i = 0; i < n; i++)
-            if ((double)got[i] != pm_npy_get(&a, i)) {
-                if (!bad) first = i;
-                bad++;
-            }
-        char d[200];
-        if (bad) snprintf(d, sizeof d, "%zu of %zu differ (first at %zu: got %lld ref %lld)", bad, n, first, (long long)got[first],
-                          (long long)pm_npy_get(&a, first));
-        else snprintf(d, sizeof d, "exact (%zu values)", n);
-        line(p, !bad, case_name, stage, d);
-    }
+    if (!open_ref(p, case_name, stage, ref_rel, got != NULL, n, NULL, 0, &a)) return;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((double)got[i] != pm_npy_get(&a, i)) {
+            if (!bad) first = i;
+            bad++;
+        }
+    char d[200];
+    if (bad) snprintf(d, sizeof d, "%zu of %zu differ (first at %zu: got %lld ref %lld)", bad, n, first, (long long)got[first],
+                      (long long)pm_npy_get(&a, first));
+    else snprintf(d, sizeof d, "exact (%zu values)", n);
+    line(p, !bad, case_name, stage, d);
     pm_npy_free(&a);
 }

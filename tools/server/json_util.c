@@ -7,26 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-int srv_fail(srv_error *e, int http, const char *type, const char *param, const char *code, const char *fmt, ...) {
+static int fail_v(srv_error *e, int http, const char *type, const char *param, const char *code, const char *fmt, va_list ap) {
     e->http = http;
     snprintf(e->type, sizeof e->type, "%s", type ? type : "invalid_request_error");
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    return -1;
+}
+
+int srv_fail(srv_error *e, int http, const char *type, const char *param, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    fail_v(e, http, type, param, code, fmt, ap);
     va_end(ap);
     return -1;
 }
 
 int srv_bad(srv_error *e, const char *param, const char *code, const char *fmt, ...) {
-    e->http = 400;
-    snprintf(e->type, sizeof e->type, "invalid_request_error");
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    fail_v(e, 400, NULL, param, code, fmt, ap);
     va_end(ap);
     return -1;
 }
