@@ -7,7 +7,9 @@
  *
  * Properties of an accepted request: a prompt that passes the engine's placeholder check for the
  * media counts, media within the limits and never empty, at most SRV_MAX_STOP non-empty stops,
- * sampling values in their documented ranges. A refused one: an HTTP status and a message. */
+ * sampling values in their documented ranges. A refused one: an HTTP status and a message.
+ * The same JSON also goes through srv_completion_parse (POST /v1/completions): accepted, a
+ * non-empty prompt with no media and no placeholder, the same parameter ranges. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,6 +53,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pm_err pe = {0};
         char *rw = NULL;
         FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, r.n_images, r.n_audios, &rw, &pe) == PM_OK);
+        free(rw);
+    } else {
+        FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);
+    }
+    srv_chat_req_free(&r);
+    memset(&e, 0, sizeof e);
+    if (srv_completion_parse(root, &r, &e) == 0) {
+        FUZZ_CHECK(r.prompt && r.prompt[0] && !srv_has_placeholder(r.prompt) && r.n_images == 0 && r.n_audios == 0);
+        FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= SRV_MAX_STOP && r.max_tokens >= 0);
+        FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2 && r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
+        pm_err pe = {0};
+        char *rw = NULL;
+        FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, 0, 0, &rw, &pe) == PM_OK);
         free(rw);
     } else {
         FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);

@@ -147,6 +147,10 @@ reqs = {
 for k, v in reqs.items(): put("chat", f"{k}.json", json.dumps(v))
 put("chat", "nested.json", '{"messages": [' * 70 + ']' * 70 + '}')
 put("chat", "dup.json", '{"messages": [], "messages": []}')
+# /v1/completions bodies (the chat harness parses every body both ways)
+put("chat", "completion.json", json.dumps({"prompt": "<|user|>Hi<|end|><|assistant|>", "max_tokens": 4, "logprobs": 0, "echo": False,
+                                           "suffix": "", "best_of": 1, "stream": True}))
+put("chat", "completion_array.json", json.dumps({"prompt": ["one"], "stop": ["x"], "temperature": 0.3}))
 
 # -- multipart: Content-Type line, then the body
 def mp(boundary, parts, ct=None):

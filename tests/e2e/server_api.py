@@ -140,7 +140,7 @@ def stream_content(events):
         if e.get("usage"):
             usage = e["usage"]
         for ch in e.get("choices", []):
-            text += ch["delta"].get("content") or ""
+            text += (ch["delta"].get("content") or "") if "delta" in ch else ch.get("text", "")
             finish = ch.get("finish_reason") or finish
     return text, finish, usage, done
 
@@ -208,6 +208,19 @@ def main():
         ok = (st == 200 and text == ref and finish == "length" and done and usage and usage["completion_tokens"] == 12
               and first.get("choices", [{}])[0].get("delta", {}).get("role") == "assistant")
         report("chat %s streamed equals CLI (+usage, [DONE])" % name, ok, "status %s: %r vs %r; %s" % (st, text, ref, raw[-300:]))
+
+    # /v1/completions: the prompt as written, no template; the chat template's own text gives the
+    # chat answer token for token, streamed or not; text only
+    templ = "<|system|>You are a helpful assistant.<|end|><|user|>What is the capital of France?<|end|><|assistant|>"
+    st, _, d = A.json("POST", "/v1/completions", {"model": "phi4mm", "prompt": templ, "max_tokens": 12})
+    ok = (st == 200 and d.get("object") == "text_completion" and d["id"].startswith("cmpl-") and d["choices"][0]["text"] == expected["text"]
+          and d["choices"][0]["finish_reason"] == "length" and d["usage"]["completion_tokens"] == 12)
+    report("completions of the chat template's text equal chat (greedy, 12 tokens)", ok, "status %s: %s vs %r" % (st, str(d)[:300], expected["text"]))
+    st, ev, raw = A.stream("/v1/completions", {"prompt": [templ], "max_tokens": 12, "stream": True, "stream_options": {"include_usage": True}})
+    text, finish, usage, done = stream_content(ev) if st == 200 else (None, None, None, False)
+    ok = (st == 200 and text == expected["text"] and finish == "length" and done and usage and usage["completion_tokens"] == 12
+          and all(e == "[DONE]" or e.get("object") == "text_completion" for e in ev))
+    report("completions streamed (a one-prompt array) equal chat (+usage, [DONE])", ok, "status %s: %r; %s" % (st, text, raw[-300:]))
 
     # stop strings end the text before the first occurrence, finish_reason "stop"
     ref = expected["text"]
@@ -464,6 +477,16 @@ def main():
     expect("audio placeholder numbered wrong", 400, "placeholder_mismatch", "POST", chat,
            {"messages": [{"role": "user", "content": [audio_part(), {"type": "text", "text": "<|audio_2|>Transcribe."}]}]})
     expect("n=2", 400, "unsupported_value", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "n": 2})
+    cmpl = "/v1/completions"
+    expect("completions without a prompt", 400, "missing_required_parameter", "POST", cmpl, {"max_tokens": 2})
+    expect("completions with an empty prompt", 400, "invalid_value", "POST", cmpl, {"prompt": ""})
+    expect("completions with a number as prompt", 400, "invalid_type", "POST", cmpl, {"prompt": 5})
+    expect("completions with two prompts", 400, "unsupported_value", "POST", cmpl, {"prompt": ["a", "b"]})
+    expect("completions with token ids", 400, "unsupported_value", "POST", cmpl, {"prompt": [[1, 2, 3]]})
+    expect("completions with a media placeholder", 400, "placeholder_mismatch", "POST", cmpl, {"prompt": "<|audio_1|>Transcribe."})
+    expect("completions with logprobs 2", 400, "unsupported_parameter", "POST", cmpl, {"prompt": "hi", "logprobs": 2})
+    expect("completions with echo", 400, "unsupported_parameter", "POST", cmpl, {"prompt": "hi", "echo": True})
+    expect("completions with best_of 3", 400, "unsupported_value", "POST", cmpl, {"prompt": "hi", "best_of": 3})
     expect("max_tokens as a string", 400, "invalid_type", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"})
     expect("wrong API key", 401, "invalid_api_key", "POST", chat, {"messages": [{"role": "user", "content": "hi"}]},
            {"Authorization": "Bearer nope"}, key=False)

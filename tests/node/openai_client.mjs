@@ -62,6 +62,18 @@ await check('streamed chat equals CLI', async () => {
     `${JSON.stringify(text)} vs ${JSON.stringify(expected.text)}, finish ${finish}, usage ${JSON.stringify(usage)}`);
 });
 
+await check('completions equal chat', async () => {
+  const prompt = '<|system|>You are a helpful assistant.<|end|><|user|>What is the capital of France?<|end|><|assistant|>';
+  const r = await client.completions.create({ model: 'phi-4-multimodal-instruct', prompt, max_tokens: 12 });
+  log.push(`> client.completions.create({prompt: <the chat template's text>, max_tokens: 12})\n< ${JSON.stringify(r)}`);
+  const stream = await client.completions.create({ model: 'phi-4-multimodal-instruct', prompt, max_tokens: 12, stream: true });
+  let text = '';
+  for await (const chunk of stream) for (const c of chunk.choices) text += c.text ?? '';
+  log.push(`> client.completions.create({..., stream: true})\n= text ${JSON.stringify(text)}`);
+  report('completions equal chat', r.choices[0].text === expected.text && text === expected.text && r.usage?.completion_tokens === 12,
+    `${JSON.stringify(r.choices[0].text)} / streamed ${JSON.stringify(text)} vs ${JSON.stringify(expected.text)}`);
+});
+
 await check('image+audio chat equals CLI', async () => {
   const image = fs.readFileSync(audioPath.replace(/clip_a_16k\.wav$/, 'image.png')).toString('base64');
   const audio = fs.readFileSync(audioPath).toString('base64');

@@ -250,17 +250,20 @@ static void test_json_guards(void **state) {
 
 static srv_parse_limits LIM = {4, 4, 1 << 20, NULL};
 
-static int parse(const char *js, srv_chat_req *r, srv_error *e) {
+/* js as a chat body, or as a completions body where completions is set. */
+static int parse_as(const char *js, int completions, srv_chat_req *r, srv_error *e) {
     json_error_t je;
     json_t *root = json_loads(js, 0, &je);
     if (!root) {
         fprintf(stderr, "test JSON does not parse: %s: %s\n", je.text, js);
         return -99;
     }
-    int rc = srv_chat_parse(root, &LIM, r, e);
+    int rc = completions ? srv_completion_parse(root, r, e) : srv_chat_parse(root, &LIM, r, e);
     json_decref(root);
     return rc;
 }
+
+static int parse(const char *js, srv_chat_req *r, srv_error *e) { return parse_as(js, 0, r, e); }
 
 #define PNG_URL "data:image/png;base64,iVBORw0KGgo="
 #define WAV_PART "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklGRg==\",\"format\":\"wav\"}}"
@@ -314,16 +317,18 @@ static void test_chat_prompt_and_placeholders(void **state) {
     assert_int_equal(srv_has_placeholder("a <|image_|> <|audio_x|> <|image_1| <|endoftext10|>"), 0);
 }
 
-static void expect_bad(const char *js, const char *code, const char *param) {
+static void expect_bad_as(const char *js, int completions, const char *code, const char *param) {
     srv_chat_req r;
     srv_error e;
     memset(&e, 0, sizeof e);
-    int rc = parse(js, &r, &e);
+    int rc = parse_as(js, completions, &r, &e);
     if (rc != -1 || strcmp(e.code, code) || (param && strcmp(e.param, param)))
         fail_msg("%s\n  -> rc %d http %d code '%s' param '%s' msg '%s' (wanted %s / %s)", js, rc, e.http, e.code, e.param, e.msg, code,
                  param ? param : "-");
     srv_chat_req_free(&r);
 }
+
+static void expect_bad(const char *js, const char *code, const char *param) { expect_bad_as(js, 0, code, param); }
 
 static void test_chat_rejects(void **state) {
     (void)state;
@@ -406,6 +411,47 @@ static void test_chat_params(void **state) {
     assert_int_equal(r.max_tokens, 3);
     assert_false(r.seed_given);
     srv_chat_req_free(&r);
+}
+
+/* /v1/completions: the prompt kept byte for byte (special tokens included, no template), an array
+ * of one prompt, completions' own parameters at their no-op values accepted; the rest refused. */
+static void test_completions(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(parse_as("{\"prompt\":\"<|user|>hi\\n<|end|><|assistant|>\",\"max_tokens\":4,\"temperature\":0.5,\"seed\":3,"
+                              "\"stop\":[\"x\"],\"stream\":true,\"logprobs\":0,\"echo\":false,\"suffix\":\"\",\"best_of\":1,\"n\":1}",
+                              1, &r, &e),
+                     0);
+    assert_string_equal(r.prompt, "<|user|>hi\n<|end|><|assistant|>");
+    assert_int_equal(r.n_images + r.n_audios, 0);
+    assert_int_equal(r.max_tokens, 4);
+    assert_true(r.seed_given && r.stream && r.n_stop == 1);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse_as("{\"prompt\":[\"one\"],\"logprobs\":null}", 1, &r, &e), 0);
+    assert_string_equal(r.prompt, "one");
+    srv_chat_req_free(&r);
+    struct {
+        const char *js, *code, *param;
+    } bad[] = {
+        {"{}", "missing_required_parameter", "prompt"},
+        {"{\"prompt\":null}", "missing_required_parameter", "prompt"},
+        {"{\"prompt\":\"\"}", "invalid_value", "prompt"},
+        {"{\"prompt\":7}", "invalid_type", "prompt"},
+        {"{\"prompt\":[]}", "unsupported_value", "prompt"},
+        {"{\"prompt\":[\"a\",\"b\"]}", "unsupported_value", "prompt"},
+        {"{\"prompt\":[[1,2]]}", "unsupported_value", "prompt[0]"},
+        {"{\"prompt\":\"<|image_1|>What is this?\"}", "placeholder_mismatch", "prompt"},
+        {"{\"prompt\":\"x\",\"logprobs\":1}", "unsupported_parameter", "logprobs"},
+        {"{\"prompt\":\"x\",\"logprobs\":true}", "invalid_type", "logprobs"},
+        {"{\"prompt\":\"x\",\"echo\":true}", "unsupported_parameter", "echo"},
+        {"{\"prompt\":\"x\",\"suffix\":\"end\"}", "unsupported_parameter", "suffix"},
+        {"{\"prompt\":\"x\",\"best_of\":2}", "unsupported_value", "best_of"},
+        {"{\"prompt\":\"x\",\"n\":3}", "unsupported_value", "n"},
+        {"{\"prompt\":\"x\",\"max_tokens\":0}", "invalid_value", "max_tokens"},
+        {"[\"x\"]", "invalid_json", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_bad_as(bad[i].js, 1, bad[i].code, bad[i].param);
 }
 
 static void test_local_media_policy(void **state) {
@@ -532,7 +578,8 @@ int main(void) {
         cmocka_unit_test(test_multipart_boundary),  cmocka_unit_test(test_multipart_parse),
         cmocka_unit_test(test_multipart_rejects),   cmocka_unit_test(test_json_guards),
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
-        cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_local_media_policy),
+        cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
+        cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -81,12 +81,25 @@ static int parse_stop(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
-/* Parameters we do not implement are refused when they would change the output. */
-static int refuse_unsupported(const json_t *root, srv_error *e) {
+/* Parameters we do not implement are refused when they would change the output. A completions
+ * request's logprobs is a count (chat's a boolean); echo, suffix and best_of are completions' own. */
+static int refuse_unsupported(const json_t *root, int completions, srv_error *e) {
     const json_t *v;
     int b = 0;
-    if (srv_get_bool(root, "logprobs", &b, e) < 0) return -1;
-    if (b) return srv_bad(e, "logprobs", "unsupported_parameter", "logprobs are not supported by this server");
+    if (completions) {
+        long long k = 0, best = 1;
+        if (srv_get_int(root, "logprobs", 0, 5, &k, e) < 0) return -1;
+        if (k) return srv_bad(e, "logprobs", "unsupported_parameter", "logprobs are not supported by this server");
+        if (srv_get_bool(root, "echo", &b, e) < 0) return -1;
+        if (b) return srv_bad(e, "echo", "unsupported_parameter", "echo is not supported by this server");
+        if ((v = json_object_get(root, "suffix")) && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v)))
+            return srv_bad(e, "suffix", "unsupported_parameter", "suffix (insertion) is not supported by this server");
+        if (srv_get_int(root, "best_of", 1, 20, &best, e) < 0) return -1;
+        if (best != 1) return srv_bad(e, "best_of", "unsupported_value", "only best_of=1 is supported (got %lld)", best);
+    } else {
+        if (srv_get_bool(root, "logprobs", &b, e) < 0) return -1;
+        if (b) return srv_bad(e, "logprobs", "unsupported_parameter", "logprobs are not supported by this server");
+    }
     if ((v = json_object_get(root, "top_logprobs")) && !json_is_null(v))
         return srv_bad(e, "top_logprobs", "unsupported_parameter", "top_logprobs is not supported by this server");
     if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
@@ -115,7 +128,7 @@ static int refuse_unsupported(const json_t *root, srv_error *e) {
     return 0;
 }
 
-static int parse_params(const json_t *root, srv_chat_req *r, srv_error *e) {
+static int parse_params(const json_t *root, int completions, srv_chat_req *r, srv_error *e) {
     const char *model = NULL;
     if (srv_get_str(root, "model", &model, e) < 0) return -1;
     long long n = 1;
@@ -151,7 +164,7 @@ static int parse_params(const json_t *root, srv_chat_req *r, srv_error *e) {
         r->include_usage = iu;
     }
     if (parse_stop(root, r, e)) return -1;
-    return refuse_unsupported(root, e);
+    return refuse_unsupported(root, completions, e);
 }
 
 /* ------------------------------------------------------------------ media */
@@ -368,6 +381,30 @@ int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req
     memset(out, 0, sizeof *out);
     out->sampling.top_p = 1.0f;
     if (!json_is_object(root)) return srv_bad(e, NULL, "invalid_json", "the request body must be a JSON object");
-    if (parse_params(root, out, e)) return -1;
+    if (parse_params(root, 0, out, e)) return -1;
     return parse_messages(root, lim, out, e);
+}
+
+int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e) {
+    memset(out, 0, sizeof *out);
+    out->sampling.top_p = 1.0f;
+    if (!json_is_object(root)) return srv_bad(e, NULL, "invalid_json", "the request body must be a JSON object");
+    if (parse_params(root, 1, out, e)) return -1;
+    const json_t *p = json_object_get(root, "prompt");
+    if (!p || json_is_null(p)) return srv_bad(e, "prompt", "missing_required_parameter", "prompt is required");
+    if (json_is_array(p)) {
+        if (json_array_size(p) != 1)
+            return srv_bad(e, "prompt", "unsupported_value", "one prompt per request is supported (got an array of %zu)", json_array_size(p));
+        if (!json_is_string(json_array_get(p, 0)))
+            return srv_bad(e, "prompt[0]", "unsupported_value", "prompt[0] must be a string (token-id prompts are not supported)");
+        p = json_array_get(p, 0);
+    } else if (!json_is_string(p)) {
+        return srv_bad(e, "prompt", "invalid_type", "prompt must be a string");
+    }
+    if (!json_string_length(p)) return srv_bad(e, "prompt", "invalid_value", "prompt must not be empty");
+    if (srv_has_placeholder(json_string_value(p)))
+        return srv_bad(e, "prompt", "placeholder_mismatch",
+                       "/v1/completions takes no media: prompts with <|image_N|> or <|audio_N|> go to /v1/chat/completions");
+    out->prompt = strdup(json_string_value(p));
+    return out->prompt ? 0 : srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 }

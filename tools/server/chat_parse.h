@@ -52,6 +52,12 @@ typedef struct srv_chat_req {
 int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req *out, srv_error *e);
 void srv_chat_req_free(srv_chat_req *r);
 
+/* A /v1/completions body: the prompt (a string, or an array of one) goes to the model as it is, no
+ * chat template and no media (a placeholder in it is a 400, code "placeholder_mismatch"); the
+ * generation parameters as for chat, logprobs a count (only 0), echo / suffix / best_of refused.
+ * Fills out like srv_chat_parse (free it with srv_chat_req_free). */
+int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e);
+
 /* Returns 1 when text contains a well-formed <|image_N|> or <|audio_N|> (N = digits). */
 int srv_has_placeholder(const char *text);
 

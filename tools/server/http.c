@@ -38,6 +38,7 @@ static const struct {
     const char *endpoint;
 } ROUTES[] = {
     {"/v1/chat/completions", SRV_R_CHAT, "POST", "chat"},
+    {"/v1/completions", SRV_R_COMPLETIONS, "POST", "completions"},
     {"/v1/audio/transcriptions", SRV_R_TRANSCRIBE, "POST", "transcriptions"},
     {"/v1/audio/translations", SRV_R_TRANSLATE, "POST", "translations"},
     {"/v1/models", SRV_R_MODELS, "GET", "models"},
@@ -176,7 +177,9 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         return respond_fail(ctx, c, sc, 503, "server_error", "cancelled", "the request was cancelled (the server is shutting down)");
     size_t len = 0;
     const char *ct = "application/json";
-    char *body = j->kind == SRV_JOB_CHAT ? srv_chat_result(j, ctx->model_id, &len) : srv_audio_result(j, &len, &ct);
+    char *body = j->kind == SRV_JOB_CHAT         ? srv_chat_result(j, ctx->model_id, &len)
+                 : j->kind == SRV_JOB_COMPLETION ? srv_completion_result(j, ctx->model_id, &len)
+                                                 : srv_audio_result(j, &len, &ct);
     return srv_respond(ctx, c, sc, 200, ct, body, len);
 }
 
@@ -320,6 +323,7 @@ static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
         return respond_fail(ctx, c, sc, 503, "server_error", "loading", "the model is still loading; retry shortly");
     switch (sc->route) {
     case SRV_R_CHAT: return srv_route_chat(ctx, c, sc);
+    case SRV_R_COMPLETIONS: return srv_route_completions(ctx, c, sc);
     case SRV_R_TRANSCRIBE: return srv_route_audio(ctx, c, sc, 0);
     case SRV_R_TRANSLATE: return srv_route_audio(ctx, c, sc, 1);
     default: return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", "unrouted request");

@@ -15,6 +15,7 @@
 typedef enum {
     SRV_R_NONE = 0,
     SRV_R_CHAT,
+    SRV_R_COMPLETIONS,
     SRV_R_TRANSCRIBE,
     SRV_R_TRANSLATE,
     SRV_R_MODELS,
@@ -67,6 +68,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
 
 /* Routes (routes_*.c). Called on the final access-handler call, possibly again after a resume. */
 enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int translate);
 enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const char *id);
 enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
@@ -74,6 +76,9 @@ enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_co
 
 /* Final (non-streamed) bodies of finished jobs. */
 char *srv_chat_result(const srv_job *j, const char *model, size_t *len);
+char *srv_completion_result(const srv_job *j, const char *model, size_t *len);
+/* {"prompt_tokens", "completion_tokens", "total_tokens"} of a job (chat and completions, final and streamed). */
+json_t *srv_usage_json(const srv_job *j);
 char *srv_audio_result(const srv_job *j, size_t *len, const char **content_type);
 
 /* Streaming (sse.c): fills j->wire with the next events (mu held); sets sse_phase to SSE_END

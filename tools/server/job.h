@@ -24,7 +24,7 @@
 #include "chat_parse.h"
 #include "server.h"
 
-typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2 } srv_job_kind;
+typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2, SRV_JOB_COMPLETION = 3 } srv_job_kind;
 typedef enum { SRV_JS_QUEUED = 0, SRV_JS_RUNNING = 1, SRV_JS_DONE = 2 } srv_job_state;
 enum { SRV_WAIT_ADMIT = 1, SRV_WAIT_DATA = 2, SRV_WAIT_DONE = 4 };
 

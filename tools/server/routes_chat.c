@@ -1,4 +1,5 @@
-/* routes_chat.c — POST /v1/chat/completions. The body is parsed and validated (chat_parse.c),
+/* routes_chat.c — POST /v1/chat/completions and POST /v1/completions (a raw prompt, text only:
+ * the same job without template or media). The body is parsed and validated (chat_parse.c),
  * the media decoded here on the HTTP worker (so the inference thread only encodes), and the job
  * handed to the scheduler. Defaults follow the checkpoint's generation_config: greedy decoding
  * (temperature 0) unless the request asks otherwise; max_tokens defaults to --default-max-tokens.
@@ -67,6 +68,46 @@ static int decode_media(srv_ctx *ctx, const srv_chat_req *r, srv_job *j, srv_err
     return 0;
 }
 
+/* The job of a parsed chat or completions request (rc: the parser's result, e its error), handed
+ * to the scheduler; r is freed. */
+static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_chat_req *r, int rc, srv_error *e,
+                              srv_job_kind kind) {
+    srv_conn_free_body(ctx, sc); /* everything needed now lives in r */
+    srv_job *j = rc ? NULL : srv_job_new(ctx, kind);
+    if (!rc && !j) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!rc && ctx->max_context > 0 && r->max_tokens > ctx->max_context)
+        rc = srv_bad(e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
+                     r->max_tokens, ctx->max_context);
+    if (!rc) rc = decode_media(ctx, r, j, e);
+    if (rc) {
+        srv_chat_req_free(r);
+        if (j) srv_job_unref(j);
+        return srv_respond_error(ctx, c, sc, e);
+    }
+    j->stream = r->stream;
+    j->include_usage = r->stream && r->include_usage;
+    j->prompt = r->prompt;
+    r->prompt = NULL;
+    for (int i = 0; i < r->n_stop; i++) {
+        j->stop[i] = r->stop[i];
+        r->stop[i] = NULL;
+    }
+    j->n_stop = r->n_stop;
+    r->n_stop = 0;
+    j->max_tokens = r->max_tokens > 0 ? r->max_tokens : ctx->o.default_max_tokens;
+    j->sampling = r->sampling;
+    if (!r->seed_given && j->sampling.temperature > 0) j->sampling.seed = random_seed();
+    pm_request probe = {0};
+    probe.n_images = j->n_images;
+    probe.n_audios = j->n_audios;
+    j->mode = pm_request_mode(&probe);
+    srv_new_id(ctx, kind == SRV_JOB_CHAT ? "chatcmpl" : "cmpl", j->id, sizeof j->id);
+    j->created = (long long)time(NULL);
+    j->t_arrival = sc->t0;
+    srv_chat_req_free(r);
+    return srv_submit_job(ctx, c, sc, j);
+}
+
 enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     srv_error e;
     json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
@@ -75,40 +116,45 @@ enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn 
     srv_chat_req r;
     int rc = srv_chat_parse(root, &lim, &r, &e);
     json_decref(root);
-    srv_conn_free_body(ctx, sc); /* everything needed now lives in r */
-    srv_job *j = rc ? NULL : srv_job_new(ctx, SRV_JOB_CHAT);
-    if (!rc && !j) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-    if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)
-        rc = srv_bad(&e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
-                     r.max_tokens, ctx->max_context);
-    if (!rc) rc = decode_media(ctx, &r, j, &e);
-    if (rc) {
-        srv_chat_req_free(&r);
-        if (j) srv_job_unref(j);
-        return srv_respond_error(ctx, c, sc, &e);
-    }
-    j->stream = r.stream;
-    j->include_usage = r.stream && r.include_usage;
-    j->prompt = r.prompt;
-    r.prompt = NULL;
-    for (int i = 0; i < r.n_stop; i++) {
-        j->stop[i] = r.stop[i];
-        r.stop[i] = NULL;
-    }
-    j->n_stop = r.n_stop;
-    r.n_stop = 0;
-    j->max_tokens = r.max_tokens > 0 ? r.max_tokens : ctx->o.default_max_tokens;
-    j->sampling = r.sampling;
-    if (!r.seed_given && j->sampling.temperature > 0) j->sampling.seed = random_seed();
-    pm_request probe = {0};
-    probe.n_images = j->n_images;
-    probe.n_audios = j->n_audios;
-    j->mode = pm_request_mode(&probe);
-    srv_new_id(ctx, "chatcmpl", j->id, sizeof j->id);
-    j->created = (long long)time(NULL);
-    j->t_arrival = sc->t0;
-    srv_chat_req_free(&r);
-    return srv_submit_job(ctx, c, sc, j);
+    return submit(ctx, c, sc, &r, rc, &e, SRV_JOB_CHAT);
+}
+
+enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    srv_error e;
+    json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
+    if (!root) return srv_respond_error(ctx, c, sc, &e);
+    srv_chat_req r;
+    int rc = srv_completion_parse(root, &r, &e);
+    json_decref(root);
+    return submit(ctx, c, sc, &r, rc, &e, SRV_JOB_COMPLETION);
+}
+
+json_t *srv_usage_json(const srv_job *j) {
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
+    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
+    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
+    return u;
+}
+
+/* The whole answer around its one choice: chat.completion or text_completion. */
+static char *result_body(const srv_job *j, const char *object, const char *model, json_t *choice, size_t *len) {
+    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", json_string(srv_finish_name(j->finish)));
+    json_t *choices = json_array();
+    json_array_append_new(choices, choice);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(j->created));
+    json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "system_fingerprint", json_null());
+    json_object_set_new(o, "choices", choices);
+    json_object_set_new(o, "usage", srv_usage_json(j));
+    char *s = srv_json_dump(o, len);
+    json_decref(o);
+    return s;
 }
 
 char *srv_chat_result(const srv_job *j, const char *model, size_t *len) {
@@ -117,25 +163,12 @@ char *srv_chat_result(const srv_job *j, const char *model, size_t *len) {
     json_object_set_new(msg, "content", srv_json_text(j->text ? j->text : "", j->text_len));
     json_object_set_new(msg, "refusal", json_null());
     json_t *ch = json_object();
-    json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "message", msg);
-    json_object_set_new(ch, "logprobs", json_null());
-    json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
-    json_t *choices = json_array();
-    json_array_append_new(choices, ch);
-    json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
-    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
-    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(j->id));
-    json_object_set_new(o, "object", json_string("chat.completion"));
-    json_object_set_new(o, "created", json_integer(j->created));
-    json_object_set_new(o, "model", json_string(model));
-    json_object_set_new(o, "system_fingerprint", json_null());
-    json_object_set_new(o, "choices", choices);
-    json_object_set_new(o, "usage", u);
-    char *s = srv_json_dump(o, len);
-    json_decref(o);
-    return s;
+    return result_body(j, "chat.completion", model, ch, len);
+}
+
+char *srv_completion_result(const srv_job *j, const char *model, size_t *len) {
+    json_t *ch = json_object();
+    json_object_set_new(ch, "text", srv_json_text(j->text ? j->text : "", j->text_len));
+    return result_body(j, "text_completion", model, ch, len);
 }

@@ -3,10 +3,10 @@
  * Layout (one job per file):
  *   cmd_serve.c    options, model loading, lifecycle (signals, orderly shutdown)
  *   http.c         libmicrohttpd glue: routing, bounded bodies, auth, CORS, responses, suspend/resume
- *   routes_chat.c  POST /v1/chat/completions: request -> job, job -> JSON / SSE
+ *   routes_chat.c  POST /v1/chat/completions, /v1/completions: request -> job, job -> JSON / SSE
  *   routes_audio.c POST /v1/audio/transcriptions|translations
  *   routes_info.c  GET /v1/models, /health, /metrics
- *   chat_parse.c   chat request JSON -> prompt + media bytes (pure; unit-tested)
+ *   chat_parse.c   chat / completions request JSON -> prompt + media bytes (pure; unit-tested)
  *   audio_form.c   multipart fields -> transcription request (pure; unit-tested)
  *   multipart.c, base64.c, dataurl.c, json_util.c   small bounded parsers (unit-tested)
  *   media_in.c     media bytes -> pm_audio_in / pm_image_in; local paths under --allow-media-dir

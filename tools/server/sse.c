@@ -5,6 +5,7 @@
  * piece of new text, a last chunk with the finish_reason (empty delta), then — with
  * stream_options.include_usage — a chunk with empty choices and the usage, then "data: [DONE]".
  * With include_usage every chunk carries "usage": null, as OpenAI sends it.
+ * Completions (text_completion): the same without the role chunk, each choice {"text": piece}.
  * Transcriptions: {"type":"transcript.text.delta","delta":...} per piece, then
  * {"type":"transcript.text.done","text":<all>,"usage":{...}}.
  * A sequence that ends in an error (or is cancelled by a server shutdown) ends its stream with
@@ -48,17 +49,16 @@ static void wire_event(srv_job *j, json_t *v) {
     free(s);
 }
 
-static json_t *chat_chunk(const srv_job *j, const char *model, json_t *delta, const char *finish) {
-    json_t *ch = json_object();
+/* One streamed chunk of object `object` around choice ch (index, logprobs, finish_reason added). */
+static json_t *chunk(const srv_job *j, const char *model, const char *object, json_t *ch, const char *finish) {
     json_object_set_new(ch, "index", json_integer(0));
-    json_object_set_new(ch, "delta", delta);
     json_object_set_new(ch, "logprobs", json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(j->id));
-    json_object_set_new(o, "object", json_string("chat.completion.chunk"));
+    json_object_set_new(o, "object", json_string(object));
     json_object_set_new(o, "created", json_integer(j->created));
     json_object_set_new(o, "model", json_string(model));
     json_object_set_new(o, "system_fingerprint", json_null());
@@ -67,12 +67,18 @@ static json_t *chat_chunk(const srv_job *j, const char *model, json_t *delta, co
     return o;
 }
 
-static json_t *usage_obj(const srv_job *j) {
-    json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
-    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
-    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
-    return u;
+/* A chunk carrying text (NULL: none, for the finish and usage chunks), chat's or completions'. */
+static json_t *chat_chunk(const srv_job *j, const char *model, json_t *text, const char *finish) {
+    json_t *d = json_object(), *ch = json_object();
+    if (text) json_object_set_new(d, "content", text);
+    json_object_set_new(ch, "delta", d);
+    return chunk(j, model, "chat.completion.chunk", ch, finish);
+}
+
+static json_t *text_chunk(const srv_job *j, const char *model, json_t *text, const char *finish) {
+    json_t *ch = json_object();
+    json_object_set_new(ch, "text", text ? text : json_string(""));
+    return chunk(j, model, "text_completion", ch, finish);
 }
 
 static json_t *error_event(const srv_job *j) {
@@ -90,27 +96,21 @@ static json_t *error_event(const srv_job *j) {
     return o;
 }
 
-static void fill_chat(srv_job *j, const char *model) {
-    if (j->sse_phase == SSE_START) {
-        json_t *d = json_object();
-        json_object_set_new(d, "role", json_string("assistant"));
-        json_object_set_new(d, "content", json_string(""));
-        wire_event(j, chat_chunk(j, model, d, NULL));
-        j->sse_phase = SSE_RUNNING;
-    }
+/* The new text as one chunk; once the job is done, the finish chunk, the usage chunk
+ * (include_usage) or the error event, then [DONE]. */
+static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *)) {
+    j->sse_phase = SSE_RUNNING;
     if (j->text_len > j->sent) {
-        json_t *d = json_object();
-        json_object_set_new(d, "content", srv_json_text(j->text + j->sent, j->text_len - j->sent));
-        wire_event(j, chat_chunk(j, model, d, NULL));
+        wire_event(j, mk(j, model, srv_json_text(j->text + j->sent, j->text_len - j->sent), NULL));
         j->sent = j->text_len;
     }
     if (j->state != SRV_JS_DONE) return;
     if (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH) {
-        wire_event(j, chat_chunk(j, model, json_object(), srv_finish_name(j->finish)));
+        wire_event(j, mk(j, model, NULL, srv_finish_name(j->finish)));
         if (j->include_usage) {
-            json_t *o = chat_chunk(j, model, json_object(), NULL);
+            json_t *o = mk(j, model, NULL, NULL);
             json_object_set_new(o, "choices", json_array());
-            json_object_set_new(o, "usage", usage_obj(j));
+            json_object_set_new(o, "usage", srv_usage_json(j));
             wire_event(j, o);
         }
     } else {
@@ -118,6 +118,16 @@ static void fill_chat(srv_job *j, const char *model) {
     }
     wire_put(j, "data: [DONE]\n\n", 14);
     j->sse_phase = SSE_END;
+}
+
+static void fill_chat(srv_job *j, const char *model) {
+    if (j->sse_phase == SSE_START) {
+        json_t *o = chat_chunk(j, model, json_string(""), NULL);
+        json_t *d = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta");
+        json_object_set_new(d, "role", json_string("assistant"));
+        wire_event(j, o);
+    }
+    fill_openai(j, model, chat_chunk);
 }
 
 static void fill_transcript(srv_job *j) {
@@ -150,6 +160,7 @@ static void fill_transcript(srv_job *j) {
 void srv_sse_fill_locked(srv_job *j, const char *model) {
     if (j->sse_phase == SSE_END) return;
     if (j->kind == SRV_JOB_CHAT) fill_chat(j, model);
+    else if (j->kind == SRV_JOB_COMPLETION) fill_openai(j, model, text_chunk);
     else fill_transcript(j);
 }
 
