@@ -7,7 +7,8 @@
  *
  * Properties of an accepted request: a prompt that passes the engine's placeholder check for the
  * media counts, media within the limits and never empty, at most SRV_MAX_STOP non-empty stops,
- * sampling values in their documented ranges. A refused one: an HTTP status and a message.
+ * sampling values and log-probability counts in their documented ranges. A refused one: an HTTP
+ * status and a message.
  * The same JSON also goes through srv_completion_parse (POST /v1/completions): accepted, a
  * non-empty prompt with no media and no placeholder, the same parameter ranges. */
 #include <jansson.h>
@@ -50,6 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(r.max_tokens >= 0);
         FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2 && r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
         FUZZ_CHECK(r.sampling.top_k >= 0);
+        FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= PM_MAX_TOP_LOGPROBS && (r.logprobs || !r.top_logprobs));
         pm_err pe = {0};
         char *rw = NULL;
         FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, r.n_images, r.n_audios, &rw, &pe) == PM_OK);
@@ -62,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (srv_completion_parse(root, &r, &e) == 0) {
         FUZZ_CHECK(r.prompt && r.prompt[0] && !srv_has_placeholder(r.prompt) && r.n_images == 0 && r.n_audios == 0);
         FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= SRV_MAX_STOP && r.max_tokens >= 0);
+        FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= 5 && (r.logprobs || !r.top_logprobs));
         FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2 && r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
         pm_err pe = {0};
         char *rw = NULL;

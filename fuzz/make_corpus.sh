@@ -151,6 +151,7 @@ put("chat", "dup.json", '{"messages": [], "messages": []}')
 put("chat", "completion.json", json.dumps({"prompt": "<|user|>Hi<|end|><|assistant|>", "max_tokens": 4, "logprobs": 0, "echo": False,
                                            "suffix": "", "best_of": 1, "stream": True}))
 put("chat", "completion_array.json", json.dumps({"prompt": ["one"], "stop": ["x"], "temperature": 0.3}))
+put("chat", "logprobs.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 3}))
 
 # -- multipart: Content-Type line, then the body
 def mp(boundary, parts, ct=None):

@@ -96,6 +96,9 @@ typedef struct pm_model_info {
     int compute_bf16;        /* pm_load_options.compute_bf16 asked and the CPU has AVX512-BF16: bf16 products in use */
 } pm_model_info;
 void pm_model_get_info(const pm_model *m, pm_model_info *info);
+/* The raw bytes of a token of the model's vocabulary (byte-level BPE: not always whole UTF-8
+ * characters); NULL with *len = 0 for an id outside it. */
+const char *pm_model_token_bytes(const pm_model *m, int32_t id, size_t *len);
 
 /* ---------------------------------------------------------------- media */
 
@@ -159,6 +162,13 @@ typedef struct pm_sampling {
     uint64_t seed;
 } pm_sampling;
 
+/* A token and its log-probability under the model. */
+typedef struct pm_logprob {
+    int32_t token;
+    float logprob;
+} pm_logprob;
+enum { PM_MAX_TOP_LOGPROBS = 20 };
+
 typedef struct pm_request {
     const char *prompt;          /* full chat-formatted prompt with <|image_N|>/<|audio_N|>; NULL when ids are given */
     const int32_t *ids;          /* or: token ids with one placeholder per media item (legacy negative ids allowed) */
@@ -176,6 +186,12 @@ typedef struct pm_request {
      * stopping). From the encoding thread. */
     int (*should_stop)(void *user);
     void *stop_user;
+    /* Log-probabilities: with logprobs != 0 (or top_logprobs > 0) each generated token's comes
+     * through pm_callbacks.on_logprobs, with the top_logprobs (0..PM_MAX_TOP_LOGPROBS) most likely
+     * tokens. They are the model's own: log-softmax of the logits, before temperature, top-k and
+     * top-p (greedy decoding picks the first of the top ones). */
+    int logprobs;
+    int top_logprobs;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->
@@ -190,6 +206,11 @@ typedef struct pm_callbacks {
     /* Called exactly once per accepted request. error is NULL unless reason is PM_FINISH_ERROR. */
     void (*on_done)(void *user, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
     void *user;
+    /* With pm_request.logprobs: called for each generated token right before its on_token (not for
+     * the end-of-sequence token, which adds no text): its log-probability and the n_top most likely
+     * tokens', most likely first (lower id first on ties). Last so that {on_token, on_done, user}
+     * initialisers stay valid. */
+    void (*on_logprobs)(void *user, pm_logprob chosen, const pm_logprob *top, int n_top);
 } pm_callbacks;
 
 /* ---------------------------------------------------------------- engine */

@@ -44,6 +44,8 @@ typedef struct pm_seq {
     int cancelled;
     float *logits;
     int logits_ready;       /* its prompt (or recompute) was prefilled beside the steps: sample first */
+    int top_logprobs;       /* < 0: no log-probabilities; else how many alternatives (pm_request) */
+    float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
 } pm_seq;
@@ -107,6 +109,7 @@ static void seq_free(pm_seq *s) {
     free(s->stop);
     free(s->hold);
     free(s->logits);
+    free(s->lp_logits);
     free(s);
 }
 
@@ -134,6 +137,8 @@ static int check_request(const pm_request *req, pm_err *e) {
     const pm_sampling *sp = &req->sampling;
     if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p)
         return pm_errf(e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
+    if (req->top_logprobs < 0 || req->top_logprobs > PM_MAX_TOP_LOGPROBS)
+        return pm_errf(e, PM_EINVAL, "top_logprobs must be 0..%d (got %d)", PM_MAX_TOP_LOGPROBS, req->top_logprobs);
     return PM_OK;
 }
 
@@ -311,6 +316,9 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         pm_errf(e, PM_ENOMEM, "out of memory for the sampler");
         goto fail;
     }
+    s->top_logprobs = req->logprobs || req->top_logprobs > 0 ? req->top_logprobs : -1;
+    if (s->top_logprobs >= 0 && sp->temperature > 0 && !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
+        goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
     if (!s->stream) {
         pm_errf(e, PM_ENOMEM, "out of memory for the detokenizer");
@@ -481,6 +489,16 @@ static int emit_text(pm_seq *s, int32_t tok, const char *txt, size_t len, int fi
     return cut != (size_t)-1;
 }
 
+/* The chosen token's log-probability and the top ones' from the model's logits (raw[vocab]). */
+static void report_logprobs(pm_seq *s, const float *raw, int vocab, int32_t t) {
+    pm_logprob top[PM_MAX_TOP_LOGPROBS];
+    double lse = pm_logsumexp(raw, vocab);
+    int n = pm_top_k(raw, vocab, s->top_logprobs, top);
+    for (int k = 0; k < n; k++) top[k].logprob = (float)(top[k].logprob - lse);
+    pm_logprob chosen = {t, (float)(raw[t] - lse)};
+    s->cb.on_logprobs(s->cb.user, chosen, top, n);
+}
+
 static int is_eos(const pm_llm_config *c, int32_t t) {
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] == t) return 1;
@@ -540,7 +558,10 @@ int pm_engine_step(pm_engine *eng) {
     for (int i = eng->n - 1; i >= 0; i--) {
         pm_seq *s = eng->seqs[i];
         if (!ch[i].logits) continue;
+        const float *raw = s->logits; /* the model's logits, for the log-probabilities */
+        if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
+        if (s->top_logprobs >= 0 && s->cb.on_logprobs && !is_eos(&llm->c, t)) report_logprobs(s, raw, llm->c.vocab, t);
         if (is_eos(&llm->c, t)) {
             char *txt = NULL;
             size_t tl = 0;

@@ -42,6 +42,30 @@ int32_t pm_argmax(const float *x, int n) {
     return best;
 }
 
+double pm_logsumexp(const float *x, int n) {
+    float mx = x[pm_argmax(x, n)];
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    return mx + log(s);
+}
+
+int pm_top_k(const float *x, int n, int k, pm_logprob *out) {
+    if (k > PM_MAX_TOP_LOGPROBS) k = PM_MAX_TOP_LOGPROBS;
+    if (k > n) k = n;
+    int m = 0; /* out[0..m) sorted: larger first, then lower index */
+    for (int i = 0; i < n && k > 0; i++) {
+        if (m == k && !(x[i] > out[m - 1].logprob)) continue;
+        int j = m < k ? m++ : k - 1;
+        while (j > 0 && x[i] > out[j - 1].logprob) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j].token = i;
+        out[j].logprob = x[i];
+    }
+    return m;
+}
+
 static int cmp_desc(const void *a, const void *b, void *arg) {
     const float *base = arg;
     float x = base[*(const int *)a], y = base[*(const int *)b];

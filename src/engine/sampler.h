@@ -21,5 +21,10 @@ void pm_sampler_free(pm_sampler *s);
 int32_t pm_sampler_next(pm_sampler *s, float *logits);
 /* Index of the largest logit (lowest index on ties, as torch.argmax). */
 int32_t pm_argmax(const float *x, int n);
+/* log(sum(exp(x))) over x[n], in double around the maximum: what log-softmax subtracts. */
+double pm_logsumexp(const float *x, int n);
+/* The k (<= PM_MAX_TOP_LOGPROBS) largest of x[n], largest first, lower index first on ties, as
+ * (index, value) into out; returns how many (min(k, n)). */
+int pm_top_k(const float *x, int n, int k, pm_logprob *out);
 
 #endif

@@ -222,6 +222,37 @@ def main():
           and all(e == "[DONE]" or e.get("object") == "text_completion" for e in ev))
     report("completions streamed (a one-prompt array) equal chat (+usage, [DONE])", ok, "status %s: %r; %s" % (st, text, raw[-300:]))
 
+    # log-probabilities: one entry a generated token, whose bytes make the text; greedy picks the
+    # first of the top ones; streamed, the chunks carry the same entries; completions' own format
+    def lp_check(entries, text, ntok, k):
+        if len(entries) != ntok:
+            return "%d entries for %d tokens" % (len(entries), ntok)
+        if bytes(b for e in entries for b in e["bytes"]).decode("utf-8", "replace") != text:
+            return "the entries' bytes do not make the text"
+        for e in entries:
+            top = e["top_logprobs"]
+            if len(top) != k or top[0]["token"] != e["token"] or top[0]["logprob"] != e["logprob"] or e["logprob"] > 0 \
+                    or any(top[i]["logprob"] < top[i + 1]["logprob"] for i in range(k - 1)) \
+                    or bytes(e["bytes"]).decode("utf-8", "replace") != e["token"]:
+                return "entry %s" % str(e)[:300]
+        return ""
+    body = {"messages": cases["text"][0], "max_tokens": 12, "logprobs": True, "top_logprobs": 3}
+    st, _, d = A.json("POST", "/v1/chat/completions", body)
+    why = lp_check(d["choices"][0]["logprobs"]["content"], chat_content(d), 12, 3) if st == 200 else "status %s" % st
+    report("chat logprobs: an entry a token, top 3, greedy = top[0]", st == 200 and not why and chat_content(d) == expected["text"], why)
+    st, ev, raw = A.stream("/v1/chat/completions", dict(body, stream=True))
+    streamed = [e for x in ev if x != "[DONE]" for c in x.get("choices", []) if c.get("logprobs") for e in c["logprobs"]["content"]]
+    report("chat logprobs streamed: the same entries", st == 200 and d and streamed == d["choices"][0]["logprobs"]["content"],
+           "status %s: %s" % (st, raw[-300:]))
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": templ, "max_tokens": 12, "logprobs": 2})
+    ok = st == 200
+    if ok:
+        lp, text = d["choices"][0]["logprobs"], d["choices"][0]["text"]
+        ok = (len(lp["tokens"]) == 12 and "".join(lp["tokens"]) == text and len(lp["token_logprobs"]) == 12
+              and all(len(t) <= 2 and max(t.values()) == v for t, v in zip(lp["top_logprobs"], lp["token_logprobs"]))
+              and lp["text_offset"] == [sum(len(t.encode()) for t in lp["tokens"][:i]) for i in range(12)])
+    report("completions logprobs 2: tokens, token_logprobs, top_logprobs, text_offset", ok, str(d)[:400])
+
     # stop strings end the text before the first occurrence, finish_reason "stop"
     ref = expected["text"]
     stop = ref[6:10]
@@ -484,7 +515,11 @@ def main():
     expect("completions with two prompts", 400, "unsupported_value", "POST", cmpl, {"prompt": ["a", "b"]})
     expect("completions with token ids", 400, "unsupported_value", "POST", cmpl, {"prompt": [[1, 2, 3]]})
     expect("completions with a media placeholder", 400, "placeholder_mismatch", "POST", cmpl, {"prompt": "<|audio_1|>Transcribe."})
-    expect("completions with logprobs 2", 400, "unsupported_parameter", "POST", cmpl, {"prompt": "hi", "logprobs": 2})
+    expect("completions with logprobs 6", 400, "invalid_value", "POST", cmpl, {"prompt": "hi", "logprobs": 6})
+    expect("chat top_logprobs without logprobs", 400, "invalid_value", "POST", chat,
+           {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})
+    expect("chat top_logprobs 21", 400, "invalid_value", "POST", chat,
+           {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "top_logprobs": 21})
     expect("completions with echo", 400, "unsupported_parameter", "POST", cmpl, {"prompt": "hi", "echo": True})
     expect("completions with best_of 3", 400, "unsupported_value", "POST", cmpl, {"prompt": "hi", "best_of": 3})
     expect("max_tokens as a string", 400, "invalid_type", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "5"})

@@ -113,7 +113,7 @@ static void execute_with(fx *f, run *r, const int *which, int nw, const pm_engin
     for (int k = 0; k < nw; k++) {
         int i = which[k];
         c[k] = (rec){eng, r, i, 0};
-        pm_callbacks cb = {rec_token, NULL, &c[k]};
+        pm_callbacks cb = {.on_token = rec_token, .user = &c[k]};
         assert_int_equal(pm_engine_submit(eng, &r->req[i], &cb, &r->id[i], err, sizeof err), 0);
     }
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
@@ -178,6 +178,128 @@ static void test_adapter_isolation_in_batch(void **state) {
     for (int i = 0; i < 2; i++) { free(solo.logits[i]); free(bat.logits[i]); free(noad.logits[i]); }
 }
 
+/* Log-probabilities (pm_request.logprobs): each generated token's comes right before its
+ * on_token, from the very logits it was sampled from: log-softmax in double, the top ones the
+ * largest logits in order, the greedy choice the first of them; with temperature the model's
+ * logits, not the rescaled ones, and the same draws as without log-probabilities. */
+typedef struct lp_rec {
+    pm_engine *eng;
+    int64_t id;
+    int n_lp, n_tok, order_ok, checked;
+    int32_t tokens[STEPS + 1];
+    pm_logprob chosen[STEPS + 1], top[STEPS + 1][5];
+    int n_top[STEPS + 1];
+    double max_err;
+    int top_ok;
+} lp_rec;
+
+static void lp_on_logprobs(void *u, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    lp_rec *c = u;
+    if (c->n_lp != c->n_tok || c->n_lp > STEPS) { c->order_ok = 0; return; }
+    c->chosen[c->n_lp] = chosen;
+    c->n_top[c->n_lp] = n_top;
+    memcpy(c->top[c->n_lp], top, sizeof(pm_logprob) * (size_t)(n_top < 5 ? n_top : 5));
+    c->n_lp++;
+}
+
+static int lp_on_token(void *u, int32_t tok, const char *text, size_t len) {
+    (void)text; (void)len;
+    lp_rec *c = u;
+    if (c->n_tok >= STEPS + 1) return 0;
+    if (c->n_lp != c->n_tok + 1 || c->chosen[c->n_tok].token != tok) c->order_ok = 0;
+    c->tokens[c->n_tok] = tok;
+    const float *lg = pm_engine_last_logits(c->eng, c->id, NULL, NULL);
+    if (lg && c->n_lp == c->n_tok + 1) { /* greedy: the logits it sampled from are the model's */
+        int V = 200064;
+        double mx = -INFINITY, s = 0;
+        for (int i = 0; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+        for (int i = 0; i < V; i++) s += exp((double)lg[i] - mx);
+        double lse = mx + log(s), err = fabs(c->chosen[c->n_tok].logprob - (lg[tok] - lse));
+        for (int k = 0; k < c->n_top[c->n_tok]; k++) {
+            const pm_logprob *t = &c->top[c->n_tok][k];
+            double ek = fabs(t->logprob - (lg[t->token] - lse));
+            if (ek > err) err = ek;
+            int above = 0; /* how many logits rank before t: larger, or equal with a lower id */
+            for (int i = 0; i < V; i++) above += lg[i] > lg[t->token] || (lg[i] == lg[t->token] && i < t->token);
+            if (above != k) c->top_ok = 0;
+        }
+        if (err > c->max_err) c->max_err = err;
+        c->checked++;
+    }
+    c->n_tok++;
+    return 0;
+}
+
+static void run_lp(fx *f, const pm_request *r, lp_rec *c) {
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    memset(c, 0, sizeof *c);
+    c->eng = eng;
+    c->order_ok = c->top_ok = 1;
+    pm_callbacks cb = {.on_token = lp_on_token, .user = c, .on_logprobs = lp_on_logprobs};
+    assert_int_equal(pm_engine_submit(eng, r, &cb, &c->id, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    pm_engine_free(eng);
+}
+
+static void test_logprobs(void **state) {
+    fx *f = *state;
+    pm_request r = {0};
+    r.prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+    r.audios = &f->clip;
+    r.n_audios = 1;
+    r.max_tokens = STEPS;
+    r.logprobs = 1;
+    r.top_logprobs = 5;
+    lp_rec g;
+    run_lp(f, &r, &g);
+    assert_int_equal(g.n_tok, STEPS);
+    assert_int_equal(g.n_lp, STEPS);
+    assert_true(g.order_ok);
+    assert_int_equal(g.checked, STEPS);
+    assert_true(g.top_ok);
+    assert_true(g.max_err < 1e-5);
+    for (int k = 0; k < STEPS; k++) {
+        assert_int_equal(g.n_top[k], 5);
+        assert_int_equal(g.top[k][0].token, g.chosen[k].token); /* greedy */
+        assert_true(g.chosen[k].logprob <= 0);
+        double mass = 0;
+        for (int j = 0; j < 5; j++) mass += exp(g.top[k][j].logprob);
+        assert_true(mass <= 1.0 + 1e-5);
+    }
+    /* sampling: the draws do not change, the log-probabilities are the model's (top[0] the largest) */
+    r.sampling.temperature = 1.3f;
+    r.sampling.seed = 11;
+    lp_rec a, b;
+    run_lp(f, &r, &a);
+    r.logprobs = 0;
+    r.top_logprobs = 0;
+    run_lp(f, &r, &b);
+    assert_int_equal(a.n_tok, b.n_tok);
+    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * (size_t)a.n_tok);
+    assert_int_equal(b.n_lp, 0);
+    assert_true(a.order_ok && a.n_lp == a.n_tok);
+    for (int k = 0; k < a.n_lp; k++) assert_true(a.chosen[k].logprob <= a.top[k][0].logprob);
+    assert_memory_equal(a.top[0], g.top[0], sizeof g.top[0]); /* the first step's logits are the same: not rescaled by 1/T */
+    /* only logprobs: the chosen token's alone */
+    r.logprobs = 1;
+    r.sampling.temperature = 0;
+    run_lp(f, &r, &a);
+    assert_true(a.n_lp == STEPS && a.n_top[0] == 0 && a.order_ok);
+    assert_true(fabs(a.chosen[0].logprob - g.chosen[0].logprob) < 1e-6);
+    /* out of range: refused at submit */
+    r.top_logprobs = PM_MAX_TOP_LOGPROBS + 1;
+    pm_engine *eng;
+    char err[512];
+    int64_t id;
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    pm_callbacks cb = {0};
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), PM_EINVAL);
+    assert_non_null(strstr(err, "top_logprobs"));
+    pm_engine_free(eng);
+}
+
 static void test_adapter_policy(void **state) {
     fx *f = *state;
     pm_request r = {0};
@@ -223,7 +345,7 @@ static void test_cancel_and_bad_requests(void **state) {
     char err[512];
     assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
     done_rec d = {0};
-    pm_callbacks cb = {NULL, rec_done, &d};
+    pm_callbacks cb = {.on_done = rec_done, .user = &d};
     pm_request r = {0};
     r.prompt = "<|user|>hello<|end|><|assistant|>";
     r.max_tokens = 100;
@@ -285,7 +407,7 @@ static void test_kv_budget(void **state) {
     char err[512];
     assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
     done_rec d = {0};
-    pm_callbacks cb = {NULL, rec_done, &d};
+    pm_callbacks cb = {.on_done = rec_done, .user = &d};
     pm_request r = {0};
     r.prompt = "<|user|>hello<|end|><|assistant|>"; /* 4 tokens */
     int64_t need = 0, reserved = -1, budget = 0;
@@ -453,7 +575,7 @@ static void test_encode_beside_steps(void **state) {
     o.max_seqs = 1;
     assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
     rec c[2] = {{eng, &conc, 0, 0}, {eng, &conc, 1, 0}};
-    pm_callbacks cb0 = {rec_token, NULL, &c[0]}, cb1 = {rec_token, NULL, &c[1]};
+    pm_callbacks cb0 = {.on_token = rec_token, .user = &c[0]}, cb1 = {.on_token = rec_token, .user = &c[1]};
     assert_int_equal(pm_engine_submit(eng, &conc.req[1], &cb1, &conc.id[1], err, sizeof err), 0);
     enc_job j = {eng, &conc.req[0], NULL, -1, 0, 0};
     pthread_t th;
@@ -513,7 +635,7 @@ static void execute_prefilled(fx *f, run *r, int i, int rows) {
     while ((rc = pm_engine_prefill(eng, enc, rows, err, sizeof err)) == 0) {}
     assert_int_equal(rc, 1);
     rec c = {eng, r, i, 0};
-    pm_callbacks cb = {rec_token, NULL, &c};
+    pm_callbacks cb = {.on_token = rec_token, .user = &c};
     assert_int_equal(pm_engine_submit_encoded(eng, enc, &r->req[i], &cb, &r->id[i], err, sizeof err), 0);
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
     pm_engine_free(eng);
@@ -587,7 +709,7 @@ static void run_crossing(fx *f, int beside, int partial, trec t[2]) {
     assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
     for (int i = 0; i < 2; i++) {
         t[i].eng = eng;
-        pm_callbacks cb = {trec_token, NULL, &t[i]};
+        pm_callbacks cb = {.on_token = trec_token, .user = &t[i]};
         assert_int_equal(pm_engine_submit(eng, &r[i], &cb, &t[i].id, err, sizeof err), 0);
     }
     int taken = 0;
@@ -673,7 +795,7 @@ static void test_recompute_cancel_and_error(void **state) {
         pm_engine *eng;
         assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
         done_rec d = {0};
-        pm_callbacks cb = {NULL, rec_done, &d};
+        pm_callbacks cb = {.on_done = rec_done, .user = &d};
         int64_t id, sid = 0;
         assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), 0);
         pm_encoded *enc = NULL;
@@ -747,7 +869,7 @@ static void test_encode_stop_hook(void **state) {
     assert_non_null(strstr(err, "SigLIP"));
 
     done_rec d = {0};
-    pm_callbacks cb = {NULL, rec_done, &d};
+    pm_callbacks cb = {.on_done = rec_done, .user = &d};
     left = 0;
     assert_int_equal(pm_engine_submit(eng, &a, &cb, NULL, err, sizeof err), PM_ECANCELED);
     assert_int_equal(pm_engine_live(eng), 0);
@@ -762,6 +884,7 @@ static void test_encode_stop_hook(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
+        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),

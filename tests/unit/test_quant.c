@@ -244,7 +244,7 @@ static void test_model_q8(void **state) {
     free(emb); free(gb); free(gq);
     /* the engine decodes with the q8 model */
     int ntok = 0;
-    pm_callbacks cbk = {count_token, NULL, &ntok};
+    pm_callbacks cbk = {.on_token = count_token, .user = &ntok};
     assert_int_equal(pm_generate(mq, &(pm_request){.prompt = "<|user|>Hello<|end|><|assistant|>", .max_tokens = 5}, NULL, &cbk, err, sizeof err), 0);
     assert_int_equal(ntok, 5);
     pm_model_free(mb);

@@ -373,7 +373,9 @@ static void test_chat_rejects(void **state) {
         {"\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "invalid_value", "stop"},
         {"\"stop\":[\"\"]", "invalid_value", "stop"},
         {"\"stop\":5", "invalid_type", "stop"},
-        {"\"logprobs\":true", "unsupported_parameter", "logprobs"},
+        {"\"logprobs\":1", "invalid_type", "logprobs"},
+        {"\"top_logprobs\":2", "invalid_value", "top_logprobs"},
+        {"\"logprobs\":true,\"top_logprobs\":21", "invalid_value", "top_logprobs"},
         {"\"tools\":[{\"type\":\"function\"}]", "unsupported_parameter", "tools"},
         {"\"presence_penalty\":0.5", "unsupported_parameter", "presence_penalty"},
         {"\"response_format\":{\"type\":\"json_object\"}", "unsupported_parameter", "response_format"},
@@ -404,6 +406,10 @@ static void test_chat_params(void **state) {
     assert_int_equal(r.n_stop, 1);
     assert_string_equal(r.stop[0], "END");
     assert_true(r.stream && r.include_usage);
+    assert_false(r.logprobs);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":20}", &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 20);
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"bb\"],\"max_tokens\":3}", &r, &e), 0);
     assert_int_equal(r.n_stop, 2);
@@ -414,7 +420,8 @@ static void test_chat_params(void **state) {
 }
 
 /* /v1/completions: the prompt kept byte for byte (special tokens included, no template), an array
- * of one prompt, completions' own parameters at their no-op values accepted; the rest refused. */
+ * of one prompt, logprobs as a count, completions' own parameters at their no-op values accepted;
+ * the rest refused. */
 static void test_completions(void **state) {
     (void)state;
     srv_chat_req r;
@@ -425,11 +432,16 @@ static void test_completions(void **state) {
                      0);
     assert_string_equal(r.prompt, "<|user|>hi\n<|end|><|assistant|>");
     assert_int_equal(r.n_images + r.n_audios, 0);
+    assert_true(r.logprobs && r.top_logprobs == 0); /* logprobs 0: the chosen token's alone */
     assert_int_equal(r.max_tokens, 4);
     assert_true(r.seed_given && r.stream && r.n_stop == 1);
     srv_chat_req_free(&r);
     assert_int_equal(parse_as("{\"prompt\":[\"one\"],\"logprobs\":null}", 1, &r, &e), 0);
     assert_string_equal(r.prompt, "one");
+    assert_false(r.logprobs);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse_as("{\"prompt\":\"x\",\"logprobs\":5}", 1, &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 5);
     srv_chat_req_free(&r);
     struct {
         const char *js, *code, *param;
@@ -442,7 +454,7 @@ static void test_completions(void **state) {
         {"{\"prompt\":[\"a\",\"b\"]}", "unsupported_value", "prompt"},
         {"{\"prompt\":[[1,2]]}", "unsupported_value", "prompt[0]"},
         {"{\"prompt\":\"<|image_1|>What is this?\"}", "placeholder_mismatch", "prompt"},
-        {"{\"prompt\":\"x\",\"logprobs\":1}", "unsupported_parameter", "logprobs"},
+        {"{\"prompt\":\"x\",\"logprobs\":6}", "invalid_value", "logprobs"},
         {"{\"prompt\":\"x\",\"logprobs\":true}", "invalid_type", "logprobs"},
         {"{\"prompt\":\"x\",\"echo\":true}", "unsupported_parameter", "echo"},
         {"{\"prompt\":\"x\",\"suffix\":\"end\"}", "unsupported_parameter", "suffix"},

@@ -184,7 +184,7 @@ double bench_ttft_seconds(pm_model *m, const double *x, size_t n, double *t_subm
     r.n_audios = 1;
     r.max_tokens = 1;
     ttft_state st = {0};
-    pm_callbacks cb = {on_tok, on_done, &st};
+    pm_callbacks cb = {.on_token = on_tok, .on_done = on_done, .user = &st};
     pm_engine *eng;
     if (pm_engine_new(&eng, m, NULL, err, errlen)) return -1;
     double t0 = bench_now();

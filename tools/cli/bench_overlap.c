@@ -130,7 +130,7 @@ int bench_overlap(bench_ctx *b) {
     txt.prompt = "<|user|>Tell me a long story about the sea.<|end|><|assistant|>";
     txt.max_tokens = 4096;
     stream_clock clk = {0}, first = {0}; /* the stream's tokens; the image request's one token */
-    pm_callbacks cb = {on_tok, NULL, &clk}, cb_img = {on_tok, NULL, &first};
+    pm_callbacks cb = {.on_token = on_tok, .user = &clk}, cb_img = {.on_token = on_tok, .user = &first};
     int threads = omp_get_max_threads(), rc;
     int enc_threads = b->o.prompt_threads > 0 ? b->o.prompt_threads : threads > 1 ? threads / 2 : 1; /* as serve's auto */
     pm_engine *eng;
@@ -236,7 +236,7 @@ static int longrope_run(bench_ctx *b, int beside, int switch_at, int enc_threads
     txt.prompt = "<|user|>Tell me a long story about the sea.<|end|><|assistant|>";
     txt.max_tokens = 100000;
     stream_clock clk = {0}, lclk = {0};
-    pm_callbacks cb = {on_tok, NULL, &clk}, lcb = {on_tok, NULL, &lclk};
+    pm_callbacks cb = {.on_token = on_tok, .user = &clk}, lcb = {.on_token = on_tok, .user = &lclk};
     pm_engine_opts o;
     pm_engine_opts_default(&o);
     o.max_seqs = 2;

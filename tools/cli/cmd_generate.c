@@ -107,7 +107,7 @@ static int load_image(const char *cmd, media_set *ms, const char *path) {
 /* Runs one request and streams it; returns the exit status. */
 static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
     done_info d = {PM_FINISH_ERROR, 0, 0, ""};
-    pm_callbacks cb = {print_token, on_done, &d};
+    pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d};
     char err[1024];
     double t0 = cli_now();
     int rc = pm_generate(m, req, opts, &cb, err, sizeof err);

@@ -242,7 +242,7 @@ static int case_inputs(ctx *c, const char *cs, json_t *cj, case_in *ci) {
  * runs batched with a companion text request submitted first, so a batch-wide adapter (instead of
  * a per-sequence one) would show up. Returns 0, or -1 with err set. */
 static int greedy_run(ctx *c, const pm_request *req, greedy_rec *g, char *err, size_t errlen) {
-    pm_callbacks cb = {record_token, NULL, g};
+    pm_callbacks cb = {.on_token = record_token, .user = g};
     pm_engine *eng = NULL;
     pm_request comp = {0};
     comp.prompt = "<|user|>Say something.<|end|><|assistant|>";

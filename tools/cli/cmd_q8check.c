@@ -50,7 +50,7 @@ static int run_all(pm_model *m, char **prompts, int n, int tokens, int batch, ru
             pm_request req = {0};
             req.prompt = prompts[i];
             req.max_tokens = tokens;
-            pm_callbacks cb = {rec_token, NULL, &out[i]};
+            pm_callbacks cb = {.on_token = rec_token, .user = &out[i]};
             rc = pm_engine_submit(eng, &req, &cb, NULL, err, errlen);
         }
         while (!rc && pm_engine_live(eng) > 0)

@@ -81,27 +81,38 @@ static int parse_stop(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
-/* Parameters we do not implement are refused when they would change the output. A completions
- * request's logprobs is a count (chat's a boolean); echo, suffix and best_of are completions' own. */
+/* Log-probabilities: chat's logprobs is a boolean with top_logprobs 0..20 beside it; a
+ * completions request's logprobs is the count of alternatives (0..5), absent or null for none. */
+static int parse_logprobs(const json_t *root, int completions, srv_chat_req *r, srv_error *e) {
+    long long k = 0;
+    if (completions) {
+        int got = srv_get_int(root, "logprobs", 0, 5, &k, e);
+        if (got < 0) return -1;
+        r->logprobs = got;
+        r->top_logprobs = (int)k;
+        return 0;
+    }
+    if (srv_get_bool(root, "logprobs", &r->logprobs, e) < 0) return -1;
+    if (srv_get_int(root, "top_logprobs", 0, PM_MAX_TOP_LOGPROBS, &k, e) < 0) return -1;
+    if (k > 0 && !r->logprobs) return srv_bad(e, "top_logprobs", "invalid_value", "top_logprobs needs logprobs: true");
+    r->top_logprobs = (int)k;
+    return 0;
+}
+
+/* Parameters we do not implement are refused when they would change the output; echo, suffix
+ * and best_of are completions' own. */
 static int refuse_unsupported(const json_t *root, int completions, srv_error *e) {
     const json_t *v;
     int b = 0;
     if (completions) {
-        long long k = 0, best = 1;
-        if (srv_get_int(root, "logprobs", 0, 5, &k, e) < 0) return -1;
-        if (k) return srv_bad(e, "logprobs", "unsupported_parameter", "logprobs are not supported by this server");
+        long long best = 1;
         if (srv_get_bool(root, "echo", &b, e) < 0) return -1;
         if (b) return srv_bad(e, "echo", "unsupported_parameter", "echo is not supported by this server");
         if ((v = json_object_get(root, "suffix")) && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v)))
             return srv_bad(e, "suffix", "unsupported_parameter", "suffix (insertion) is not supported by this server");
         if (srv_get_int(root, "best_of", 1, 20, &best, e) < 0) return -1;
         if (best != 1) return srv_bad(e, "best_of", "unsupported_value", "only best_of=1 is supported (got %lld)", best);
-    } else {
-        if (srv_get_bool(root, "logprobs", &b, e) < 0) return -1;
-        if (b) return srv_bad(e, "logprobs", "unsupported_parameter", "logprobs are not supported by this server");
     }
-    if ((v = json_object_get(root, "top_logprobs")) && !json_is_null(v))
-        return srv_bad(e, "top_logprobs", "unsupported_parameter", "top_logprobs is not supported by this server");
     if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
         return srv_bad(e, "tools", "unsupported_parameter", "tools / function calling are not supported by this server");
     if ((v = json_object_get(root, "functions")) && !json_is_null(v))
@@ -163,7 +174,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         }
         r->include_usage = iu;
     }
-    if (parse_stop(root, r, e)) return -1;
+    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e)) return -1;
     return refuse_unsupported(root, completions, e);
 }
 

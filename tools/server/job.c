@@ -88,6 +88,7 @@ void srv_job_unref(srv_job *j) {
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->text);
     free(j->tokens);
+    free(j->lps);
     free(j->wire);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -135,6 +136,29 @@ void srv_job_reject(srv_job *j, const srv_error *e) {
     j->err = *e;
     j->state = SRV_JS_DONE;
     srv_job_notify_locked(j, SRV_WAIT_DONE);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    size_t len = 0;
+    pm_model_token_bytes(j->ctx->model, chosen.token, &len);
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lps == j->cap_lps) {
+        int cap = j->cap_lps ? j->cap_lps * 2 : 64;
+        srv_lp *l = realloc(j->lps, sizeof(srv_lp) * (size_t)cap);
+        if (l) {
+            j->lps = l;
+            j->cap_lps = cap;
+        }
+    }
+    if (j->n_lps < j->cap_lps) {
+        srv_lp *l = &j->lps[j->n_lps++];
+        l->chosen = chosen;
+        l->n_top = n_top < PM_MAX_TOP_LOGPROBS ? n_top : PM_MAX_TOP_LOGPROBS;
+        memcpy(l->top, top, sizeof(pm_logprob) * (size_t)l->n_top);
+        l->offset = j->lp_bytes;
+    }
+    j->lp_bytes += len;
     pthread_mutex_unlock(&j->mu);
 }
 

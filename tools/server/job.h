@@ -24,6 +24,14 @@
 #include "chat_parse.h"
 #include "server.h"
 
+/* One generated token's log-probabilities, and where its bytes start in the generated text. */
+typedef struct srv_lp {
+    pm_logprob chosen;
+    int n_top;
+    pm_logprob top[PM_MAX_TOP_LOGPROBS];
+    size_t offset;
+} srv_lp;
+
 typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2, SRV_JOB_COMPLETION = 3 } srv_job_kind;
 typedef enum { SRV_JS_QUEUED = 0, SRV_JS_RUNNING = 1, SRV_JS_DONE = 2 } srv_job_state;
 enum { SRV_WAIT_ADMIT = 1, SRV_WAIT_DATA = 2, SRV_WAIT_DONE = 4 };
@@ -50,6 +58,7 @@ struct srv_job {
     int n_stop;
     int max_tokens;
     pm_sampling sampling;
+    int logprobs, top_logprobs;     /* as pm_request */
     pm_mode mode;
     double audio_seconds;
     int64_t media_bytes;            /* decoded media counted against ctx->req_budget */
@@ -78,6 +87,9 @@ struct srv_job {
     size_t text_len, text_cap;
     int32_t *tokens;
     int n_tokens, cap_tokens;
+    srv_lp *lps;                    /* with logprobs: one a generated token */
+    int n_lps, cap_lps;
+    size_t lp_bytes;                /* the recorded tokens' bytes so far (the next one's offset) */
     pm_finish finish;
     char finish_error[512];
     int prompt_tokens, completion_tokens;
@@ -88,6 +100,7 @@ struct srv_job {
 
     /* streaming writer state (the connection's thread, under mu) */
     size_t sent;                    /* bytes of text already put into events */
+    int lps_sent;                   /* log-probability entries already put into events */
     int sse_phase;
     char *wire;
     size_t wire_len, wire_off, wire_cap;
@@ -119,6 +132,8 @@ void srv_job_admitted(srv_job *j, int64_t seq_id);
 /* Ends an unadmitted job with an error (the HTTP side answers e->http). */
 void srv_job_reject(srv_job *j, const srv_error *e);
 int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len);
+/* A generated token's log-probabilities (before its on_token); dropped if memory runs out. */
+void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top);
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
 
 /* The connection is finished (ok = completed normally): forget it, and cancel generation when the

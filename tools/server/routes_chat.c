@@ -15,6 +15,7 @@
 #include "chat_parse.h"
 #include "http.h"
 #include "json_util.h"
+#include "logprobs.h"
 
 static uint64_t random_seed(void) {
     uint64_t s = 0;
@@ -96,6 +97,8 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     r->n_stop = 0;
     j->max_tokens = r->max_tokens > 0 ? r->max_tokens : ctx->o.default_max_tokens;
     j->sampling = r->sampling;
+    j->logprobs = r->logprobs;
+    j->top_logprobs = r->top_logprobs;
     if (!r->seed_given && j->sampling.temperature > 0) j->sampling.seed = random_seed();
     pm_request probe = {0};
     probe.n_images = j->n_images;
@@ -140,7 +143,7 @@ json_t *srv_usage_json(const srv_job *j) {
 /* The whole answer around its one choice: chat.completion or text_completion. */
 static char *result_body(const srv_job *j, const char *object, const char *model, json_t *choice, size_t *len) {
     json_object_set_new(choice, "index", json_integer(0));
-    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
     json_object_set_new(choice, "finish_reason", json_string(srv_finish_name(j->finish)));
     json_t *choices = json_array();
     json_array_append_new(choices, choice);

@@ -129,6 +129,8 @@ static int cb_token(void *user, int32_t token, const char *text, size_t len) {
     return srv_job_on_token(j, token, text, len);
 }
 
+static void cb_logprobs(void *user, pm_logprob chosen, const pm_logprob *top, int n_top) { srv_job_on_logprobs(user, chosen, top, n_top); }
+
 static void cb_done(void *user, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {
     srv_job *j = user;
     srv_sched *s = j->ctx->sched;
@@ -216,6 +218,8 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_images = j->n_images;
     rq->max_tokens = j->max_tokens;
     rq->sampling = j->sampling;
+    rq->logprobs = j->logprobs;
+    rq->top_logprobs = j->top_logprobs;
     rq->stop = (const char *const *)j->stop;
     rq->n_stop = j->n_stop;
     rq->should_stop = job_should_stop;
@@ -279,7 +283,7 @@ static void reject_shutdown(srv_job *j) {
 static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     pm_request rq;
     job_request(j, &rq);
-    pm_callbacks cb = {cb_token, cb_done, j};
+    pm_callbacks cb = {.on_token = cb_token, .on_done = cb_done, .user = j, .on_logprobs = cb_logprobs};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */

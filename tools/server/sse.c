@@ -6,6 +6,8 @@
  * stream_options.include_usage — a chunk with empty choices and the usage, then "data: [DONE]".
  * With include_usage every chunk carries "usage": null, as OpenAI sends it.
  * Completions (text_completion): the same without the role chunk, each choice {"text": piece}.
+ * With logprobs, a text chunk (or the finish chunk) carries the entries of the tokens recorded
+ * since the previous one (logprobs.h), so that every generated token's entry is sent once.
  * Transcriptions: {"type":"transcript.text.delta","delta":...} per piece, then
  * {"type":"transcript.text.done","text":<all>,"usage":{...}}.
  * A sequence that ends in an error (or is cancelled by a server shutdown) ends its stream with
@@ -19,6 +21,7 @@
 
 #include "http.h"
 #include "json_util.h"
+#include "logprobs.h"
 
 typedef struct srv_stream {
     srv_job *j;
@@ -96,17 +99,25 @@ static json_t *error_event(const srv_job *j) {
     return o;
 }
 
-/* The new text as one chunk; once the job is done, the finish chunk, the usage chunk
+/* The log-probability entries not yet sent go with chunk o. */
+static json_t *with_logprobs(srv_job *j, json_t *o) {
+    if (!j->logprobs || j->lps_sent >= j->n_lps) return o;
+    json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "logprobs", srv_logprobs_json(j, j->lps_sent, j->n_lps));
+    j->lps_sent = j->n_lps;
+    return o;
+}
+
+/* The new text as one chunk (with the log-probabilities recorded since the last); once the job is done, the finish chunk, the usage chunk
  * (include_usage) or the error event, then [DONE]. */
 static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *)) {
     j->sse_phase = SSE_RUNNING;
     if (j->text_len > j->sent) {
-        wire_event(j, mk(j, model, srv_json_text(j->text + j->sent, j->text_len - j->sent), NULL));
+        wire_event(j, with_logprobs(j, mk(j, model, srv_json_text(j->text + j->sent, j->text_len - j->sent), NULL)));
         j->sent = j->text_len;
     }
     if (j->state != SRV_JS_DONE) return;
     if (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH) {
-        wire_event(j, mk(j, model, NULL, srv_finish_name(j->finish)));
+        wire_event(j, with_logprobs(j, mk(j, model, NULL, srv_finish_name(j->finish))));
         if (j->include_usage) {
             json_t *o = mk(j, model, NULL, NULL);
             json_object_set_new(o, "choices", json_array());

@@ -1,0 +1,16 @@
+/* logprobs.h — a job's log-probabilities as the OpenAI APIs write them. */
+#ifndef PM_SRV_LOGPROBS_H
+#define PM_SRV_LOGPROBS_H
+
+#include <jansson.h>
+
+#include "job.h"
+
+/* Entries [from, to) of j->lps (j->mu held, or the job done): for chat
+ * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}],
+ * "refusal": null}; for completions {"tokens", "token_logprobs", "top_logprobs": [{token:
+ * logprob}], "text_offset"} (offsets in bytes of the generated text). A token's "token" is its
+ * bytes as text (a piece of a UTF-8 character becomes U+FFFD; "bytes" keeps them). NULL on OOM. */
+json_t *srv_logprobs_json(const srv_job *j, int from, int to);
+
+#endif
