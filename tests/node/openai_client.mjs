@@ -74,6 +74,24 @@ await check('completions equal chat', async () => {
     `${JSON.stringify(r.choices[0].text)} / streamed ${JSON.stringify(text)} vs ${JSON.stringify(expected.text)}`);
 });
 
+await check('chat logprobs', async () => {
+  const r = await client.chat.completions.create({
+    model: 'phi-4-multimodal-instruct',
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'What is the capital of France?' },
+    ],
+    max_tokens: 12,
+    logprobs: true,
+    top_logprobs: 2,
+  });
+  const content = r.choices[0].logprobs?.content ?? [];
+  log.push(`> client.chat.completions.create({..., logprobs: true, top_logprobs: 2})\n< ${JSON.stringify(r.choices[0].logprobs).slice(0, 400)}...`);
+  report('chat logprobs', r.choices[0].message.content === expected.text && content.length === 12 &&
+    content.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2 && e.top_logprobs[0].token === e.token),
+    `${content.length} entries: ${JSON.stringify(content[0])}`);
+});
+
 await check('image+audio chat equals CLI', async () => {
   const image = fs.readFileSync(audioPath.replace(/clip_a_16k\.wav$/, 'image.png')).toString('base64');
   const audio = fs.readFileSync(audioPath).toString('base64');
