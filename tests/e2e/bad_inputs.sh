@@ -80,6 +80,16 @@ check cli-bad-max-tokens "-n" gen -p x -n -5
 check cli-bad-temp "--temp" gen -p x --temp -1
 check cli-unknown-option "unknown option" gen -p x --frobnicate 1
 check cli-missing-model "missing|no_such_dir" "$BIN" generate -m "$T/no_such_dir" -p x
+check cli-logprobs-out-of-range "--logprobs" gen -p x --logprobs 21
+
+# --logprobs K: a stderr line a generated token, greedy = the first of its K top ones, the same text
+"$BIN" generate -m "$M" -n 6 -p "What is the capital of France?" >"$T/plain.txt" 2>/dev/null
+"$BIN" generate -m "$M" -n 6 -p "What is the capital of France?" --logprobs 3 >"$T/lp.txt" 2>"$T/lp.err"
+lines=$(grep -c '^logprob ' "$T/lp.err")
+bad=$(grep '^logprob ' "$T/lp.err" | awk '{ split($0, t, "  top: "); split(t[2], a, ", "); c = t[1]; sub(/^logprob +[-0-9.]+ /, "", c);
+  if (index(a[1], c " ") != 1 || split(t[2], x, ", ") != 3) n++ } END { print n + 0 }')
+if [ "$lines" -eq 6 ] && [ "$bad" -eq 0 ] && cmp -s "$T/plain.txt" "$T/lp.txt"; then echo "PASS cli-logprobs (6 lines, greedy = top 1, same text)"
+else echo "FAIL cli-logprobs: $lines lines, $bad off; $(head -c 300 "$T/lp.err")"; fi
 
 # --- corrupt checkpoints (each a copy of the tiny model with one thing broken)
 mk() { rm -rf "$T/ck"; mkdir "$T/ck"; cp "$M"/*.json "$T/ck/"; cp "$M/model.safetensors" "$T/ck/"; }

@@ -21,7 +21,34 @@ typedef struct done_info {
     pm_finish why;
     int prompt, completion;
     char error[512];
+    const pm_model *m; /* for the tokens' bytes under --logprobs */
 } done_info;
+
+/* A token's bytes, quoted, with control bytes and non-ASCII escaped (\xNN): one line each. */
+static void put_token(const pm_model *m, int32_t id) {
+    size_t len = 0;
+    const unsigned char *b = (const unsigned char *)pm_model_token_bytes(m, id, &len);
+    fputc('"', stderr);
+    for (size_t i = 0; i < len; i++) {
+        if (b[i] == '"' || b[i] == '\\') fprintf(stderr, "\\%c", b[i]);
+        else if (b[i] >= 0x20 && b[i] < 0x7f) fputc(b[i], stderr);
+        else fprintf(stderr, "\\x%02x", b[i]);
+    }
+    fputc('"', stderr);
+}
+
+/* --logprobs: one line on stderr a generated token: its log-probability, the token, the top ones. */
+static void print_logprobs(void *user, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    const done_info *d = user;
+    fprintf(stderr, "logprob %9.5f ", chosen.logprob);
+    put_token(d->m, chosen.token);
+    for (int k = 0; k < n_top; k++) {
+        fprintf(stderr, k ? ", " : "  top: ");
+        put_token(d->m, top[k].token);
+        fprintf(stderr, " %.5f", top[k].logprob);
+    }
+    fputc('\n', stderr);
+}
 
 static void on_done(void *user, pm_finish why, int prompt, int completion, const char *error) {
     done_info *d = user;
@@ -51,6 +78,8 @@ static void usage_generate(void) {
             "  --kv-cache f32|bf16   KV cache elements (default f32; bf16: half the memory, K/V rounded)\n"
             "  --compute f32|bf16    products of many rows (prompt, encoders): fp32 (default) or inputs\n"
             "                        rounded to bf16, bf16 pairs multiplied (AVX512-BF16: up to 2 x faster)\n"
+            "  --logprobs K          print each generated token's log-probability and the K (0-20) most\n"
+            "                        likely tokens' to stderr, a line each (the model's, before sampling)\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
@@ -106,8 +135,8 @@ static int load_image(const char *cmd, media_set *ms, const char *path) {
 
 /* Runs one request and streams it; returns the exit status. */
 static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
-    done_info d = {PM_FINISH_ERROR, 0, 0, ""};
-    pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d};
+    done_info d = {PM_FINISH_ERROR, 0, 0, "", m};
+    pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d, .on_logprobs = print_logprobs};
     char err[1024];
     double t0 = cli_now();
     int rc = pm_generate(m, req, opts, &cb, err, sizeof err);
@@ -132,7 +161,7 @@ int pm_cmd_generate(int argc, char **argv) {
     int raw = 0, stats = 0;
     long n = 256;
     double temp = 0, top_p = 1.0;
-    long top_k = 0, seed = 0;
+    long top_k = 0, seed = 0, logprobs = -1;
     media_set ms = {0};
     int rc = 0, n_audio_paths = 0;
     const char *audio_paths[MAX_MEDIA];
@@ -173,6 +202,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, v, &opts.kv_bf16);
         else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, v, &lo.compute_bf16);
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
+        else if (!strcmp(a, "--logprobs")) { if (cli_int(v, 0, PM_MAX_TOP_LOGPROBS, &logprobs)) rc = cli_fail(cmd, "--logprobs must be in [0, %d], got '%s'", PM_MAX_TOP_LOGPROBS, v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
     }
@@ -219,6 +249,8 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.top_k = (int)top_k;
     req.sampling.top_p = (float)top_p;
     req.sampling.seed = (uint64_t)seed;
+    req.logprobs = logprobs >= 0;
+    req.top_logprobs = logprobs > 0 ? (int)logprobs : 0;
     rc = run_request(cmd, m, &req, &opts, stats);
     pm_model_free(m);
     free(full);
