@@ -44,7 +44,7 @@ typedef struct pm_seq {
     int cancelled;
     float *logits;
     int logits_ready;       /* its prompt (or recompute) was prefilled beside the steps: sample first */
-    int top_logprobs;       /* < 0: no log-probabilities; else how many alternatives (pm_request) */
+    int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
@@ -316,7 +316,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         pm_errf(e, PM_ENOMEM, "out of memory for the sampler");
         goto fail;
     }
-    s->top_logprobs = req->logprobs || req->top_logprobs > 0 ? req->top_logprobs : -1;
+    s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     if (s->top_logprobs >= 0 && sp->temperature > 0 && !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
@@ -561,7 +561,7 @@ int pm_engine_step(pm_engine *eng) {
         const float *raw = s->logits; /* the model's logits, for the log-probabilities */
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
-        if (s->top_logprobs >= 0 && s->cb.on_logprobs && !is_eos(&llm->c, t)) report_logprobs(s, raw, llm->c.vocab, t);
+        if (s->top_logprobs >= 0 && !is_eos(&llm->c, t)) report_logprobs(s, raw, llm->c.vocab, t);
         if (is_eos(&llm->c, t)) {
             char *txt = NULL;
             size_t tl = 0;

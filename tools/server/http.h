@@ -79,6 +79,9 @@ char *srv_chat_result(const srv_job *j, const char *model, size_t *len);
 char *srv_completion_result(const srv_job *j, const char *model, size_t *len);
 /* {"prompt_tokens", "completion_tokens", "total_tokens"} of a job (chat and completions, final and streamed). */
 json_t *srv_usage_json(const srv_job *j);
+/* {"id", "object", "created", "model", "system_fingerprint", "choices": [choice]}: an answer's or a
+ * streamed chunk's envelope (takes choice). */
+json_t *srv_choice_object(const srv_job *j, const char *object, const char *model, json_t *choice);
 char *srv_audio_result(const srv_job *j, size_t *len, const char **content_type);
 
 /* Streaming (sse.c): fills j->wire with the next events (mu held); sets sse_phase to SSE_END

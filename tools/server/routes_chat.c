@@ -140,11 +140,7 @@ json_t *srv_usage_json(const srv_job *j) {
     return u;
 }
 
-/* The whole answer around its one choice: chat.completion or text_completion. */
-static char *result_body(const srv_job *j, const char *object, const char *model, json_t *choice, size_t *len) {
-    json_object_set_new(choice, "index", json_integer(0));
-    json_object_set_new(choice, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
-    json_object_set_new(choice, "finish_reason", json_string(srv_finish_name(j->finish)));
+json_t *srv_choice_object(const srv_job *j, const char *object, const char *model, json_t *choice) {
     json_t *choices = json_array();
     json_array_append_new(choices, choice);
     json_t *o = json_object();
@@ -154,6 +150,15 @@ static char *result_body(const srv_job *j, const char *object, const char *model
     json_object_set_new(o, "model", json_string(model));
     json_object_set_new(o, "system_fingerprint", json_null());
     json_object_set_new(o, "choices", choices);
+    return o;
+}
+
+/* The whole answer around its one choice: chat.completion or text_completion. */
+static char *result_body(const srv_job *j, const char *object, const char *model, json_t *choice, size_t *len) {
+    json_object_set_new(choice, "index", json_integer(0));
+    json_object_set_new(choice, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
+    json_object_set_new(choice, "finish_reason", json_string(srv_finish_name(j->finish)));
+    json_t *o = srv_choice_object(j, object, model, choice);
     json_object_set_new(o, "usage", srv_usage_json(j));
     char *s = srv_json_dump(o, len);
     json_decref(o);

@@ -57,15 +57,7 @@ static json_t *chunk(const srv_job *j, const char *model, const char *object, js
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "logprobs", json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
-    json_t *choices = json_array();
-    json_array_append_new(choices, ch);
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(j->id));
-    json_object_set_new(o, "object", json_string(object));
-    json_object_set_new(o, "created", json_integer(j->created));
-    json_object_set_new(o, "model", json_string(model));
-    json_object_set_new(o, "system_fingerprint", json_null());
-    json_object_set_new(o, "choices", choices);
+    json_t *o = srv_choice_object(j, object, model, ch);
     if (j->include_usage) json_object_set_new(o, "usage", json_null());
     return o;
 }
