@@ -561,8 +561,9 @@ int pm_engine_step(pm_engine *eng) {
         const float *raw = s->logits; /* the model's logits, for the log-probabilities */
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
-        if (s->top_logprobs >= 0 && !is_eos(&llm->c, t)) report_logprobs(s, raw, llm->c.vocab, t);
-        if (is_eos(&llm->c, t)) {
+        int eos = is_eos(&llm->c, t);
+        if (s->top_logprobs >= 0 && !eos) report_logprobs(s, raw, llm->c.vocab, t);
+        if (eos) {
             char *txt = NULL;
             size_t tl = 0;
             int cancel = 0;
