@@ -139,19 +139,23 @@ void srv_job_reject(srv_job *j, const srv_error *e) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* 1 when the array *arr of *cap elements of elt bytes has room for element n (doubling it if
+ * needed, from 64); 0 when memory ran out (the array stays as it was). */
+static int room_for(void **arr, int *cap, int n, size_t elt) {
+    if (n < *cap) return 1;
+    int c = *cap ? *cap * 2 : 64;
+    void *a = realloc(*arr, elt * (size_t)c);
+    if (!a) return 0;
+    *arr = a;
+    *cap = c;
+    return 1;
+}
+
 void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) {
     size_t len = 0;
     pm_model_token_bytes(j->ctx->model, chosen.token, &len);
     pthread_mutex_lock(&j->mu);
-    if (j->n_lps == j->cap_lps) {
-        int cap = j->cap_lps ? j->cap_lps * 2 : 64;
-        srv_lp *l = realloc(j->lps, sizeof(srv_lp) * (size_t)cap);
-        if (l) {
-            j->lps = l;
-            j->cap_lps = cap;
-        }
-    }
-    if (j->n_lps < j->cap_lps) {
+    if (room_for((void **)&j->lps, &j->cap_lps, j->n_lps, sizeof *j->lps)) {
         srv_lp *l = &j->lps[j->n_lps++];
         l->chosen = chosen;
         l->n_top = n_top < PM_MAX_TOP_LOGPROBS ? n_top : PM_MAX_TOP_LOGPROBS;
@@ -165,15 +169,7 @@ void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, i
 int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
     int first = 0;
     pthread_mutex_lock(&j->mu);
-    if (j->n_tokens == j->cap_tokens) {
-        int cap = j->cap_tokens ? j->cap_tokens * 2 : 64;
-        int32_t *t = realloc(j->tokens, sizeof(int32_t) * (size_t)cap);
-        if (t) {
-            j->tokens = t;
-            j->cap_tokens = cap;
-        }
-    }
-    if (j->n_tokens < j->cap_tokens) j->tokens[j->n_tokens++] = token;
+    if (room_for((void **)&j->tokens, &j->cap_tokens, j->n_tokens, sizeof *j->tokens)) j->tokens[j->n_tokens++] = token;
     if (j->t_first == 0) {
         j->t_first = srv_now();
         first = 1;
