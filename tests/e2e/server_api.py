@@ -250,7 +250,8 @@ def main():
         lp, text = d["choices"][0]["logprobs"], d["choices"][0]["text"]
         ok = (len(lp["tokens"]) == 12 and "".join(lp["tokens"]) == text and len(lp["token_logprobs"]) == 12
               and all(len(t) <= 2 and max(t.values()) == v for t, v in zip(lp["top_logprobs"], lp["token_logprobs"]))
-              and lp["text_offset"] == [sum(len(t.encode()) for t in lp["tokens"][:i]) for i in range(12)])
+              and lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(12)]
+              and all(text[o:].startswith(t) for o, t in zip(lp["text_offset"], lp["tokens"])))
     report("completions logprobs 2: tokens, token_logprobs, top_logprobs, text_offset", ok, str(d)[:400])
 
     # stop strings end the text before the first occurrence, finish_reason "stop"

@@ -152,17 +152,18 @@ static int room_for(void **arr, int *cap, int n, size_t elt) {
 }
 
 void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) {
-    size_t len = 0;
-    pm_model_token_bytes(j->ctx->model, chosen.token, &len);
+    size_t len = 0, chars = 0;
+    const unsigned char *b = (const unsigned char *)pm_model_token_bytes(j->ctx->model, chosen.token, &len);
+    for (size_t i = 0; b && i < len; i++) chars += (b[i] & 0xC0) != 0x80; /* characters start at non-continuation bytes */
     pthread_mutex_lock(&j->mu);
     if (room_for((void **)&j->lps, &j->cap_lps, j->n_lps, sizeof *j->lps)) {
         srv_lp *l = &j->lps[j->n_lps++];
         l->chosen = chosen;
         l->n_top = n_top < PM_MAX_TOP_LOGPROBS ? n_top : PM_MAX_TOP_LOGPROBS;
         memcpy(l->top, top, sizeof(pm_logprob) * (size_t)l->n_top);
-        l->offset = j->lp_bytes;
+        l->offset = j->lp_chars;
     }
-    j->lp_bytes += len;
+    j->lp_chars += chars;
     pthread_mutex_unlock(&j->mu);
 }
 

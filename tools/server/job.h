@@ -24,12 +24,12 @@
 #include "chat_parse.h"
 #include "server.h"
 
-/* One generated token's log-probabilities, and where its bytes start in the generated text. */
+/* One generated token's log-probabilities, and where it starts in the generated text. */
 typedef struct srv_lp {
     pm_logprob chosen;
     int n_top;
     pm_logprob top[PM_MAX_TOP_LOGPROBS];
-    size_t offset;
+    size_t offset;                  /* in characters (code points) of the generated text, as OpenAI counts */
 } srv_lp;
 
 typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2, SRV_JOB_COMPLETION = 3 } srv_job_kind;
@@ -89,7 +89,7 @@ struct srv_job {
     int n_tokens, cap_tokens;
     srv_lp *lps;                    /* with logprobs: one a generated token */
     int n_lps, cap_lps;
-    size_t lp_bytes;                /* the recorded tokens' bytes so far (the next one's offset) */
+    size_t lp_chars;                /* the recorded tokens' characters so far (the next one's offset) */
     pm_finish finish;
     char finish_error[512];
     int prompt_tokens, completion_tokens;

@@ -9,7 +9,8 @@
 /* Entries [from, to) of j->lps (j->mu held, or the job done): for chat
  * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}],
  * "refusal": null}; for completions {"tokens", "token_logprobs", "top_logprobs": [{token:
- * logprob}], "text_offset"} (offsets in bytes of the generated text). A token's "token" is its
+ * logprob}], "text_offset"} (offsets in characters of the generated text, as Python indexes it; a token
+ * that continues a character counts none). A token's "token" is its
  * bytes as text (a piece of a UTF-8 character becomes U+FFFD; "bytes" keeps them). NULL on OOM. */
 json_t *srv_logprobs_json(const srv_job *j, int from, int to);
 
