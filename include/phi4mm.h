@@ -177,7 +177,7 @@ typedef struct pm_request {
     int n_audios;
     const pm_image_in *images;
     int n_images;
-    int max_tokens;              /* completion tokens (> 0) */
+    int max_tokens;              /* completion tokens (> 0; 0 only with prompt_logprobs) */
     pm_sampling sampling;
     const char *const *stop;     /* optional stop strings */
     int n_stop;
@@ -192,6 +192,12 @@ typedef struct pm_request {
      * top-p (greedy decoding picks the first of the top ones). */
     int logprobs;
     int top_logprobs;
+    /* 1: also score the prompt: each prompt token after the first gets its log-probability under
+     * the tokens before it, with top_logprobs alternatives, through
+     * pm_callbacks.on_prompt_logprobs before anything is generated (what OpenAI's echo with
+     * logprobs returns, and what evaluation harnesses read). Costs an lm_head pass per prompt row.
+     * With it max_tokens may be 0: the prompt is scored and the request ends (PM_FINISH_LENGTH). */
+    int prompt_logprobs;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->
@@ -211,6 +217,11 @@ typedef struct pm_callbacks {
      * tokens', most likely first (lower id first on ties). Last so that {on_token, on_done, user}
      * initialisers stay valid. */
     void (*on_logprobs)(void *user, pm_logprob chosen, const pm_logprob *top, int n_top);
+    /* With pm_request.prompt_logprobs: called once per prompt position, in order, before the first
+     * generated token's callbacks: chosen is the prompt's token at pos (a media row's is its
+     * placeholder id) and its log-probability given the positions before it, top the n_top most
+     * likely there, as on_logprobs. Position 0 has no context: logprob NAN, n_top 0. */
+    void (*on_prompt_logprobs)(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top);
 } pm_callbacks;
 
 /* ---------------------------------------------------------------- engine */

@@ -20,6 +20,7 @@
 #include "engine/kv_budget.h"
 #include "engine/model.h"
 #include "engine/prepare.h"
+#include "engine/prompt_lp.h"
 #include "engine/engine_internal.h"
 #include "engine/sampler.h"
 #include "nn/ops.h"
@@ -46,6 +47,7 @@ typedef struct pm_seq {
     int logits_ready;       /* its prompt (or recompute) was prefilled beside the steps: sample first */
     int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
+    pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
 } pm_seq;
@@ -110,6 +112,7 @@ static void seq_free(pm_seq *s) {
     free(s->hold);
     free(s->logits);
     free(s->lp_logits);
+    pm_prompt_lp_free(&s->plp);
     free(s);
 }
 
@@ -133,7 +136,8 @@ int pm_engine_live(const pm_engine *eng) { return eng->n; }
 
 /* The checks every request passes before it is planned. */
 static int check_request(const pm_request *req, pm_err *e) {
-    if (req->max_tokens <= 0) return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d)", req->max_tokens);
+    if (req->max_tokens < 0 || (req->max_tokens == 0 && !req->prompt_logprobs))
+        return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d; 0 only when the prompt is scored)", req->max_tokens);
     const pm_sampling *sp = &req->sampling;
     if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p)
         return pm_errf(e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
@@ -151,6 +155,7 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
     const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
     *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
+    if (req->prompt_logprobs) *need += pm_prompt_lp_bytes((int)plan->n, req->top_logprobs);
     if (eng->kv_budget >= 0 && *need > eng->kv_budget) {
         pm_errf(e, PM_ELIMIT,
                 "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows, over the engine's KV "
@@ -194,6 +199,7 @@ struct pm_encoded {
     pm_kv_cache kv; /* the prompt's positions prefilled so far */
     int rope_long;
     float *logits;  /* [vocab] after the last prompt position, once kv.len == prep.n */
+    pm_prompt_lp plp; /* prompt_logprobs: scored as the chunks run */
 };
 
 void pm_encoded_free(pm_encoded *enc) {
@@ -201,6 +207,7 @@ void pm_encoded_free(pm_encoded *enc) {
     pm_prepared_free(&enc->prep);
     pm_kv_free(&enc->kv);
     free(enc->logits);
+    pm_prompt_lp_free(&enc->plp);
     free(enc);
 }
 
@@ -232,15 +239,20 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
         int p0 = enc->kv.len, n = n_prompt - p0;
         if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
         float *rows = NULL; /* only for a chunk past the media rows (a recompute's generated tokens) */
+        float *normed = NULL; /* the rows after the final norm, when the prompt is scored */
+        pm_llm_trace tr = {NULL, NULL};
         if (p0 + n > enc->n_embeds &&
             (!(rows = pm_malloc(sizeof(float) * (size_t)n * llm->c.hidden, &e)) ||
              chunk_rows(llm, &enc->prep, enc->n_embeds, enc->prep.ids, p0, n, rows, &e)))
             goto chunk_out;
+        if (pm_prompt_lp_pending(&enc->plp) && !(tr.final_norm = normed = pm_malloc(sizeof(float) * (size_t)n * llm->c.hidden, &e)))
+            goto chunk_out;
         pm_llm_chunk c = {&enc->kv, rows ? rows : enc->prep.embeds + (size_t)p0 * llm->c.hidden, n, enc->prep.adapter, enc->rope_long,
-                          p0 + n == n_prompt ? enc->logits : NULL, NULL};
-        pm_llm_forward(llm, &c, 1, &e);
+                          p0 + n == n_prompt ? enc->logits : NULL, normed ? &tr : NULL};
+        if (!pm_llm_forward(llm, &c, 1, &e) && normed) pm_prompt_lp_score(&enc->plp, llm, normed, p0, n, enc->prep.ids, &e);
     chunk_out:
         free(rows);
+        free(normed);
         if (e.code) goto out;
         max_rows -= n;
     }
@@ -277,6 +289,10 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
         return e->code;
     }
     enc->n_embeds = enc->prep.n;
+    if (req->prompt_logprobs && pm_prompt_lp_init(&enc->plp, enc->prep.n, req->top_logprobs, e)) {
+        pm_encoded_free(enc);
+        return e->code;
+    }
     *out = enc;
     return PM_OK;
 }
@@ -331,6 +347,11 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
             if (req->stop[i] && req->stop[i][0]) s->stop[s->n_stop++] = strdup(req->stop[i]);
     }
     s->prep = enc->prep; /* the prompt rows move over, and its cache and logits when prefilled */
+    if (cb && cb->on_prompt_logprobs) { /* and the prompt's scores, so far */
+        s->plp = enc->plp;
+        memset(&enc->plp, 0, sizeof enc->plp);
+    }
+    pm_prompt_lp_free(&enc->plp);
     s->kv_reserved = enc->need;
     if (s->logits_ready) {
         s->kv = enc->kv;
@@ -418,6 +439,8 @@ int pm_engine_take_recompute(pm_engine *eng, pm_encoded **out, int64_t *seq_id) 
         enc->n_embeds = s->n_prompt;
         enc->seq_id = s->id;
         enc->max_tokens = s->max_tokens;
+        enc->plp = s->plp; /* a prompt past the switch is scored in its first (long) prefill: this one */
+        memset(&s->plp, 0, sizeof s->plp);
         s->prep.embeds = NULL;
         s->parked = PARK_AWAY;
         *out = enc;
@@ -447,10 +470,14 @@ int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
             s->logits = enc->logits;
             enc->logits = NULL;
             s->logits_ready = 1;
+            s->plp = enc->plp;
+            memset(&enc->plp, 0, sizeof enc->plp);
             s->parked = PARK_NONE; /* its media rows are not needed again: they go with enc */
         } else { /* stopped early: wait to be taken again, from scratch */
             s->prep.embeds = enc->prep.embeds;
             enc->prep.embeds = NULL;
+            s->plp = enc->plp; /* the positions scored so far stay scored */
+            memset(&enc->plp, 0, sizeof enc->plp);
             s->parked = PARK_WAITING;
         }
     }
@@ -515,6 +542,7 @@ int pm_engine_step(pm_engine *eng) {
     int nc = eng->n;
     pm_llm_chunk *ch = pm_calloc((size_t)eng->n, sizeof *ch, &e);
     float **rows = pm_calloc((size_t)eng->n, sizeof *rows, &e);
+    pm_llm_trace *tr = pm_calloc((size_t)eng->n, sizeof *tr, &e); /* final_norm: a scored prompt chunk's rows */
     if (e.code) goto fail;
     for (int i = 0; i < eng->n; i++) {
         pm_seq *s = eng->seqs[i];
@@ -538,7 +566,8 @@ int pm_engine_step(pm_engine *eng) {
         rows[i] = pm_malloc(sizeof(float) * (size_t)n * H, &e);
         if (!rows[i] || chunk_rows(llm, &s->prep, s->n_prompt, s->tokens, p0, n, rows[i], &e)) goto fail;
         pm_adapter ad = eng->fault == PM_FAULT_LEAK_ADAPTER ? eng->seqs[0]->prep.adapter : s->prep.adapter;
-        pm_llm_chunk c = {&s->kv, rows[i], n, ad, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, NULL};
+        if (pm_prompt_lp_pending(&s->plp) && !(tr[i].final_norm = pm_malloc(sizeof(float) * (size_t)n * H, &e))) goto fail;
+        pm_llm_chunk c = {&s->kv, rows[i], n, ad, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, tr[i].final_norm ? &tr[i] : NULL};
         ch[i] = c;
     }
     /* Prefill chunks run one forward each, so a prompt's numbers never depend on what else is in
@@ -555,9 +584,21 @@ int pm_engine_step(pm_engine *eng) {
         free(dec);
         if (e.code) goto fail;
     }
+    for (int i = 0; i < nc; i++) /* the forward moved kv.len past the chunk */
+        if (tr[i].final_norm &&
+            pm_prompt_lp_score(&eng->seqs[i]->plp, llm, tr[i].final_norm, eng->seqs[i]->kv.len - ch[i].n, ch[i].n, eng->seqs[i]->tokens, &e))
+            goto fail;
     for (int i = eng->n - 1; i >= 0; i--) {
         pm_seq *s = eng->seqs[i];
         if (!ch[i].logits) continue;
+        if (s->plp.chosen) { /* the prompt is in: its scores go first, once */
+            pm_prompt_lp_report(&s->plp, s->tokens, &s->cb);
+            pm_prompt_lp_free(&s->plp);
+        }
+        if (s->max_tokens == 0) { /* a scoring request: nothing to generate */
+            seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+            continue;
+        }
         const float *raw = s->logits; /* the model's logits, for the log-probabilities */
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
@@ -598,15 +639,21 @@ int pm_engine_step(pm_engine *eng) {
         else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
     }
     free(ch);
-    for (int i = 0; i < nc; i++) free(rows[i]);
+    for (int i = 0; i < nc; i++) {
+        free(rows[i]);
+        free(tr[i].final_norm);
+    }
     free(rows);
+    free(tr);
     return eng->n;
 fail:
     /* A failed step (out of memory, say) ends every live sequence with an error rather than
      * leaving them half-computed. */
     free(ch);
     for (int i = 0; rows && i < nc; i++) free(rows[i]);
+    for (int i = 0; tr && i < nc; i++) free(tr[i].final_norm);
     free(rows);
+    free(tr);
     while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_ERROR, e.msg);
     return e.code ? e.code : PM_ESTATE;
 }

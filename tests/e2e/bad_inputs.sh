@@ -91,6 +91,17 @@ bad=$(grep '^logprob ' "$T/lp.err" | awk '{ split($0, t, "  top: "); split(t[2],
 if [ "$lines" -eq 6 ] && [ "$bad" -eq 0 ] && cmp -s "$T/plain.txt" "$T/lp.txt"; then echo "PASS cli-logprobs (6 lines, greedy = top 1, same text)"
 else echo "FAIL cli-logprobs: $lines lines, $bad off; $(head -c 300 "$T/lp.err")"; fi
 
+# --score: a line a prompt token (the first unscored), then the generated ones' as --logprobs; -n 0
+# generates nothing
+"$BIN" generate -m "$M" -n 6 -p "What is the capital of France?" --logprobs 3 --score >"$T/sc.txt" 2>"$T/sc.err"
+"$BIN" generate -m "$M" -n 0 -p "What is the capital of France?" --score >"$T/sc0.txt" 2>"$T/sc0.err"
+p=$(grep -c '^prompt ' "$T/sc.err"); g=$(grep -c '^logprob ' "$T/sc.err"); first=$(grep -m1 '^prompt ' "$T/sc.err")
+p0=$(grep -c '^prompt ' "$T/sc0.err"); g0=$(grep -c '^logprob ' "$T/sc0.err")
+if [ "$p" -ge 10 ] && [ "$g" -eq 6 ] && [ "$p0" -eq "$p" ] && [ "$g0" -eq 0 ] && cmp -s "$T/plain.txt" "$T/sc.txt" \
+   && [[ "$first" == "prompt     0 logprob         - "* ]] && ! grep -q '^logprob ' <(head -n "$p" "$T/sc.err" | grep -v '^prompt ')
+then echo "PASS cli-score ($p prompt lines before the 6 generated; -n 0: the same $p0, nothing generated)"
+else echo "FAIL cli-score: $p/$g and $p0/$g0 lines; $(head -c 300 "$T/sc.err")"; fi
+
 # --- corrupt checkpoints (each a copy of the tiny model with one thing broken)
 mk() { rm -rf "$T/ck"; mkdir "$T/ck"; cp "$M"/*.json "$T/ck/"; cp "$M/model.safetensors" "$T/ck/"; }
 mk; truncate -s 1000000 "$T/ck/model.safetensors"

@@ -86,8 +86,8 @@ row opt-top-p-2 1 "${E}--top-p must be in \[0, 1\], got '2'" gen -p x --top-p 2
 row opt-top-k-negative 1 "${E}--top-k must be >= 0, got '-3'" gen -p x --top-k -3
 row opt-seed-not-a-number 1 "${E}--seed must be a non-negative integer, got 'abc'" gen -p x --seed abc
 row opt-temp-nan 1 "${E}--temp must be a number in \[0, 100\], got 'nan'" gen -p x --temp nan
-row opt-max-tokens-huge 1 "${E}-n must be a positive integer, got '100000000'" gen -p x -n 100000000
-row opt-max-tokens-zero 1 "${E}-n must be a positive integer, got '0'" gen -p x -n 0
+row opt-max-tokens-huge 1 "${E}-n must be a non-negative integer, got '100000000'" gen -p x -n 100000000
+row opt-max-tokens-zero 1 "${E}-n 0 generates nothing: only with --score" gen -p x -n 0
 row opt-max-audio-seconds-negative 1 "${E}--max-audio-seconds must be a non-negative number, got '-1'" gen -p x --max-audio-seconds -1
 row prompt-image-placeholder-no-image 1 "${E}prompt: <\|image_1\|> has no image: only 0 images were given" gen -p "<|image_1|>x"
 row prompt-invalid-utf8-repaired 0 "." gen -p $'\xff\xfe caf\xc3 \xed\xa0\x80 x'

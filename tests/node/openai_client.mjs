@@ -92,6 +92,17 @@ await check('chat logprobs', async () => {
     `${content.length} entries: ${JSON.stringify(content[0])}`);
 });
 
+await check('completions echo scores the prompt', async () => {
+  const prompt = '<|system|>You are a helpful assistant.<|end|><|user|>What is the capital of France?<|end|><|assistant|>';
+  const r = await client.completions.create({ model: 'phi-4-multimodal-instruct', prompt, max_tokens: 0, echo: true, logprobs: 1 });
+  const lp = r.choices[0].logprobs ?? {};
+  log.push(`> client.completions.create({prompt, max_tokens: 0, echo: true, logprobs: 1})\n< ${JSON.stringify(r).slice(0, 400)}...`);
+  const n = lp.tokens?.length ?? 0;
+  report('completions echo scores the prompt', r.choices[0].text === prompt && n === r.usage?.prompt_tokens &&
+    lp.tokens.join('') === prompt && lp.token_logprobs[0] === null && lp.token_logprobs.slice(1).every((v) => v <= 0) &&
+    r.usage?.completion_tokens === 0, `${n} entries: ${JSON.stringify(lp).slice(0, 300)}`);
+});
+
 await check('image+audio chat equals CLI', async () => {
   const image = fs.readFileSync(audioPath.replace(/clip_a_16k\.wav$/, 'image.png')).toString('base64');
   const audio = fs.readFileSync(audioPath).toString('base64');

@@ -11,7 +11,8 @@
  *  - the LongRoPE recompute taken out of the steps (opts.recompute_beside, as the server runs it):
  *    the other sequence decodes meanwhile, the tokens and logits are those of the inline recompute;
  *    cancelled or failed while away, the sequence ends once and nothing stays reserved;
- *  - the encoders' stop hook (pm_request.should_stop) ends an encode with PM_ECANCELED. */
+ *  - the encoders' stop hook (pm_request.should_stop) ends an encode with PM_ECANCELED;
+ *  - prompt log-probabilities agree with the generated tokens' (teacher forcing), whatever the chunks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -373,6 +374,209 @@ static void test_cancel_and_bad_requests(void **state) {
     assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
     assert_int_equal(d.calls, 1); /* refused requests never call back */
     pm_engine_free(eng);
+}
+
+/* ---- prompt log-probabilities (pm_request.prompt_logprobs: OpenAI's echo with logprobs) ---- */
+
+typedef struct plp_rec {
+    pm_engine *eng;
+    int n, cap, order_ok, tokens, done;
+    pm_finish why;
+    int completion;
+    pm_logprob *chosen, (*top)[3];
+    int *n_top;
+} plp_rec;
+
+static void plp_on_prompt(void *u, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    plp_rec *c = u;
+    if (pos != c->n || c->n >= c->cap || c->tokens || n_top > 3) { c->order_ok = 0; return; }
+    c->chosen[c->n] = chosen;
+    c->n_top[c->n] = n_top;
+    if (n_top) memcpy(c->top[c->n], top, sizeof(pm_logprob) * (size_t)n_top);
+    c->n++;
+}
+static int plp_on_token(void *u, int32_t tok, const char *text, size_t len) {
+    (void)tok; (void)text; (void)len;
+    ((plp_rec *)u)->tokens++;
+    return 0;
+}
+static void plp_on_done(void *u, pm_finish why, int p, int comp, const char *err) {
+    (void)p; (void)err;
+    plp_rec *c = u;
+    c->done++;
+    c->why = why;
+    c->completion = comp;
+}
+static void plp_init(plp_rec *c, int cap) {
+    memset(c, 0, sizeof *c);
+    c->cap = cap;
+    c->order_ok = 1;
+    c->chosen = calloc((size_t)cap, sizeof *c->chosen);
+    c->top = calloc((size_t)cap, sizeof *c->top);
+    c->n_top = calloc((size_t)cap, sizeof *c->n_top);
+}
+static void plp_free(plp_rec *c) { free(c->chosen); free(c->top); free(c->n_top); }
+static void plp_same(const plp_rec *a, const plp_rec *b) {
+    assert_int_equal(a->n, b->n);
+    for (int p = 1; p < a->n; p++) { /* entry 0's NAN never compares equal: from 1 */
+        assert_memory_equal(&a->chosen[p], &b->chosen[p], sizeof a->chosen[p]);
+        assert_int_equal(a->n_top[p], b->n_top[p]);
+        assert_memory_equal(a->top[p], b->top[p], sizeof(pm_logprob) * (size_t)a->n_top[p]);
+    }
+}
+
+/* Scores r's prompt in one engine with opts o: submitted (the steps prefill it), or encoded and
+ * prefilled `rows` at a time before admission (rows > 0), or with the LongRoPE recompute taken out
+ * (o->recompute_beside). */
+static void run_plp(fx *f, const pm_request *r, const pm_engine_opts *o, int rows, plp_rec *c) {
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, o, err, sizeof err), 0);
+    c->eng = eng;
+    pm_callbacks cb = {.on_token = plp_on_token, .on_done = plp_on_done, .user = c, .on_prompt_logprobs = plp_on_prompt};
+    if (rows > 0) {
+        pm_encoded *enc = NULL;
+        int rc;
+        assert_int_equal(pm_engine_encode(eng, r, &enc, err, sizeof err), 0);
+        while ((rc = pm_engine_prefill(eng, enc, rows, err, sizeof err)) == 0) {}
+        assert_int_equal(rc, 1);
+        assert_int_equal(pm_engine_submit_encoded(eng, enc, r, &cb, NULL, err, sizeof err), 0);
+    } else {
+        assert_int_equal(pm_engine_submit(eng, r, &cb, NULL, err, sizeof err), 0);
+    }
+    while (pm_engine_live(eng) > 0) {
+        assert_true(pm_engine_step(eng) >= 0);
+        pm_encoded *enc = NULL;
+        if (pm_engine_take_recompute(eng, &enc, NULL) == 1) {
+            int rc;
+            while ((rc = pm_engine_prefill(eng, enc, 1500, err, sizeof err)) == 0) {}
+            assert_int_equal(rc, 1);
+            assert_int_equal(pm_engine_resume(eng, enc, NULL), 0);
+        }
+    }
+    int64_t reserved;
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 0);
+    pm_engine_free(eng);
+}
+
+/* A prompt scored token by token agrees with the log-probabilities its greedy continuation was
+ * generated with (teacher forcing: the same tokens, prefill rows against decode rows); every entry
+ * is in order, before any token, and the same whatever the chunks or the thread that prefilled; a
+ * max_tokens 0 request generates nothing; a media prompt scores its placeholder rows too; a prompt
+ * past original_max_position is scored once, on the long factors, also when its first prefill is
+ * taken out of the steps. */
+static void test_prompt_logprobs(void **state) {
+    fx *f = *state;
+    const char *prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
+    pm_request g = {0};
+    g.prompt = prompt;
+    g.max_tokens = STEPS;
+    g.logprobs = 1;
+    g.top_logprobs = 3;
+    lp_rec gen;
+    run_lp(f, &g, &gen);
+    assert_int_equal(gen.n_tok, STEPS);
+    /* the prompt's ids: score the prompt alone first */
+    pm_request sp = {0};
+    sp.prompt = prompt;
+    sp.prompt_logprobs = 1;
+    sp.top_logprobs = 3;
+    plp_rec a;
+    plp_init(&a, 256);
+    run_plp(f, &sp, NULL, 0, &a);
+    assert_true(a.order_ok && a.done == 1 && a.why == PM_FINISH_LENGTH && a.completion == 0 && a.tokens == 0);
+    int n = a.n;
+    assert_true(n > 8);
+    assert_true(isnan(a.chosen[0].logprob) && a.n_top[0] == 0);
+    /* teacher forcing: prompt + the first STEPS - 1 generated tokens */
+    int32_t ids[300];
+    for (int p = 0; p < n; p++) ids[p] = a.chosen[p].token;
+    for (int k = 0; k < STEPS - 1; k++) ids[n + k] = gen.tokens[k];
+    pm_request tf = {0};
+    tf.ids = ids;
+    tf.n_ids = (size_t)(n + STEPS - 1);
+    tf.prompt_logprobs = 1;
+    tf.top_logprobs = 3;
+    tf.max_tokens = 1;
+    plp_rec b;
+    plp_init(&b, 256);
+    run_plp(f, &tf, NULL, 0, &b);
+    assert_true(b.order_ok && b.done == 1 && b.tokens == 1 && b.n == n + STEPS - 1);
+    double worst = 0;
+    for (int p = 1; p < b.n; p++) {
+        assert_int_equal(b.chosen[p].token, ids[p]);
+        assert_true(b.chosen[p].logprob <= 0 && b.n_top[p] == 3);
+        assert_true(b.top[p][0].logprob >= b.chosen[p].logprob);
+        assert_true(b.top[p][0].logprob >= b.top[p][1].logprob && b.top[p][1].logprob >= b.top[p][2].logprob);
+        if (p < n) assert_memory_equal(&b.chosen[p], &a.chosen[p], sizeof a.chosen[p]); /* a longer prompt scores its start alike */
+    }
+    for (int k = 0; k < STEPS - 1; k++) { /* position n + k holds generated token k */
+        const pm_logprob *c = &b.chosen[n + k];
+        assert_int_equal(c->token, gen.chosen[k].token);
+        assert_int_equal(b.top[n + k][0].token, gen.top[k][0].token);
+        double d = fabs(c->logprob - gen.chosen[k].logprob);
+        if (d > worst) worst = d;
+    }
+    fprintf(stderr, "prompt scores against the generated tokens' log-probabilities: max |diff| %.2e\n", worst);
+    assert_true(worst < 1e-3);
+
+    /* chunks of 16 rows: the steps' prefill and the encoder thread's (8 rows a call) agree bit for bit */
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.prefill_chunk = 16;
+    plp_rec c16, pre;
+    plp_init(&c16, 256);
+    plp_init(&pre, 256);
+    run_plp(f, &tf, &o, 0, &c16);
+    run_plp(f, &tf, &o, 8, &pre);
+    assert_true(c16.order_ok && pre.order_ok && pre.done == 1 && pre.tokens == 1);
+    plp_same(&c16, &pre);
+    for (int p = 1; p < b.n; p++) assert_true(fabs(c16.chosen[p].logprob - b.chosen[p].logprob) < 1e-3);
+
+    /* without on_prompt_logprobs: a scoring request still ends cleanly */
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    done_rec d = {0};
+    pm_callbacks cb = {.on_done = rec_done, .user = &d};
+    assert_int_equal(pm_engine_submit(eng, &sp, &cb, NULL, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    assert_true(d.calls == 1 && d.why == PM_FINISH_LENGTH);
+    sp.max_tokens = -1;
+    assert_int_equal(pm_engine_submit(eng, &sp, &cb, NULL, err, sizeof err), PM_EINVAL);
+    pm_engine_free(eng);
+
+    /* a media prompt: one entry per row after expansion, placeholders included */
+    pm_request m = {0};
+    m.prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
+    m.audios = &f->clip;
+    m.n_audios = 1;
+    m.prompt_logprobs = 1;
+    plp_rec am;
+    plp_init(&am, 256);
+    run_plp(f, &m, NULL, 0, &am);
+    assert_true(am.order_ok && am.done == 1 && am.n == 36 && am.n_top[5] == 0); /* 36 rows, as the fixture's audio case */
+
+    /* past original_max_position: long factors from the start; inline and taken out alike */
+    int L0 = f->m->llm.c.orig_max_pos;
+    int32_t *lids = text_ids(L0 + 3, 17);
+    pm_request lr = {0};
+    lr.ids = lids;
+    lr.n_ids = (size_t)(L0 + 3);
+    lr.prompt_logprobs = 1;
+    lr.max_tokens = 2;
+    plp_rec in, bs;
+    plp_init(&in, L0 + 3);
+    plp_init(&bs, L0 + 3);
+    run_plp(f, &lr, NULL, 0, &in);
+    o.prefill_chunk = 512;
+    o.recompute_beside = 1;
+    run_plp(f, &lr, &o, 0, &bs);
+    assert_true(in.order_ok && bs.order_ok && in.n == L0 + 3 && in.tokens == 2 && bs.tokens == 2);
+    plp_same(&in, &bs);
+    free(lids);
+    plp_free(&a); plp_free(&b); plp_free(&c16); plp_free(&pre); plp_free(&am); plp_free(&in); plp_free(&bs);
 }
 
 /* The KV budget: a request over it is refused, one that does not fit beside a live sequence gets
@@ -885,6 +1089,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adapter_policy),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),

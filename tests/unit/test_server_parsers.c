@@ -442,6 +442,14 @@ static void test_completions(void **state) {
     srv_chat_req_free(&r);
     assert_int_equal(parse_as("{\"prompt\":\"x\",\"logprobs\":5}", 1, &r, &e), 0);
     assert_true(r.logprobs && r.top_logprobs == 5);
+    assert_false(r.echo || r.score_only);
+    srv_chat_req_free(&r);
+    /* echo: the prompt back (scored with logprobs); max_tokens 0 beside it scores only */
+    assert_int_equal(parse_as("{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":0,\"logprobs\":1}", 1, &r, &e), 0);
+    assert_true(r.echo && r.score_only && r.max_tokens == 0 && r.logprobs && r.top_logprobs == 1);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse_as("{\"prompt\":\"x\",\"echo\":true}", 1, &r, &e), 0);
+    assert_true(r.echo && !r.score_only && r.max_tokens == 0); /* not given: the server's default */
     srv_chat_req_free(&r);
     struct {
         const char *js, *code, *param;
@@ -456,7 +464,9 @@ static void test_completions(void **state) {
         {"{\"prompt\":\"<|image_1|>What is this?\"}", "placeholder_mismatch", "prompt"},
         {"{\"prompt\":\"x\",\"logprobs\":6}", "invalid_value", "logprobs"},
         {"{\"prompt\":\"x\",\"logprobs\":true}", "invalid_type", "logprobs"},
-        {"{\"prompt\":\"x\",\"echo\":true}", "unsupported_parameter", "echo"},
+        {"{\"prompt\":\"x\",\"echo\":1}", "invalid_type", "echo"},
+        {"{\"prompt\":\"x\",\"echo\":false,\"max_tokens\":0}", "invalid_value", "max_tokens"},
+        {"{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":-1}", "invalid_value", "max_tokens"},
         {"{\"prompt\":\"x\",\"suffix\":\"end\"}", "unsupported_parameter", "suffix"},
         {"{\"prompt\":\"x\",\"best_of\":2}", "unsupported_value", "best_of"},
         {"{\"prompt\":\"x\",\"n\":3}", "unsupported_value", "n"},

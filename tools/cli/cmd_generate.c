@@ -50,6 +50,18 @@ static void print_logprobs(void *user, pm_logprob chosen, const pm_logprob *top,
     fputc('\n', stderr);
 }
 
+/* --score: one line on stderr a prompt position, as --logprobs (position 0 has no score). */
+static void print_prompt_logprobs(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    fprintf(stderr, "prompt %5d ", pos);
+    if (pos == 0) {
+        fprintf(stderr, "logprob %9s ", "-");
+        put_token(((const done_info *)user)->m, chosen.token);
+        fputc('\n', stderr);
+    } else {
+        print_logprobs(user, chosen, top, n_top);
+    }
+}
+
 static void on_done(void *user, pm_finish why, int prompt, int completion, const char *error) {
     done_info *d = user;
     d->why = why;
@@ -80,6 +92,8 @@ static void usage_generate(void) {
             "                        rounded to bf16, bf16 pairs multiplied (AVX512-BF16: up to 2 x faster)\n"
             "  --logprobs K          print each generated token's log-probability and the K (0-20) most\n"
             "                        likely tokens' to stderr, a line each (the model's, before sampling)\n"
+            "  --score               print every prompt token's log-probability under the tokens before it\n"
+            "                        (and the --logprobs K most likely there) to stderr first; -n 0: only that\n"
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
@@ -136,7 +150,8 @@ static int load_image(const char *cmd, media_set *ms, const char *path) {
 /* Runs one request and streams it; returns the exit status. */
 static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
     done_info d = {PM_FINISH_ERROR, 0, 0, "", m};
-    pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d, .on_logprobs = print_logprobs};
+    pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d, .on_logprobs = print_logprobs,
+                       .on_prompt_logprobs = print_prompt_logprobs};
     char err[1024];
     double t0 = cli_now();
     int rc = pm_generate(m, req, opts, &cb, err, sizeof err);
@@ -158,7 +173,7 @@ static int has_placeholder(const char *p, const char *kind) {
 
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
-    int raw = 0, stats = 0;
+    int raw = 0, stats = 0, score = 0;
     long n = 256;
     double temp = 0, top_p = 1.0;
     long top_k = 0, seed = 0, logprobs = -1;
@@ -170,7 +185,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
         if (takes && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -184,6 +199,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "--raw")) { raw = 1; continue; }
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
+        else if (!strcmp(a, "--score")) { score = 1; continue; }
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
         else if (!strcmp(a, "--audio")) {
@@ -191,7 +207,7 @@ int pm_cmd_generate(int argc, char **argv) {
             else audio_paths[n_audio_paths++] = v; /* decoded once every option (the limit) is known */
         }
         else if (!strcmp(a, "--image")) rc = load_image(cmd, &ms, v);
-        else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer, got '%s'", v); }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 0, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
         else if (!strcmp(a, "--top-k")) { if (cli_int(v, 0, 1 << 30, &top_k)) rc = cli_fail(cmd, "--top-k must be >= 0, got '%s'", v); }
@@ -208,6 +224,7 @@ int pm_cmd_generate(int argc, char **argv) {
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
+    if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     if (rc) {
         media_free(&ms);
@@ -251,6 +268,7 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.seed = (uint64_t)seed;
     req.logprobs = logprobs >= 0;
     req.top_logprobs = logprobs > 0 ? (int)logprobs : 0;
+    req.prompt_logprobs = score;
     rc = run_request(cmd, m, &req, &opts, stats);
     pm_model_free(m);
     free(full);

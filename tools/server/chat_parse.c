@@ -99,15 +99,12 @@ static int parse_logprobs(const json_t *root, int completions, srv_chat_req *r, 
     return 0;
 }
 
-/* Parameters we do not implement are refused when they would change the output; echo, suffix
- * and best_of are completions' own. */
+/* Parameters we do not implement are refused when they would change the output; suffix and
+ * best_of are completions' own. */
 static int refuse_unsupported(const json_t *root, int completions, srv_error *e) {
     const json_t *v;
-    int b = 0;
     if (completions) {
         long long best = 1;
-        if (srv_get_bool(root, "echo", &b, e) < 0) return -1;
-        if (b) return srv_bad(e, "echo", "unsupported_parameter", "echo is not supported by this server");
         if ((v = json_object_get(root, "suffix")) && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v)))
             return srv_bad(e, "suffix", "unsupported_parameter", "suffix (insertion) is not supported by this server");
         if (srv_get_int(root, "best_of", 1, 20, &best, e) < 0) return -1;
@@ -148,8 +145,11 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
     long long mt = 0;
     int got = srv_get_int(root, "max_completion_tokens", 1, 1 << 24, &mt, e);
     if (got < 0) return -1;
-    if (!got && srv_get_int(root, "max_tokens", 1, 1 << 24, &mt, e) < 0) return -1;
+    if (completions && srv_get_bool(root, "echo", &r->echo, e) < 0) return -1;
+    /* max_tokens 0 with echo: score the prompt (what evaluation harnesses send) */
+    if (!got && (got = srv_get_int(root, "max_tokens", r->echo ? 0 : 1, 1 << 24, &mt, e)) < 0) return -1;
     r->max_tokens = (int)mt;
+    r->score_only = got && mt == 0;
     double t = 0, tp = 1;
     if (srv_get_num(root, "temperature", 0.0, 2.0, &t, e) < 0) return -1;
     if (srv_get_num(root, "top_p", 0.0, 1.0, &tp, e) < 0) return -1;

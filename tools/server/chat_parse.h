@@ -45,6 +45,8 @@ typedef struct srv_chat_req {
     int n_stop;
     int stream, include_usage;
     int logprobs, top_logprobs;    /* log-probabilities asked (chat: logprobs true; completions: logprobs N) and alternatives */
+    int echo;                      /* completions: the prompt comes back before the completion (with logprobs, scored) */
+    int score_only;                /* completions: echo with max_tokens 0: the prompt back, nothing generated */
 } srv_chat_req;
 
 /* Validates root and fills out (zeroed first). Returns 0, or -1 with e set (400 for every
@@ -55,8 +57,8 @@ void srv_chat_req_free(srv_chat_req *r);
 
 /* A /v1/completions body: the prompt (a string, or an array of one) goes to the model as it is, no
  * chat template and no media (a placeholder in it is a 400, code "placeholder_mismatch"); the
- * generation parameters as for chat, logprobs the count of alternatives (0..5), echo / suffix /
- * best_of refused.
+ * generation parameters as for chat, logprobs the count of alternatives (0..5), echo (with
+ * max_tokens 0 allowed beside it), suffix and best_of refused.
  * Fills out like srv_chat_parse (free it with srv_chat_req_free). */
 int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e);
 

@@ -151,45 +151,67 @@ static int room_for(void **arr, int *cap, int n, size_t elt) {
     return 1;
 }
 
-void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) {
+/* Appends len bytes to the text (mu held); when memory runs out the text stays as it was. */
+static void text_append_locked(srv_job *j, const char *text, size_t len) {
+    if (j->text_len + len + 1 > j->text_cap) {
+        size_t cap = j->text_cap ? j->text_cap : 256;
+        while (cap < j->text_len + len + 1) cap *= 2;
+        char *t = realloc(j->text, cap);
+        if (!t) return;
+        j->text = t;
+        j->text_cap = cap;
+    }
+    memcpy(j->text + j->text_len, text, len);
+    j->text_len += len;
+    j->text[j->text_len] = 0;
+}
+
+/* With echo: the prompt opens the text, once, before anything generated (mu held). */
+static void echo_locked(srv_job *j) {
+    if (!j->echo || j->echoed) return;
+    j->echoed = 1;
+    if (j->prompt && j->prompt[0]) {
+        text_append_locked(j, j->prompt, strlen(j->prompt));
+        srv_job_notify_locked(j, SRV_WAIT_DATA);
+    }
+}
+
+/* One log-probability entry, at the text's next character (mu not held). */
+static void record_lp(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top, int unscored) {
     size_t len = 0, chars = 0;
     const unsigned char *b = (const unsigned char *)pm_model_token_bytes(j->ctx->model, chosen.token, &len);
     for (size_t i = 0; b && i < len; i++) chars += (b[i] & 0xC0) != 0x80; /* characters start at non-continuation bytes */
     pthread_mutex_lock(&j->mu);
+    echo_locked(j);
     if (room_for((void **)&j->lps, &j->cap_lps, j->n_lps, sizeof *j->lps)) {
         srv_lp *l = &j->lps[j->n_lps++];
         l->chosen = chosen;
         l->n_top = n_top < PM_MAX_TOP_LOGPROBS ? n_top : PM_MAX_TOP_LOGPROBS;
-        memcpy(l->top, top, sizeof(pm_logprob) * (size_t)l->n_top);
+        if (l->n_top) memcpy(l->top, top, sizeof(pm_logprob) * (size_t)l->n_top);
+        l->unscored = unscored;
         l->offset = j->lp_chars;
     }
     j->lp_chars += chars;
     pthread_mutex_unlock(&j->mu);
 }
 
+void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) { record_lp(j, chosen, top, n_top, 0); }
+
+void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    if (j->logprobs) record_lp(j, chosen, top, n_top, pos == 0);
+}
+
 int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
     int first = 0;
     pthread_mutex_lock(&j->mu);
+    echo_locked(j);
     if (room_for((void **)&j->tokens, &j->cap_tokens, j->n_tokens, sizeof *j->tokens)) j->tokens[j->n_tokens++] = token;
     if (j->t_first == 0) {
         j->t_first = srv_now();
         first = 1;
     }
     if (len) {
-        if (j->text_len + len + 1 > j->text_cap) {
-            size_t cap = j->text_cap ? j->text_cap : 256;
-            while (cap < j->text_len + len + 1) cap *= 2;
-            char *t = realloc(j->text, cap);
-            if (t) {
-                j->text = t;
-                j->text_cap = cap;
-            }
-        }
-        if (j->text_len + len + 1 <= j->text_cap) {
-            memcpy(j->text + j->text_len, text, len);
-            j->text_len += len;
-            j->text[j->text_len] = 0;
-        }
+        text_append_locked(j, text, len);
         srv_job_notify_locked(j, SRV_WAIT_DATA);
     }
     pthread_mutex_unlock(&j->mu);
@@ -199,6 +221,7 @@ int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
 
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {
     pthread_mutex_lock(&j->mu);
+    if (reason != PM_FINISH_ERROR) echo_locked(j); /* a score-only request, or one that ended at once */
     j->finish = reason;
     j->prompt_tokens = prompt_tokens;
     j->completion_tokens = completion_tokens;

@@ -29,6 +29,7 @@ typedef struct srv_lp {
     pm_logprob chosen;
     int n_top;
     pm_logprob top[PM_MAX_TOP_LOGPROBS];
+    int unscored;                   /* the echoed prompt's first token: nothing before it (null in JSON) */
     size_t offset;                  /* in characters (code points) of the generated text, as OpenAI counts */
 } srv_lp;
 
@@ -59,6 +60,7 @@ struct srv_job {
     int max_tokens;
     pm_sampling sampling;
     int logprobs, top_logprobs;     /* as pm_request */
+    int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;
     double audio_seconds;
     int64_t media_bytes;            /* decoded media counted against ctx->req_budget */
@@ -87,8 +89,9 @@ struct srv_job {
     size_t text_len, text_cap;
     int32_t *tokens;
     int n_tokens, cap_tokens;
-    srv_lp *lps;                    /* with logprobs: one a generated token */
+    srv_lp *lps;                    /* with logprobs: one a generated token (after the prompt's, with echo) */
     int n_lps, cap_lps;
+    int echoed;                     /* the prompt is in text */
     size_t lp_chars;                /* the recorded tokens' characters so far (the next one's offset) */
     pm_finish finish;
     char finish_error[512];
@@ -134,6 +137,7 @@ void srv_job_reject(srv_job *j, const srv_error *e);
 int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len);
 /* A generated token's log-probabilities (before its on_token); dropped if memory runs out. */
 void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top);
+void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm_logprob *top, int n_top);
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
 
 /* The connection is finished (ok = completed normally): forget it, and cancel generation when the

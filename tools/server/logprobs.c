@@ -45,6 +45,12 @@ json_t *srv_logprobs_json(const srv_job *j, int from, int to) {
     for (int i = from; i < to; i++) {
         const srv_lp *l = &j->lps[i];
         json_array_append_new(tokens, token_text(m, l->chosen.token));
+        json_array_append_new(offs, json_integer((json_int_t)l->offset));
+        if (l->unscored) { /* the echoed prompt's first token: nothing before it */
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
         json_array_append_new(lps, json_real(l->chosen.logprob));
         json_t *t = json_object();
         for (int k = 0; k < l->n_top; k++) {
@@ -54,7 +60,6 @@ json_t *srv_logprobs_json(const srv_job *j, int from, int to) {
             json_decref(s);
         }
         json_array_append_new(tops, t);
-        json_array_append_new(offs, json_integer((json_int_t)l->offset));
     }
     json_object_set_new(o, "tokens", tokens);
     json_object_set_new(o, "token_logprobs", lps);

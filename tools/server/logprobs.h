@@ -10,7 +10,8 @@
  * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}],
  * "refusal": null}; for completions {"tokens", "token_logprobs", "top_logprobs": [{token:
  * logprob}], "text_offset"} (offsets in characters of the generated text, as Python indexes it; a token
- * that continues a character counts none). A token's "token" is its
+ * that continues a character counts none); with echo the prompt's tokens come first, the first with
+ * null log-probability and alternatives. A token's "token" is its
  * bytes as text (a piece of a UTF-8 character becomes U+FFFD; "bytes" keeps them). NULL on OOM. */
 json_t *srv_logprobs_json(const srv_job *j, int from, int to);
 

@@ -95,7 +95,8 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     }
     j->n_stop = r->n_stop;
     r->n_stop = 0;
-    j->max_tokens = r->max_tokens > 0 ? r->max_tokens : ctx->o.default_max_tokens;
+    j->max_tokens = r->max_tokens > 0 || r->score_only ? r->max_tokens : ctx->o.default_max_tokens;
+    j->echo = r->echo;
     j->sampling = r->sampling;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;

@@ -130,6 +130,9 @@ static int cb_token(void *user, int32_t token, const char *text, size_t len) {
 }
 
 static void cb_logprobs(void *user, pm_logprob chosen, const pm_logprob *top, int n_top) { srv_job_on_logprobs(user, chosen, top, n_top); }
+static void cb_prompt_logprobs(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    srv_job_on_prompt_logprobs(user, pos, chosen, top, n_top);
+}
 
 static void cb_done(void *user, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {
     srv_job *j = user;
@@ -220,6 +223,8 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->sampling = j->sampling;
     rq->logprobs = j->logprobs;
     rq->top_logprobs = j->top_logprobs;
+    /* echo with logprobs: the prompt's entries first; max_tokens 0 is a scoring request */
+    rq->prompt_logprobs = j->echo && (j->logprobs || j->max_tokens == 0);
     rq->stop = (const char *const *)j->stop;
     rq->n_stop = j->n_stop;
     rq->should_stop = job_should_stop;
@@ -283,7 +288,8 @@ static void reject_shutdown(srv_job *j) {
 static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     pm_request rq;
     job_request(j, &rq);
-    pm_callbacks cb = {.on_token = cb_token, .on_done = cb_done, .user = j, .on_logprobs = cb_logprobs};
+    pm_callbacks cb = {.on_token = cb_token, .on_done = cb_done, .user = j, .on_logprobs = cb_logprobs,
+                       .on_prompt_logprobs = cb_prompt_logprobs};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */
