@@ -283,6 +283,24 @@ def main():
     ok = st == 200 and gen and d["choices"][0]["text"] == templ + "".join(gen["tokens"][:5]) and d["choices"][0]["logprobs"] is None \
         and d["usage"]["completion_tokens"] == 5
     report("completions echo without logprobs: the prompt, then the completion", ok, str(d)[:300])
+    # a prompt of token ids (the fixture's own tokenization of templ), bare or as an array of one, as
+    # lm-evaluation-harness sends tokenized requests: the same answer as the text
+    ids = json.load(open(I + "/../ref/manifest.json"))["cases"]["text"]["unexpanded_ids"]
+    body = {"max_tokens": 3, "echo": True, "logprobs": 1}
+    st, _, d = A.json("POST", "/v1/completions", dict(body, prompt=templ))
+    ok = st == 200
+    for prompt in (ids, [ids]):
+        st2, _, d2 = A.json("POST", "/v1/completions", dict(body, prompt=prompt))
+        ok = ok and st2 == 200 and d2["choices"][0]["text"] == d["choices"][0]["text"] and d2["usage"] == d["usage"] \
+            and d2["choices"][0]["logprobs"] == d["choices"][0]["logprobs"]
+    report("completions of token ids equal the text's (bare and as an array of one)", ok, "%s %s" % (str(d)[:200], str(d2)[:200]))
+    expect_ids = [("a token id outside the vocabulary", [5, 999999], 400, "invalid_request"),
+                  ("an image placeholder id", [200010, 5], 400, "placeholder_mismatch"),
+                  ("a negative token id", [5, -1], 400, "invalid_value"), ("an empty id list", [[]], 400, "invalid_value"),
+                  ("two id prompts", [[5], [6]], 400, "unsupported_value")]
+    for name, prompt, status, code in expect_ids:
+        st, _, d = A.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 2})
+        report("completions with %s -> %d %s" % (name, status, code), st == status and d["error"]["code"] == code, str(d)[:200])
     body = {"prompt": templ, "max_tokens": 4, "echo": True, "logprobs": 1}
     st, _, d = A.json("POST", "/v1/completions", body)
     st2, ev, raw = A.stream("/v1/completions", dict(body, stream=True))
@@ -553,7 +571,6 @@ def main():
     expect("completions with an empty prompt", 400, "invalid_value", "POST", cmpl, {"prompt": ""})
     expect("completions with a number as prompt", 400, "invalid_type", "POST", cmpl, {"prompt": 5})
     expect("completions with two prompts", 400, "unsupported_value", "POST", cmpl, {"prompt": ["a", "b"]})
-    expect("completions with token ids", 400, "unsupported_value", "POST", cmpl, {"prompt": [[1, 2, 3]]})
     expect("completions with a media placeholder", 400, "placeholder_mismatch", "POST", cmpl, {"prompt": "<|audio_1|>Transcribe."})
     expect("completions with logprobs 6", 400, "invalid_value", "POST", cmpl, {"prompt": "hi", "logprobs": 6})
     expect("chat top_logprobs without logprobs", 400, "invalid_value", "POST", chat,

@@ -451,6 +451,15 @@ static void test_completions(void **state) {
     assert_int_equal(parse_as("{\"prompt\":\"x\",\"echo\":true}", 1, &r, &e), 0);
     assert_true(r.echo && !r.score_only && r.max_tokens == 0); /* not given: the server's default */
     srv_chat_req_free(&r);
+    /* token ids: bare, or an array of one array */
+    const char *id_forms[] = {"{\"prompt\":[200019,5,0]}", "{\"prompt\":[[200019,5,0]]}"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(parse_as(id_forms[i], 1, &r, &e), 0);
+        assert_null(r.prompt);
+        assert_int_equal(r.n_prompt_ids, 3);
+        assert_true(r.prompt_ids[0] == 200019 && r.prompt_ids[1] == 5 && r.prompt_ids[2] == 0);
+        srv_chat_req_free(&r);
+    }
     struct {
         const char *js, *code, *param;
     } bad[] = {
@@ -460,7 +469,13 @@ static void test_completions(void **state) {
         {"{\"prompt\":7}", "invalid_type", "prompt"},
         {"{\"prompt\":[]}", "unsupported_value", "prompt"},
         {"{\"prompt\":[\"a\",\"b\"]}", "unsupported_value", "prompt"},
-        {"{\"prompt\":[[1,2]]}", "unsupported_value", "prompt[0]"},
+        {"{\"prompt\":[[1,\"a\"]]}", "invalid_type", "prompt[0][1]"},
+        {"{\"prompt\":[1,-2]}", "invalid_value", "prompt[1]"},
+        {"{\"prompt\":[1,2147483648]}", "invalid_value", "prompt[1]"},
+        {"{\"prompt\":[1,2.5]}", "invalid_type", "prompt[1]"},
+        {"{\"prompt\":[[]]}", "invalid_value", "prompt[0]"},
+        {"{\"prompt\":[[1],[2]]}", "unsupported_value", "prompt"},
+        {"{\"prompt\":[true]}", "invalid_type", "prompt[0]"},
         {"{\"prompt\":\"<|image_1|>What is this?\"}", "placeholder_mismatch", "prompt"},
         {"{\"prompt\":\"x\",\"logprobs\":6}", "invalid_value", "logprobs"},
         {"{\"prompt\":\"x\",\"logprobs\":true}", "invalid_type", "logprobs"},

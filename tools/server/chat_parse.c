@@ -50,6 +50,7 @@ int srv_has_placeholder(const char *t) {
 
 void srv_chat_req_free(srv_chat_req *r) {
     free(r->prompt);
+    free(r->prompt_ids);
     for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
     for (int i = 0; i < r->n_audios; i++) free(r->audios[i].data);
     free(r->images);
@@ -396,6 +397,27 @@ int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req
     return parse_messages(root, lim, out, e);
 }
 
+/* A prompt of token ids (a JSON array of integers): each in [0, 2^31); whether the model has the
+ * id, and that it is no media placeholder, is the engine's to check when it plans the request. */
+static int parse_prompt_ids(const json_t *a, const char *where, srv_chat_req *out, srv_error *e) {
+    size_t n = json_array_size(a);
+    if (!n) return srv_bad(e, where, "invalid_value", "%s must not be empty", where);
+    if (n > (1u << 24)) return srv_bad(e, where, "invalid_value", "%s has %zu token ids, more than any context", where, n);
+    out->prompt_ids = malloc(sizeof(int32_t) * n);
+    if (!out->prompt_ids) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            srv_bad(e, NULL, json_is_integer(v) ? "invalid_value" : "invalid_type", "%s[%zu] must be a token id (an integer >= 0)", where, i);
+            snprintf(e->param, sizeof e->param, "%s[%zu]", where, i);
+            return -1;
+        }
+        out->prompt_ids[i] = (int32_t)json_integer_value(v);
+    }
+    out->n_prompt_ids = (int)n;
+    return 0;
+}
+
 int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e) {
     memset(out, 0, sizeof *out);
     out->sampling.top_p = 1.0f;
@@ -403,14 +425,18 @@ int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e) {
     if (parse_params(root, 1, out, e)) return -1;
     const json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return srv_bad(e, "prompt", "missing_required_parameter", "prompt is required");
+    const char *where = "prompt";
+    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0)))
+        return parse_prompt_ids(p, where, out, e); /* one prompt of token ids */
     if (json_is_array(p)) {
         if (json_array_size(p) != 1)
             return srv_bad(e, "prompt", "unsupported_value", "one prompt per request is supported (got an array of %zu)", json_array_size(p));
-        if (!json_is_string(json_array_get(p, 0)))
-            return srv_bad(e, "prompt[0]", "unsupported_value", "prompt[0] must be a string (token-id prompts are not supported)");
         p = json_array_get(p, 0);
+        where = "prompt[0]";
+        if (json_is_array(p)) return parse_prompt_ids(p, where, out, e);
+        if (!json_is_string(p)) return srv_bad(e, where, "invalid_type", "%s must be a string or an array of token ids", where);
     } else if (!json_is_string(p)) {
-        return srv_bad(e, "prompt", "invalid_type", "prompt must be a string");
+        return srv_bad(e, "prompt", "invalid_type", "prompt must be a string, or token ids");
     }
     if (!json_string_length(p)) return srv_bad(e, "prompt", "invalid_value", "prompt must not be empty");
     if (srv_has_placeholder(json_string_value(p)))

@@ -34,7 +34,9 @@ typedef struct srv_parse_limits {
 } srv_parse_limits;
 
 typedef struct srv_chat_req {
-    char *prompt;                  /* malloc'd, full template */
+    char *prompt;                  /* malloc'd, full template; NULL for a token-id prompt */
+    int32_t *prompt_ids;           /* completions: a prompt of token ids (malloc'd), n_prompt_ids of them */
+    int n_prompt_ids;
     srv_blob *images, *audios;     /* malloc'd arrays */
     int n_images, n_audios;
     int explicit_placeholders;
@@ -55,8 +57,9 @@ typedef struct srv_chat_req {
 int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req *out, srv_error *e);
 void srv_chat_req_free(srv_chat_req *r);
 
-/* A /v1/completions body: the prompt (a string, or an array of one) goes to the model as it is, no
- * chat template and no media (a placeholder in it is a 400, code "placeholder_mismatch"); the
+/* A /v1/completions body: the prompt (a string, an array of one, token ids, or an array of one
+ * array of token ids) goes to the model as it is, no chat template and no media (a placeholder in
+ * it is a 400, code "placeholder_mismatch"; a placeholder id is refused when the model sees it); the
  * generation parameters as for chat, logprobs the count of alternatives (0..5), echo (with
  * max_tokens 0 allowed beside it), suffix and best_of refused.
  * Fills out like srv_chat_parse (free it with srv_chat_req_free). */

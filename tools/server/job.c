@@ -84,6 +84,7 @@ void srv_job_unref(srv_job *j) {
     if (left > 0) return;
     srv_job_free_media(j);
     free(j->prompt);
+    free(j->prompt_ids);
     pm_encoded_free(j->enc);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->text);
@@ -170,10 +171,13 @@ static void text_append_locked(srv_job *j, const char *text, size_t len) {
 static void echo_locked(srv_job *j) {
     if (!j->echo || j->echoed) return;
     j->echoed = 1;
-    if (j->prompt && j->prompt[0]) {
-        text_append_locked(j, j->prompt, strlen(j->prompt));
-        srv_job_notify_locked(j, SRV_WAIT_DATA);
+    if (j->prompt) text_append_locked(j, j->prompt, strlen(j->prompt));
+    for (int i = 0; i < j->n_prompt_ids; i++) { /* token ids: their bytes */
+        size_t len = 0;
+        const char *b = pm_model_token_bytes(j->ctx->model, j->prompt_ids[i], &len);
+        if (b) text_append_locked(j, b, len);
     }
+    if (j->text_len) srv_job_notify_locked(j, SRV_WAIT_DATA);
 }
 
 /* One log-probability entry, at the text's next character (mu not held). */

@@ -50,7 +50,9 @@ struct srv_job {
     char id[48];
     long long created;              /* unix seconds */
     double t_arrival;               /* srv_now() at arrival */
-    char *prompt;
+    char *prompt;                   /* or, for a completions prompt of token ids: */
+    int32_t *prompt_ids;
+    int n_prompt_ids;
     pm_audio_in *audios;
     int n_audios;
     pm_image_in *images;

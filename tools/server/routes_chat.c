@@ -89,6 +89,9 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     j->include_usage = r->stream && r->include_usage;
     j->prompt = r->prompt;
     r->prompt = NULL;
+    j->prompt_ids = r->prompt_ids;
+    j->n_prompt_ids = r->n_prompt_ids;
+    r->prompt_ids = NULL;
     for (int i = 0; i < r->n_stop; i++) {
         j->stop[i] = r->stop[i];
         r->stop[i] = NULL;

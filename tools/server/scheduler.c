@@ -215,6 +215,8 @@ static int job_should_stop(void *user) {
 static void job_request(srv_job *j, pm_request *rq) {
     memset(rq, 0, sizeof *rq);
     rq->prompt = j->prompt;
+    rq->ids = j->prompt_ids;
+    rq->n_ids = (size_t)j->n_prompt_ids;
     rq->audios = j->audios;
     rq->n_audios = j->n_audios;
     rq->images = j->images;
