@@ -61,19 +61,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     srv_chat_req_free(&r);
     memset(&e, 0, sizeof e);
-    if (srv_completion_parse(root, &r, &e) == 0) {
-        FUZZ_CHECK(r.prompt && r.prompt[0] && !srv_has_placeholder(r.prompt) && r.n_images == 0 && r.n_audios == 0);
-        FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= SRV_MAX_STOP && r.max_tokens >= 0);
-        FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= 5 && (r.logprobs || !r.top_logprobs));
-        FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2 && r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
-        pm_err pe = {0};
-        char *rw = NULL;
-        FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, 0, 0, &rw, &pe) == PM_OK);
-        free(rw);
-    } else {
-        FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);
+    int k = srv_completion_prompts(root);
+    FUZZ_CHECK(k >= 1 && k <= (int)json_array_size(json_object_get(root, "prompt")) + 1);
+    for (int i = 0; i < k; i++) {
+        memset(&e, 0, sizeof e);
+        if (srv_completion_parse(root, i, &r, &e) == 0) {
+            FUZZ_CHECK(r.n_images == 0 && r.n_audios == 0 && r.n >= 1 && r.n <= SRV_MAX_CHOICES && k <= SRV_MAX_CHOICES);
+            if (r.prompt) {
+                FUZZ_CHECK(r.prompt[0] && !srv_has_placeholder(r.prompt) && !r.prompt_ids);
+                pm_err pe = {0};
+                char *rw = NULL;
+                FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, 0, 0, &rw, &pe) == PM_OK);
+                free(rw);
+            } else {
+                FUZZ_CHECK(r.prompt_ids && r.n_prompt_ids > 0);
+                for (int t = 0; t < r.n_prompt_ids; t++) FUZZ_CHECK(r.prompt_ids[t] >= 0);
+            }
+            FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= SRV_MAX_STOP && r.max_tokens >= 0 && (r.max_tokens > 0 || !r.score_only || r.echo));
+            FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= 5 && (r.logprobs || !r.top_logprobs));
+            FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2 && r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
+        } else {
+            FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);
+        }
+        srv_chat_req_free(&r);
     }
-    srv_chat_req_free(&r);
     json_decref(root);
     return 0;
 }

@@ -297,10 +297,42 @@ def main():
     expect_ids = [("a token id outside the vocabulary", [5, 999999], 400, "invalid_request"),
                   ("an image placeholder id", [200010, 5], 400, "placeholder_mismatch"),
                   ("a negative token id", [5, -1], 400, "invalid_value"), ("an empty id list", [[]], 400, "invalid_value"),
-                  ("two id prompts", [[5], [6]], 400, "unsupported_value")]
+                  ("an id list among prompts with a bad id", ["a", [5, -1]], 400, "invalid_value")]
     for name, prompt, status, code in expect_ids:
         st, _, d = A.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 2})
         report("completions with %s -> %d %s" % (name, status, code), st == status and d["error"]["code"] == code, str(d)[:200])
+    # several choices: n samples (seed + i each), several prompts (each its own choice, in order), or
+    # both; each choice is what its own request gives; the usage counts each prompt once
+    def one(route, body):
+        st, _, d = A.json("POST", route, body)
+        return (d["choices"][0]["message"]["content"] if route.endswith("chat/completions") else d["choices"][0]["text"]) \
+            if st == 200 else None, d.get("usage") if st == 200 else None
+    msgs = cases["text"][0]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 6, "n": 3, "temperature": 1.2, "seed": 40})
+    singles = [one("/v1/chat/completions", {"messages": msgs, "max_tokens": 6, "temperature": 1.2, "seed": 40 + i}) for i in range(3)]
+    ok = (st == 200 and [c["index"] for c in d["choices"]] == [0, 1, 2]
+          and [c["message"]["content"] for c in d["choices"]] == [t for t, _ in singles]
+          and d["usage"]["prompt_tokens"] == singles[0][1]["prompt_tokens"]
+          and d["usage"]["completion_tokens"] == sum(u["completion_tokens"] for _, u in singles))
+    report("chat n 3 (temperature 1.2, seed 40): choice i is the request with seed 40 + i; the prompt counted once", ok, str(d)[:300])
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": cases["image+audio"][0], "max_tokens": 12, "n": 2})
+    ok = st == 200 and [c["message"]["content"] for c in d["choices"]] == [expected["image+audio"]] * 2
+    report("chat image+audio n 2 (greedy): both choices the CLI's answer", ok, str(d)[:300])
+    prompts = [templ, "Once upon a time", ids]
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": prompts, "max_tokens": 4, "n": 2, "best_of": 2, "logprobs": 1})
+    singles = [one("/v1/completions", {"prompt": p, "max_tokens": 4}) for p in prompts]
+    ok = (st == 200 and [c["index"] for c in d["choices"]] == list(range(6))
+          and [c["text"] for c in d["choices"]] == [t for t, _ in singles for _ in range(2)]
+          and all(len(c["logprobs"]["tokens"]) == 4 for c in d["choices"])
+          and d["usage"]["prompt_tokens"] == sum(u["prompt_tokens"] for _, u in singles)
+          and d["usage"]["completion_tokens"] == 2 * sum(u["completion_tokens"] for _, u in singles))
+    report("completions of 3 prompts (text, text, token ids) x n 2: six choices in order, each its prompt's greedy answer", ok, str(d)[:300])
+    for name, route, body in (("chat n 2 streamed", "/v1/chat/completions", {"messages": msgs, "n": 2, "stream": True}),
+                              ("completions of 2 prompts streamed", "/v1/completions", {"prompt": ["a", "b"], "stream": True}),
+                              ("chat n 17", "/v1/chat/completions", {"messages": msgs, "n": 17}),
+                              ("completions of 9 prompts x n 2", "/v1/completions", {"prompt": ["a"] * 9, "n": 2})):
+        st, _, d = A.json("POST", route, body)
+        report("%s -> 400" % name, st == 400 and d["error"]["param"] in ("stream", "n"), str(d)[:200])
     body = {"prompt": templ, "max_tokens": 4, "echo": True, "logprobs": 1}
     st, _, d = A.json("POST", "/v1/completions", body)
     st2, ev, raw = A.stream("/v1/completions", dict(body, stream=True))
@@ -565,12 +597,11 @@ def main():
            {"messages": [{"role": "user", "content": [image_part(), {"type": "text", "text": "<|image_1|><|image_2|>Compare."}]}]})
     expect("audio placeholder numbered wrong", 400, "placeholder_mismatch", "POST", chat,
            {"messages": [{"role": "user", "content": [audio_part(), {"type": "text", "text": "<|audio_2|>Transcribe."}]}]})
-    expect("n=2", 400, "unsupported_value", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "n": 2})
+    expect("n=17", 400, "invalid_value", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "n": 17})
     cmpl = "/v1/completions"
     expect("completions without a prompt", 400, "missing_required_parameter", "POST", cmpl, {"max_tokens": 2})
     expect("completions with an empty prompt", 400, "invalid_value", "POST", cmpl, {"prompt": ""})
     expect("completions with a number as prompt", 400, "invalid_type", "POST", cmpl, {"prompt": 5})
-    expect("completions with two prompts", 400, "unsupported_value", "POST", cmpl, {"prompt": ["a", "b"]})
     expect("completions with a media placeholder", 400, "placeholder_mismatch", "POST", cmpl, {"prompt": "<|audio_1|>Transcribe."})
     expect("completions with logprobs 6", 400, "invalid_value", "POST", cmpl, {"prompt": "hi", "logprobs": 6})
     expect("chat top_logprobs without logprobs", 400, "invalid_value", "POST", chat,

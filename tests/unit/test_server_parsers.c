@@ -258,7 +258,7 @@ static int parse_as(const char *js, int completions, srv_chat_req *r, srv_error 
         fprintf(stderr, "test JSON does not parse: %s: %s\n", je.text, js);
         return -99;
     }
-    int rc = completions ? srv_completion_parse(root, r, e) : srv_chat_parse(root, &LIM, r, e);
+    int rc = completions ? srv_completion_parse(root, completions - 1, r, e) : srv_chat_parse(root, &LIM, r, e);
     json_decref(root);
     return rc;
 }
@@ -362,7 +362,8 @@ static void test_chat_rejects(void **state) {
     struct {
         const char *extra, *code, *param;
     } cases[] = {
-        {"\"n\":2", "unsupported_value", "n"},
+        {"\"n\":17", "invalid_value", "n"},
+        {"\"n\":0", "invalid_value", "n"},
         {"\"max_tokens\":0", "invalid_value", "max_tokens"},
         {"\"max_tokens\":\"9\"", "invalid_type", "max_tokens"},
         {"\"max_completion_tokens\":-1", "invalid_value", "max_completion_tokens"},
@@ -467,14 +468,14 @@ static void test_completions(void **state) {
         {"{\"prompt\":null}", "missing_required_parameter", "prompt"},
         {"{\"prompt\":\"\"}", "invalid_value", "prompt"},
         {"{\"prompt\":7}", "invalid_type", "prompt"},
-        {"{\"prompt\":[]}", "unsupported_value", "prompt"},
-        {"{\"prompt\":[\"a\",\"b\"]}", "unsupported_value", "prompt"},
+        {"{\"prompt\":[]}", "invalid_value", "prompt"},
+        {"{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]}",
+         "invalid_value", "prompt"},
         {"{\"prompt\":[[1,\"a\"]]}", "invalid_type", "prompt[0][1]"},
         {"{\"prompt\":[1,-2]}", "invalid_value", "prompt[1]"},
         {"{\"prompt\":[1,2147483648]}", "invalid_value", "prompt[1]"},
         {"{\"prompt\":[1,2.5]}", "invalid_type", "prompt[1]"},
         {"{\"prompt\":[[]]}", "invalid_value", "prompt[0]"},
-        {"{\"prompt\":[[1],[2]]}", "unsupported_value", "prompt"},
         {"{\"prompt\":[true]}", "invalid_type", "prompt[0]"},
         {"{\"prompt\":\"<|image_1|>What is this?\"}", "placeholder_mismatch", "prompt"},
         {"{\"prompt\":\"x\",\"logprobs\":6}", "invalid_value", "logprobs"},
@@ -484,11 +485,35 @@ static void test_completions(void **state) {
         {"{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":-1}", "invalid_value", "max_tokens"},
         {"{\"prompt\":\"x\",\"suffix\":\"end\"}", "unsupported_parameter", "suffix"},
         {"{\"prompt\":\"x\",\"best_of\":2}", "unsupported_value", "best_of"},
-        {"{\"prompt\":\"x\",\"n\":3}", "unsupported_value", "n"},
+        {"{\"prompt\":\"x\",\"n\":17}", "invalid_value", "n"},
+        {"{\"prompt\":\"x\",\"n\":3,\"best_of\":2}", "unsupported_value", "best_of"},
         {"{\"prompt\":\"x\",\"max_tokens\":0}", "invalid_value", "max_tokens"},
         {"[\"x\"]", "invalid_json", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_bad_as(bad[i].js, 1, bad[i].code, bad[i].param);
+    /* several prompts: each read by its index, with the same parameters; a bad one named by its index */
+    json_t *root = json_loads("{\"prompt\":[\"a\",[7,8],\"c\"],\"n\":2,\"best_of\":2,\"max_tokens\":3}", 0, NULL);
+    assert_int_equal(srv_completion_prompts(root), 3);
+    assert_int_equal(srv_completion_parse(root, 0, &r, &e), 0);
+    assert_true(r.prompt && !strcmp(r.prompt, "a") && r.n == 2 && r.max_tokens == 3);
+    srv_chat_req_free(&r);
+    assert_int_equal(srv_completion_parse(root, 1, &r, &e), 0);
+    assert_true(!r.prompt && r.n_prompt_ids == 2 && r.prompt_ids[1] == 8);
+    srv_chat_req_free(&r);
+    assert_int_equal(srv_completion_parse(root, 2, &r, &e), 0);
+    assert_string_equal(r.prompt, "c");
+    srv_chat_req_free(&r);
+    json_decref(root);
+    root = json_loads("{\"prompt\":[\"a\",\"<|audio_1|>\"]}", 0, NULL);
+    assert_int_equal(srv_completion_parse(root, 0, &r, &e), 0);
+    srv_chat_req_free(&r);
+    assert_int_equal(srv_completion_parse(root, 1, &r, &e), -1);
+    assert_string_equal(e.param, "prompt[1]");
+    srv_chat_req_free(&r);
+    json_decref(root);
+    root = json_loads("{\"prompt\":[1,2,3]}", 0, NULL); /* token ids: one prompt */
+    assert_int_equal(srv_completion_prompts(root), 1);
+    json_decref(root);
 }
 
 static void test_local_media_policy(void **state) {

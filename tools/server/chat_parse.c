@@ -102,14 +102,16 @@ static int parse_logprobs(const json_t *root, int completions, srv_chat_req *r, 
 
 /* Parameters we do not implement are refused when they would change the output; suffix and
  * best_of are completions' own. */
-static int refuse_unsupported(const json_t *root, int completions, srv_error *e) {
+static int refuse_unsupported(const json_t *root, int completions, int n, srv_error *e) {
     const json_t *v;
     if (completions) {
         long long best = 1;
         if ((v = json_object_get(root, "suffix")) && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v)))
             return srv_bad(e, "suffix", "unsupported_parameter", "suffix (insertion) is not supported by this server");
-        if (srv_get_int(root, "best_of", 1, 20, &best, e) < 0) return -1;
-        if (best != 1) return srv_bad(e, "best_of", "unsupported_value", "only best_of=1 is supported (got %lld)", best);
+        int got = srv_get_int(root, "best_of", 1, 20, &best, e);
+        if (got < 0) return -1;
+        if (got && best != n)
+            return srv_bad(e, "best_of", "unsupported_value", "only best_of = n (every sample returned) is supported (got %lld, n %d)", best, n);
     }
     if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
         return srv_bad(e, "tools", "unsupported_parameter", "tools / function calling are not supported by this server");
@@ -141,8 +143,8 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
     const char *model = NULL;
     if (srv_get_str(root, "model", &model, e) < 0) return -1;
     long long n = 1;
-    if (srv_get_int(root, "n", 1, 1000000, &n, e) < 0) return -1;
-    if (n != 1) return srv_bad(e, "n", "unsupported_value", "only n=1 is supported (got %lld)", n);
+    if (srv_get_int(root, "n", 1, SRV_MAX_CHOICES, &n, e) < 0) return -1;
+    r->n = (int)n;
     long long mt = 0;
     int got = srv_get_int(root, "max_completion_tokens", 1, 1 << 24, &mt, e);
     if (got < 0) return -1;
@@ -176,7 +178,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         r->include_usage = iu;
     }
     if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e)) return -1;
-    return refuse_unsupported(root, completions, e);
+    return refuse_unsupported(root, completions, r->n, e);
 }
 
 /* ------------------------------------------------------------------ media */
@@ -418,29 +420,38 @@ static int parse_prompt_ids(const json_t *a, const char *where, srv_chat_req *ou
     return 0;
 }
 
-int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e) {
+/* An array that is one prompt of token ids rather than a list of prompts. */
+static int is_id_prompt(const json_t *p) { return json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0)); }
+
+int srv_completion_prompts(const json_t *root) {
+    const json_t *p = json_is_object(root) ? json_object_get(root, "prompt") : NULL;
+    return json_is_array(p) && !is_id_prompt(p) && json_array_size(p) > 1 ? (int)json_array_size(p) : 1;
+}
+
+int srv_completion_parse(const json_t *root, int which, srv_chat_req *out, srv_error *e) {
     memset(out, 0, sizeof *out);
     out->sampling.top_p = 1.0f;
     if (!json_is_object(root)) return srv_bad(e, NULL, "invalid_json", "the request body must be a JSON object");
     if (parse_params(root, 1, out, e)) return -1;
     const json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return srv_bad(e, "prompt", "missing_required_parameter", "prompt is required");
-    const char *where = "prompt";
-    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0)))
-        return parse_prompt_ids(p, where, out, e); /* one prompt of token ids */
+    char where[32] = "prompt";
+    if (is_id_prompt(p)) return parse_prompt_ids(p, where, out, e); /* one prompt of token ids */
     if (json_is_array(p)) {
-        if (json_array_size(p) != 1)
-            return srv_bad(e, "prompt", "unsupported_value", "one prompt per request is supported (got an array of %zu)", json_array_size(p));
-        p = json_array_get(p, 0);
-        where = "prompt[0]";
+        size_t k = json_array_size(p);
+        if (!k) return srv_bad(e, "prompt", "invalid_value", "prompt must not be an empty array");
+        if (k > SRV_MAX_CHOICES)
+            return srv_bad(e, "prompt", "invalid_value", "%zu prompts, more than the %d a request may have", k, SRV_MAX_CHOICES);
+        p = json_array_get(p, (size_t)which);
+        snprintf(where, sizeof where, "prompt[%d]", which);
         if (json_is_array(p)) return parse_prompt_ids(p, where, out, e);
         if (!json_is_string(p)) return srv_bad(e, where, "invalid_type", "%s must be a string or an array of token ids", where);
     } else if (!json_is_string(p)) {
         return srv_bad(e, "prompt", "invalid_type", "prompt must be a string, or token ids");
     }
-    if (!json_string_length(p)) return srv_bad(e, "prompt", "invalid_value", "prompt must not be empty");
+    if (!json_string_length(p)) return srv_bad(e, where, "invalid_value", "%s must not be empty", where);
     if (srv_has_placeholder(json_string_value(p)))
-        return srv_bad(e, "prompt", "placeholder_mismatch",
+        return srv_bad(e, where, "placeholder_mismatch",
                        "/v1/completions takes no media: prompts with <|image_N|> or <|audio_N|> go to /v1/chat/completions");
     out->prompt = strdup(json_string_value(p));
     return out->prompt ? 0 : srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");

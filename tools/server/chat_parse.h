@@ -17,7 +17,7 @@
 
 #include "server.h"
 
-enum { SRV_MAX_STOP = 4, SRV_MAX_STOP_LEN = 256, SRV_MAX_MESSAGES = 4096 };
+enum { SRV_MAX_STOP = 4, SRV_MAX_STOP_LEN = 256, SRV_MAX_MESSAGES = 4096, SRV_MAX_CHOICES = 16 };
 
 /* Media bytes as received (decoded from base64, or read from an allowed local file). */
 typedef struct srv_blob {
@@ -40,6 +40,7 @@ typedef struct srv_chat_req {
     srv_blob *images, *audios;     /* malloc'd arrays */
     int n_images, n_audios;
     int explicit_placeholders;
+    int n;                         /* choices (samples) asked, 1..SRV_MAX_CHOICES */
     int max_tokens;                /* 0: not given */
     pm_sampling sampling;
     int seed_given;
@@ -63,7 +64,10 @@ void srv_chat_req_free(srv_chat_req *r);
  * generation parameters as for chat, logprobs the count of alternatives (0..5), echo (with
  * max_tokens 0 allowed beside it), suffix and best_of refused.
  * Fills out like srv_chat_parse (free it with srv_chat_req_free). */
-int srv_completion_parse(const json_t *root, srv_chat_req *out, srv_error *e);
+int srv_completion_parse(const json_t *root, int which, srv_chat_req *out, srv_error *e);
+/* How many prompts a /v1/completions body holds (an array of strings or of id arrays: its length;
+ * else 1): srv_completion_parse reads prompt `which` of them with the same parameters. */
+int srv_completion_prompts(const json_t *root);
 
 /* Returns 1 when text contains a well-formed <|image_N|> or <|audio_N|> (N = digits). */
 int srv_has_placeholder(const char *text);

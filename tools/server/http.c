@@ -104,29 +104,41 @@ static enum MHD_Result respond_fail(srv_ctx *ctx, struct MHD_Connection *c, srv_
 
 /* ------------------------------------------------------------------ jobs */
 
-enum MHD_Result srv_submit_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job *j) {
-    sc->mode = (int)j->mode;
-    int rc = srv_sched_enqueue(ctx->sched, j);
-    if (rc == PM_EBUSY) {
-        srv_job_unref(j);
-        char msg[160];
-        snprintf(msg, sizeof msg, "the server is at capacity (%d requests waiting); retry later", ctx->o.max_queue);
+enum MHD_Result srv_submit_jobs(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job **jobs, int n) {
+    sc->mode = (int)jobs[0]->mode;
+    int rc = srv_sched_enqueue(ctx->sched, jobs, n);
+    if (rc) {
+        for (int i = 0; i < n; i++) srv_job_unref(jobs[i]);
+        free(jobs);
+        if (rc != PM_EBUSY) return respond_fail(ctx, c, sc, 503, "server_error", "shutting_down", "the server is shutting down");
+        char msg[200];
+        snprintf(msg, sizeof msg, "the server is at capacity (%d requests waiting at most%s); retry later", ctx->o.max_queue,
+                 n > 1 ? ", and this request needs a place for each choice" : "");
         return respond_fail(ctx, c, sc, 503, "server_error", "overloaded", msg);
     }
-    if (rc) {
-        srv_job_unref(j);
-        return respond_fail(ctx, c, sc, 503, "server_error", "shutting_down", "the server is shutting down");
-    }
-    sc->job = j;
+    sc->jobs = jobs;
+    sc->n_jobs = n;
     return srv_serve_job(ctx, c, sc);
 }
 
+enum MHD_Result srv_submit_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job *j) {
+    srv_job **jobs = malloc(sizeof *jobs);
+    if (!jobs) {
+        srv_job_unref(j);
+        return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", "out of memory");
+    }
+    jobs[0] = j;
+    return srv_submit_jobs(ctx, c, sc, jobs, 1);
+}
+
 enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
-    srv_job *j = sc->job;
-    pthread_mutex_lock(&j->mu);
-    if (j->failed) {
-        srv_error e = j->err;
-        pthread_mutex_unlock(&j->mu);
+    for (int i = 0; i < sc->n_jobs; i++) { /* a choice refused before admission answers for the request */
+        srv_job *f = sc->jobs[i];
+        pthread_mutex_lock(&f->mu);
+        int failed = f->failed;
+        srv_error e = f->err;
+        pthread_mutex_unlock(&f->mu);
+        if (!failed) continue;
         if (e.http == 499) { /* the client hung up before admission */
             sc->responded = 1;
             sc->status = 499;
@@ -135,6 +147,8 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         }
         return srv_respond_error(ctx, c, sc, &e);
     }
+    srv_job *j = sc->jobs[0];
+    pthread_mutex_lock(&j->mu);
     if (j->stream) {
         if (srv_job_park_locked(j, c, SRV_WAIT_ADMIT)) {
             pthread_mutex_unlock(&j->mu);
@@ -154,20 +168,35 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 200);
         return ok;
     }
-    if (srv_job_park_locked(j, c, SRV_WAIT_DONE)) {
-        pthread_mutex_unlock(&j->mu);
-        return MHD_YES;
-    }
-    pm_finish fin = j->finish;
-    char ferr[512];
-    snprintf(ferr, sizeof ferr, "%s", j->finish_error);
     pthread_mutex_unlock(&j->mu);
+    /* every choice done, the first that is not ends the wait (one parked job at a time) */
+    pm_finish fin = PM_FINISH_STOP;
+    char ferr[512] = "";
+    int hung_up = 0;
+    for (int i = 0; i < sc->n_jobs; i++) {
+        j = sc->jobs[i];
+        pthread_mutex_lock(&j->mu);
+        if (j->state != SRV_JS_DONE && srv_job_park_locked(j, c, SRV_WAIT_DONE)) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_YES;
+        }
+        if (j->failed) { /* refused while another choice was waited for: the next call answers it */
+            pthread_mutex_unlock(&j->mu);
+            return srv_serve_job(ctx, c, sc);
+        }
+        if (j->finish == PM_FINISH_ERROR || (j->finish == PM_FINISH_CANCELLED && fin != PM_FINISH_ERROR)) {
+            fin = j->finish;
+            snprintf(ferr, sizeof ferr, "%s", j->finish_error);
+            hung_up = atomic_load(&j->cancel);
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
     if (fin == PM_FINISH_ERROR) {
         char msg[640];
         snprintf(msg, sizeof msg, "generation failed: %s", ferr[0] ? ferr : "internal error");
         return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", msg);
     }
-    if (fin == PM_FINISH_CANCELLED && atomic_load(&j->cancel)) { /* the client hung up: nobody to answer */
+    if (fin == PM_FINISH_CANCELLED && hung_up) { /* the client hung up: nobody to answer */
         sc->responded = 1;
         sc->status = 499;
         srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 499);
@@ -177,8 +206,8 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         return respond_fail(ctx, c, sc, 503, "server_error", "cancelled", "the request was cancelled (the server is shutting down)");
     size_t len = 0;
     const char *ct = "application/json";
-    char *body = j->kind == SRV_JOB_CHAT         ? srv_chat_result(j, ctx->model_id, &len)
-                 : j->kind == SRV_JOB_COMPLETION ? srv_completion_result(j, ctx->model_id, &len)
+    char *body = j->kind == SRV_JOB_CHAT         ? srv_chat_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)
+                 : j->kind == SRV_JOB_COMPLETION ? srv_completion_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)
                                                  : srv_audio_result(j, &len, &ct);
     return srv_respond(ctx, c, sc, 200, ct, body, len);
 }
@@ -369,7 +398,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return respond_fail(ctx, c, sc, sc->no_room == 2 ? 413 : 503, sc->no_room == 2 ? "invalid_request_error" : "server_error",
                             sc->no_room == 2 ? "request_too_large" : "overloaded", msg);
     }
-    if (sc->job) return srv_serve_job(ctx, c, sc);
+    if (sc->n_jobs) return srv_serve_job(ctx, c, sc);
     return dispatch(ctx, c, sc);
 }
 
@@ -379,11 +408,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)c;
     if (!sc) return;
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
-    if (sc->job) {
-        srv_job_detach(sc->job, ok);
-        if (!ok) srv_sched_poke(h->ctx->sched);
-        srv_job_unref(sc->job);
+    for (int i = 0; i < sc->n_jobs; i++) {
+        srv_job_detach(sc->jobs[i], ok);
+        srv_job_unref(sc->jobs[i]);
     }
+    if (sc->n_jobs && !ok) srv_sched_poke(h->ctx->sched);
+    free(sc->jobs);
     if (!h->ctx->o.quiet)
         fprintf(stderr, "phi4mm serve: %s %s -> %d%s (%.3f s)\n", sc->method, sc->path, sc->status,
                 ok ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " [client disconnected]" : " [terminated]", srv_now() - sc->t0);

@@ -40,7 +40,8 @@ typedef struct srv_conn {
     int responded, status;
     int mode;               /* pm_mode for metrics, -1 unknown */
     double t0;
-    srv_job *job;           /* once accepted */
+    srv_job **jobs;         /* once accepted: one a choice (n, or several completions prompts) */
+    int n_jobs;
 } srv_conn;
 
 typedef struct srv_http srv_http;
@@ -61,9 +62,12 @@ void srv_conn_free_body(srv_ctx *ctx, srv_conn *sc);
 enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, const char *content_type, char *body,
                             size_t len);
 enum MHD_Result srv_respond_error(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const srv_error *e);
-/* Hands a parsed job to the scheduler (503 + Retry-After when the queue is full) and serves it. */
+/* Hands a request's jobs (one a choice; the array and the references are taken in every case) to
+ * the scheduler, all or none (503 + Retry-After when the queue has no room), and serves them. */
+enum MHD_Result srv_submit_jobs(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job **jobs, int n);
 enum MHD_Result srv_submit_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job *j);
-/* Serves an accepted job: parks until there is something to answer, then answers. */
+/* Serves the accepted jobs: parks until there is something to answer, then answers (a stream has
+ * one job). */
 enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 
 /* Routes (routes_*.c). Called on the final access-handler call, possibly again after a resume. */
@@ -74,11 +78,12 @@ enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_con
 enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 
-/* Final (non-streamed) bodies of finished jobs. */
-char *srv_chat_result(const srv_job *j, const char *model, size_t *len);
-char *srv_completion_result(const srv_job *j, const char *model, size_t *len);
-/* {"prompt_tokens", "completion_tokens", "total_tokens"} of a job (chat and completions, final and streamed). */
-json_t *srv_usage_json(const srv_job *j);
+/* Final (non-streamed) bodies of a request's finished jobs, a choice each (in index order). */
+char *srv_chat_result(srv_job *const *jobs, int n, const char *model, size_t *len);
+char *srv_completion_result(srv_job *const *jobs, int n, const char *model, size_t *len);
+/* {"prompt_tokens", "completion_tokens", "total_tokens"} of a request's jobs (chat and completions,
+ * final and streamed): each prompt's tokens once, every choice's completion. */
+json_t *srv_usage_json(srv_job *const *jobs, int n);
 /* {"id", "object", "created", "model", "system_fingerprint", "choices": [choice]}: an answer's or a
  * streamed chunk's envelope (takes choice). */
 json_t *srv_choice_object(const srv_job *j, const char *object, const char *model, json_t *choice);

@@ -17,6 +17,7 @@ srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind) {
     j->kind = kind;
     j->mode = (pm_mode)-1;
     j->kv_need = -1;
+    j->first_of_prompt = 1; /* choice 0 of one prompt, until the route says otherwise */
     atomic_init(&j->cancel, 0);
     j->t_arrival = srv_now();
     return j;

@@ -47,7 +47,9 @@ struct srv_job {
     int stream, include_usage;
     srv_resp_format format;
     char language[48];
-    char id[48];
+    char id[48];                    /* the request's (every choice of it shares it) */
+    int index;                      /* the choice: prompt * n + sample */
+    int first_of_prompt;            /* the first choice of its prompt (the usage counts each prompt once) */
     long long created;              /* unix seconds */
     double t_arrival;               /* srv_now() at arrival */
     char *prompt;                   /* or, for a completions prompt of token ids: */

@@ -69,50 +69,87 @@ static int decode_media(srv_ctx *ctx, const srv_chat_req *r, srv_job *j, srv_err
     return 0;
 }
 
-/* The job of a parsed chat or completions request (rc: the parser's result, e its error), handed
- * to the scheduler; r is freed. */
-static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_chat_req *r, int rc, srv_error *e,
-                              srv_job_kind kind) {
-    srv_conn_free_body(ctx, sc); /* everything needed now lives in r */
-    srv_job *j = rc ? NULL : srv_job_new(ctx, kind);
-    if (!rc && !j) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    if (!rc && ctx->max_context > 0 && r->max_tokens > ctx->max_context)
-        rc = srv_bad(e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
-                     r->max_tokens, ctx->max_context);
-    if (!rc) rc = decode_media(ctx, r, j, e);
-    if (rc) {
-        srv_chat_req_free(r);
-        if (j) srv_job_unref(j);
-        return srv_respond_error(ctx, c, sc, e);
+/* The job of choice `index` (sample `sample` of its prompt) of a parsed request: what it needs of
+ * r is copied (a request's choices share r) and r's media decoded into it. NULL with e set. */
+static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, int index, int sample, srv_error *e) {
+    srv_job *j = srv_job_new(ctx, kind);
+    if (!j) {
+        srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
+    }
+    if (decode_media(ctx, r, j, e)) {
+        srv_job_unref(j);
+        return NULL;
+    }
+    int oom = 0;
+    if (r->prompt && !(j->prompt = strdup(r->prompt))) oom = 1;
+    if (r->n_prompt_ids) {
+        if ((j->prompt_ids = malloc(sizeof(int32_t) * (size_t)r->n_prompt_ids))) {
+            memcpy(j->prompt_ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
+            j->n_prompt_ids = r->n_prompt_ids;
+        } else {
+            oom = 1;
+        }
+    }
+    for (int i = 0; i < r->n_stop; i++)
+        if ((j->stop[j->n_stop] = strdup(r->stop[i]))) j->n_stop++;
+        else oom = 1;
+    if (oom) {
+        srv_job_unref(j);
+        srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
     }
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
-    j->prompt = r->prompt;
-    r->prompt = NULL;
-    j->prompt_ids = r->prompt_ids;
-    j->n_prompt_ids = r->n_prompt_ids;
-    r->prompt_ids = NULL;
-    for (int i = 0; i < r->n_stop; i++) {
-        j->stop[i] = r->stop[i];
-        r->stop[i] = NULL;
-    }
-    j->n_stop = r->n_stop;
-    r->n_stop = 0;
     j->max_tokens = r->max_tokens > 0 || r->score_only ? r->max_tokens : ctx->o.default_max_tokens;
     j->echo = r->echo;
     j->sampling = r->sampling;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
+    /* a prompt's samples draw apart: seed + sample when the seed is given, a seed each when not */
     if (!r->seed_given && j->sampling.temperature > 0) j->sampling.seed = random_seed();
+    else j->sampling.seed += (uint64_t)sample;
+    j->index = index;
+    j->first_of_prompt = sample == 0;
     pm_request probe = {0};
     probe.n_images = j->n_images;
     probe.n_audios = j->n_audios;
     j->mode = pm_request_mode(&probe);
-    srv_new_id(ctx, kind == SRV_JOB_CHAT ? "chatcmpl" : "cmpl", j->id, sizeof j->id);
-    j->created = (long long)time(NULL);
-    j->t_arrival = sc->t0;
-    srv_chat_req_free(r);
-    return srv_submit_job(ctx, c, sc, j);
+    return j;
+}
+
+/* The jobs of k parsed chat or completions requests (rc: the parsers' result, e their error),
+ * n choices each, handed to the scheduler; reqs are freed. */
+static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_chat_req *reqs, int k, int rc, srv_error *e,
+                              srv_job_kind kind) {
+    srv_conn_free_body(ctx, sc); /* everything needed now lives in reqs */
+    int n = rc ? 1 : reqs[0].n, total = k * n;
+    srv_job **jobs = rc ? NULL : calloc((size_t)total, sizeof *jobs);
+    if (!rc && !jobs) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!rc && ctx->max_context > 0 && reqs[0].max_tokens > ctx->max_context)
+        rc = srv_bad(e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
+                     reqs[0].max_tokens, ctx->max_context);
+    char id[48];
+    srv_new_id(ctx, kind == SRV_JOB_CHAT ? "chatcmpl" : "cmpl", id, sizeof id);
+    long long created = (long long)time(NULL);
+    for (int i = 0; !rc && i < total; i++) {
+        srv_job *j = jobs[i] = make_job(ctx, &reqs[i / n], kind, i, i % n, e);
+        if (!j) {
+            rc = -1;
+            break;
+        }
+        snprintf(j->id, sizeof j->id, "%s", id);
+        j->created = created;
+        j->t_arrival = sc->t0;
+    }
+    for (int i = 0; i < k; i++) srv_chat_req_free(&reqs[i]);
+    if (rc) {
+        for (int i = 0; jobs && i < total; i++)
+            if (jobs[i]) srv_job_unref(jobs[i]);
+        free(jobs);
+        return srv_respond_error(ctx, c, sc, e);
+    }
+    return srv_submit_jobs(ctx, c, sc, jobs, total);
 }
 
 enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
@@ -123,24 +160,43 @@ enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn 
     srv_chat_req r;
     int rc = srv_chat_parse(root, &lim, &r, &e);
     json_decref(root);
-    return submit(ctx, c, sc, &r, rc, &e, SRV_JOB_CHAT);
+    if (!rc && r.stream && r.n > 1) rc = srv_bad(&e, "stream", "unsupported_value", "stream with n > 1 is not supported by this server");
+    return submit(ctx, c, sc, &r, 1, rc, &e, SRV_JOB_CHAT);
 }
 
 enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     srv_error e;
     json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
     if (!root) return srv_respond_error(ctx, c, sc, &e);
-    srv_chat_req r;
-    int rc = srv_completion_parse(root, &r, &e);
+    int k = srv_completion_prompts(root), rc = 0;
+    srv_chat_req *reqs = calloc((size_t)k, sizeof *reqs);
+    if (!reqs) {
+        json_decref(root);
+        srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    for (int i = 0; i < k && !rc; i++) rc = srv_completion_parse(root, i, &reqs[i], &e);
     json_decref(root);
-    return submit(ctx, c, sc, &r, rc, &e, SRV_JOB_COMPLETION);
+    if (!rc && k * reqs[0].n > SRV_MAX_CHOICES)
+        rc = srv_bad(&e, "n", "invalid_value", "%d prompts x n %d make %d choices, more than the %d a request may have", k, reqs[0].n,
+                     k * reqs[0].n, SRV_MAX_CHOICES);
+    if (!rc && reqs[0].stream && k * reqs[0].n > 1)
+        rc = srv_bad(&e, "stream", "unsupported_value", "stream with several choices (n > 1, or several prompts) is not supported by this server");
+    enum MHD_Result res = submit(ctx, c, sc, reqs, k, rc, &e, SRV_JOB_COMPLETION);
+    free(reqs);
+    return res;
 }
 
-json_t *srv_usage_json(const srv_job *j) {
+json_t *srv_usage_json(srv_job *const *jobs, int n) {
+    long long prompt = 0, completion = 0;
+    for (int i = 0; i < n; i++) {
+        if (jobs[i]->first_of_prompt) prompt += jobs[i]->prompt_tokens;
+        completion += jobs[i]->completion_tokens;
+    }
     json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer(j->prompt_tokens));
-    json_object_set_new(u, "completion_tokens", json_integer(j->completion_tokens));
-    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
+    json_object_set_new(u, "prompt_tokens", json_integer(prompt));
+    json_object_set_new(u, "completion_tokens", json_integer(completion));
+    json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     return u;
 }
 
@@ -157,30 +213,45 @@ json_t *srv_choice_object(const srv_job *j, const char *object, const char *mode
     return o;
 }
 
-/* The whole answer around its one choice: chat.completion or text_completion. */
-static char *result_body(const srv_job *j, const char *object, const char *model, json_t *choice, size_t *len) {
-    json_object_set_new(choice, "index", json_integer(0));
-    json_object_set_new(choice, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
-    json_object_set_new(choice, "finish_reason", json_string(srv_finish_name(j->finish)));
-    json_t *o = srv_choice_object(j, object, model, choice);
-    json_object_set_new(o, "usage", srv_usage_json(j));
-    char *s = srv_json_dump(o, len);
-    json_decref(o);
-    return s;
-}
-
-char *srv_chat_result(const srv_job *j, const char *model, size_t *len) {
+static json_t *chat_choice(const srv_job *j) {
     json_t *msg = json_object();
     json_object_set_new(msg, "role", json_string("assistant"));
     json_object_set_new(msg, "content", srv_json_text(j->text ? j->text : "", j->text_len));
     json_object_set_new(msg, "refusal", json_null());
     json_t *ch = json_object();
     json_object_set_new(ch, "message", msg);
-    return result_body(j, "chat.completion", model, ch, len);
+    return ch;
 }
 
-char *srv_completion_result(const srv_job *j, const char *model, size_t *len) {
+static json_t *completion_choice(const srv_job *j) {
     json_t *ch = json_object();
     json_object_set_new(ch, "text", srv_json_text(j->text ? j->text : "", j->text_len));
-    return result_body(j, "text_completion", model, ch, len);
+    return ch;
+}
+
+/* The whole answer around its choices, in index order: chat.completion or text_completion. */
+static char *result_body(srv_job *const *jobs, int n, const char *object, const char *model, json_t *(*choice_of)(const srv_job *),
+                         size_t *len) {
+    json_t *o = srv_choice_object(jobs[0], object, model, json_object()), *choices = json_object_get(o, "choices");
+    json_array_clear(choices);
+    for (int i = 0; i < n; i++) {
+        const srv_job *j = jobs[i];
+        json_t *ch = choice_of(j);
+        json_object_set_new(ch, "index", json_integer(j->index));
+        json_object_set_new(ch, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
+        json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
+        json_array_append_new(choices, ch);
+    }
+    json_object_set_new(o, "usage", srv_usage_json(jobs, n));
+    char *s = srv_json_dump(o, len);
+    json_decref(o);
+    return s;
+}
+
+char *srv_chat_result(srv_job *const *jobs, int n, const char *model, size_t *len) {
+    return result_body(jobs, n, "chat.completion", model, chat_choice, len);
+}
+
+char *srv_completion_result(srv_job *const *jobs, int n, const char *model, size_t *len) {
+    return result_body(jobs, n, "text_completion", model, completion_choice, len);
 }

@@ -83,15 +83,17 @@ static void q_remove_at(srv_sched *s, int k) { /* k-th waiting job (0 = oldest);
     s->q_len--;
 }
 
-int srv_sched_enqueue(srv_sched *s, srv_job *j) {
+int srv_sched_enqueue(srv_sched *s, srv_job *const *jobs, int n) {
     pthread_mutex_lock(&s->mu);
     int rc = PM_OK;
     if (s->stopping) rc = PM_ESTATE;
-    else if (s->q_len >= s->q_cap) rc = PM_EBUSY;
+    else if (s->q_len + n > s->q_cap) rc = PM_EBUSY;
     else {
-        srv_job_ref(j);
-        s->q[(s->q_head + s->q_len) % s->q_cap] = j;
-        s->q_len++;
+        for (int i = 0; i < n; i++) {
+            srv_job_ref(jobs[i]);
+            s->q[(s->q_head + s->q_len) % s->q_cap] = jobs[i];
+            s->q_len++;
+        }
         s->wake = 1;
         srv_metrics_queue_depth(s->ctx->metrics, s->q_len);
         pthread_cond_signal(&s->cv);

@@ -13,9 +13,10 @@
  * starts the thread. Returns PM_OK or a negative status with a message. */
 int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen);
 
-/* Queues a job (the scheduler takes its own reference). Returns PM_OK, PM_EBUSY when the queue
- * is full, or PM_ESTATE when the scheduler is stopping; the job is untouched on failure. */
-int srv_sched_enqueue(srv_sched *s, srv_job *j);
+/* Queues the n jobs of one request, all or none (the scheduler takes its own reference to each).
+ * Returns PM_OK, PM_EBUSY when the queue has no room for all, or PM_ESTATE when the scheduler is
+ * stopping; the jobs are untouched on failure. */
+int srv_sched_enqueue(srv_sched *s, srv_job *const *jobs, int n);
 
 /* Wakes the thread (a job was cancelled). */
 void srv_sched_poke(srv_sched *s);

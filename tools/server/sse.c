@@ -54,7 +54,7 @@ static void wire_event(srv_job *j, json_t *v) {
 
 /* One streamed chunk of object `object` around choice ch (index, logprobs, finish_reason added). */
 static json_t *chunk(const srv_job *j, const char *model, const char *object, json_t *ch, const char *finish) {
-    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "index", json_integer(j->index));
     json_object_set_new(ch, "logprobs", json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *o = srv_choice_object(j, object, model, ch);
@@ -113,7 +113,7 @@ static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_j
         if (j->include_usage) {
             json_t *o = mk(j, model, NULL, NULL);
             json_object_set_new(o, "choices", json_array());
-            json_object_set_new(o, "usage", srv_usage_json(j));
+            json_object_set_new(o, "usage", srv_usage_json(&j, 1));
             wire_event(j, o);
         }
     } else {
