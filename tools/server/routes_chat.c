@@ -126,6 +126,9 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     int n = rc ? 1 : reqs[0].n, total = k * n;
     srv_job **jobs = rc ? NULL : calloc((size_t)total, sizeof *jobs);
     if (!rc && !jobs) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!rc && total > ctx->o.max_queue) /* never fits: not a 503 to retry */
+        rc = srv_bad(e, "n", "invalid_value", "%d choices, more than the %d requests this server queues (--max-queue)", total,
+                     ctx->o.max_queue);
     if (!rc && ctx->max_context > 0 && reqs[0].max_tokens > ctx->max_context)
         rc = srv_bad(e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
                      reqs[0].max_tokens, ctx->max_context);
