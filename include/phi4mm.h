@@ -192,6 +192,9 @@ typedef struct pm_request {
      * top-p (greedy decoding picks the first of the top ones). */
     int logprobs;
     int top_logprobs;
+    /* 1: the end-of-sequence token that ends the request gets its on_logprobs report too (it adds no
+     * text): a scoring client that slices "prompt + one generated token" needs that entry. */
+    int logprobs_eos;
     /* 1: also score the prompt: each prompt token after the first gets its log-probability under
      * the tokens before it, with top_logprobs alternatives, through
      * pm_callbacks.on_prompt_logprobs before anything is generated (what OpenAI's echo with
@@ -213,9 +216,9 @@ typedef struct pm_callbacks {
     void (*on_done)(void *user, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
     void *user;
     /* With pm_request.logprobs: called for each generated token right before its on_token (not for
-     * the end-of-sequence token, which adds no text): its log-probability and the n_top most likely
-     * tokens', most likely first (lower id first on ties). Last so that {on_token, on_done, user}
-     * initialisers stay valid. */
+     * the end-of-sequence token, which adds no text, unless logprobs_eos): its log-probability and
+     * the n_top most likely tokens', most likely first (lower id first on ties). Last so that
+     * {on_token, on_done, user} initialisers stay valid. */
     void (*on_logprobs)(void *user, pm_logprob chosen, const pm_logprob *top, int n_top);
     /* With pm_request.prompt_logprobs: called once per prompt position, in order, before the first
      * generated token's callbacks: chosen is the prompt's token at pos (a media row's is its

@@ -46,6 +46,7 @@ typedef struct pm_seq {
     float *logits;
     int logits_ready;       /* its prompt (or recompute) was prefilled beside the steps: sample first */
     int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
+    int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
@@ -333,6 +334,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         goto fail;
     }
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
+    s->logprobs_eos = req->logprobs_eos;
     if (s->top_logprobs >= 0 && sp->temperature > 0 && !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
@@ -603,7 +605,7 @@ int pm_engine_step(pm_engine *eng) {
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
         int eos = is_eos(&llm->c, t);
-        if (s->top_logprobs >= 0 && !eos) report_logprobs(s, raw, llm->c.vocab, t);
+        if (s->top_logprobs >= 0 && (!eos || s->logprobs_eos)) report_logprobs(s, raw, llm->c.vocab, t);
         if (eos) {
             char *txt = NULL;
             size_t tl = 0;

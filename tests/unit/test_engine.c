@@ -289,6 +289,23 @@ static void test_logprobs(void **state) {
     run_lp(f, &r, &a);
     assert_true(a.n_lp == STEPS && a.n_top[0] == 0 && a.order_ok);
     assert_true(fabs(a.chosen[0].logprob - g.chosen[0].logprob) < 1e-6);
+    /* the end-of-sequence token reports its entry only with logprobs_eos: make the first greedy
+     * token an end token of the model for a moment */
+    pm_llm_config *cfg = &f->m->llm.c;
+    int n_eos = cfg->n_eos, eos0 = cfg->eos_ids[0];
+    cfg->eos_ids[0] = g.tokens[0];
+    cfg->n_eos = 1;
+    r.sampling.temperature = 0;
+    r.top_logprobs = 2;
+    run_lp(f, &r, &a);
+    assert_true(a.n_tok <= 1 && a.n_lp == 0);
+    r.logprobs_eos = 1;
+    run_lp(f, &r, &a);
+    assert_true(a.n_tok <= 1 && a.n_lp == 1 && a.order_ok && a.chosen[0].token == g.tokens[0] && a.n_top[0] == 2);
+    assert_true(fabs(a.chosen[0].logprob - g.chosen[0].logprob) < 1e-6);
+    cfg->eos_ids[0] = eos0;
+    cfg->n_eos = n_eos;
+    r.logprobs_eos = 0;
     /* out of range: refused at submit */
     r.top_logprobs = PM_MAX_TOP_LOGPROBS + 1;
     pm_engine *eng;

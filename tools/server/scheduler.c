@@ -226,6 +226,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->max_tokens = j->max_tokens;
     rq->sampling = j->sampling;
     rq->logprobs = j->logprobs;
+    rq->logprobs_eos = j->kind == SRV_JOB_COMPLETION; /* as vLLM: the stop token's entry, which scoring clients slice off */
     rq->top_logprobs = j->top_logprobs;
     /* echo with logprobs: the prompt's entries first; max_tokens 0 is a scoring request */
     rq->prompt_logprobs = j->echo && (j->logprobs || j->max_tokens == 0);
