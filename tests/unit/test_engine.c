@@ -486,19 +486,12 @@ static void run_plp(fx *f, const pm_request *r, const pm_engine_opts *o, int row
 static void test_prompt_logprobs(void **state) {
     fx *f = *state;
     const char *prompt = "<|user|>What is the capital of France?<|end|><|assistant|>";
-    pm_request g = {0};
-    g.prompt = prompt;
-    g.max_tokens = STEPS;
-    g.logprobs = 1;
-    g.top_logprobs = 3;
+    pm_request g = {.prompt = prompt, .max_tokens = STEPS, .logprobs = 1, .top_logprobs = 3};
     lp_rec gen;
     run_lp(f, &g, &gen);
     assert_int_equal(gen.n_tok, STEPS);
     /* the prompt's ids: score the prompt alone first */
-    pm_request sp = {0};
-    sp.prompt = prompt;
-    sp.prompt_logprobs = 1;
-    sp.top_logprobs = 3;
+    pm_request sp = {.prompt = prompt, .prompt_logprobs = 1, .top_logprobs = 3};
     plp_rec a;
     plp_init(&a, 256);
     run_plp(f, &sp, NULL, 0, &a);
