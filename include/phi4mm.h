@@ -309,7 +309,9 @@ int pm_engine_live(const pm_engine *eng);
 /* The KV bytes a request would reserve, computed without running any encoder; fails as
  * pm_engine_submit would on a malformed request or one larger than the budget (PM_ELIMIT). */
 int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen);
-/* The same, with the prompt's length in tokens after media expansion (prompt_tokens may be NULL). */
+/* The same, with the prompt's length in tokens after media expansion (prompt_tokens may be NULL).
+ * Both read only what never changes after pm_engine_new: other threads may call them while one
+ * steps. */
 int pm_engine_plan_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, int *prompt_tokens, char *err, size_t errlen);
 /* The engine's KV budget (< 0: none) and what its live sequences reserve now, in bytes. */
 void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget);

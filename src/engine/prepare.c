@@ -234,6 +234,11 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
         }
         if (rc) goto fail;
     } else if (req->ids && req->n_ids) {
+        for (size_t i = 0; i < req->n_ids; i++) /* negative ids are the legacy media placeholders */
+            if (req->ids[i] >= m->llm.c.vocab) {
+                pm_errf(e, PM_EINVAL, "token id %d at position %zu is outside the vocabulary [0, %d)", req->ids[i], i, m->llm.c.vocab);
+                goto fail;
+            }
         if (!(ids = pm_malloc(sizeof(int32_t) * req->n_ids, e))) goto fail;
         memcpy(ids, req->ids, sizeof(int32_t) * req->n_ids);
         n_ids = req->n_ids;

@@ -298,6 +298,9 @@ def main():
                   ("an image placeholder id", [200010, 5], 400, "placeholder_mismatch"),
                   ("a negative token id", [5, -1], 400, "invalid_value"), ("an empty id list", [[]], 400, "invalid_value"),
                   ("an id list among prompts with a bad id", ["a", [5, -1]], 400, "invalid_value")]
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": [templ, [5, 999999]], "max_tokens": 2000})
+    report("completions of 2 prompts, the second with a bad id: 400 naming prompt[1] before the first runs",
+           st == 400 and d["error"]["param"] == "prompt[1]" and "position 1" in d["error"]["message"], str(d)[:200])
     for name, prompt, status, code in expect_ids:
         st, _, d = A.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 2})
         report("completions with %s -> %d %s" % (name, status, code), st == status and d["error"]["code"] == code, str(d)[:200])

@@ -389,6 +389,12 @@ static void test_cancel_and_bad_requests(void **state) {
     bad.prompt = "<|user|>x<|end|><|assistant|>";
     bad.max_tokens = 0;
     assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
+    /* an id outside the vocabulary: refused by the plan, named with its position */
+    int32_t far[3] = {5, 6, 200064};
+    pm_request ids = {.ids = far, .n_ids = 3, .max_tokens = 2};
+    int64_t need;
+    assert_int_equal(pm_engine_kv_need(eng, &ids, &need, err, sizeof err), PM_EINVAL);
+    assert_non_null(strstr(err, "200064 at position 2"));
     assert_int_equal(d.calls, 1); /* refused requests never call back */
     pm_engine_free(eng);
 }

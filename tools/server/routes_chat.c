@@ -16,6 +16,7 @@
 #include "http.h"
 #include "json_util.h"
 #include "logprobs.h"
+#include "scheduler.h"
 
 static uint64_t random_seed(void) {
     uint64_t s = 0;
@@ -144,6 +145,12 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         snprintf(j->id, sizeof j->id, "%s", id);
         j->created = created;
         j->t_arrival = sc->t0;
+        /* several prompts: each planned now, so that a bad one is answered before the others run
+         * (queued, the connection waits on one choice at a time) */
+        if (k > 1 && i % n == 0 && srv_sched_plan(ctx->sched, j, e)) {
+            snprintf(e->param, sizeof e->param, "prompt[%d]", i / n);
+            rc = -1;
+        }
     }
     for (int i = 0; i < k; i++) srv_chat_req_free(&reqs[i]);
     if (rc) {

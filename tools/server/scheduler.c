@@ -236,6 +236,20 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->stop_user = j;
 }
 
+int srv_sched_plan(srv_sched *s, srv_job *j, srv_error *e) {
+    pm_request rq;
+    job_request(j, &rq);
+    char err[1024] = "";
+    int64_t need = 0;
+    int rc = pm_engine_plan_need(s->eng, &rq, &need, &j->plan_tokens, err, sizeof err);
+    if (rc) {
+        status_error(rc, err, e);
+        return -1;
+    }
+    j->kv_need = need; /* head_fits plans it no more */
+    return 0;
+}
+
 static void reject(srv_job *j, int rc, const char *msg) {
     srv_error e;
     status_error(rc, msg, &e);
