@@ -330,12 +330,41 @@ def main():
           and d["usage"]["prompt_tokens"] == sum(u["prompt_tokens"] for _, u in singles)
           and d["usage"]["completion_tokens"] == 2 * sum(u["completion_tokens"] for _, u in singles))
     report("completions of 3 prompts (text, text, token ids) x n 2: six choices in order, each its prompt's greedy answer", ok, str(d)[:300])
-    for name, route, body in (("chat n 2 streamed", "/v1/chat/completions", {"messages": msgs, "n": 2, "stream": True}),
-                              ("completions of 2 prompts streamed", "/v1/completions", {"prompt": ["a", "b"], "stream": True}),
-                              ("chat n 17", "/v1/chat/completions", {"messages": msgs, "n": 17}),
+    # streamed, the choices come one after the other, each with its index, role chunk (chat) and
+    # finish chunk; the usage chunk and [DONE] once, after the last: the same texts and usage
+    for name, route, body, field in (
+            ("chat n 3 (temperature 1.2, seed 40)", "/v1/chat/completions",
+             {"messages": msgs, "max_tokens": 6, "n": 3, "temperature": 1.2, "seed": 40}, "content"),
+            ("completions of 3 prompts x n 2 with logprobs", "/v1/completions",
+             {"prompt": prompts, "max_tokens": 4, "n": 2, "logprobs": 1}, "text")):
+        st, _, d = A.json("POST", route, body)
+        st2, ev, raw = A.stream(route, dict(body, stream=True, stream_options={"include_usage": True}))
+        chunks = [x for x in ev if x != "[DONE]"]
+        got, order, fin, roles, lps = {}, [], {}, {}, {}
+        for x in chunks:
+            for c in x["choices"]:
+                i = c["index"]
+                if not order or order[-1] != i:
+                    order.append(i)
+                piece = c["delta"].get("content", "") if field == "content" else c["text"]
+                got[i] = got.get(i, "") + (piece or "")
+                roles[i] = roles.get(i, 0) + (c.get("delta", {}).get("role") == "assistant")
+                if c.get("logprobs"):
+                    lps[i] = lps.get(i, []) + c["logprobs"]["tokens"]
+                if c["finish_reason"]:
+                    fin[i] = c["finish_reason"]
+        want = [c["message"]["content"] if field == "content" else c["text"] for c in d["choices"]] if st == 200 else None
+        ok = (st == 200 and st2 == 200 and order == list(range(len(want))) and [got[i] for i in order] == want
+              and all(fin.get(i) == c["finish_reason"] for i, c in enumerate(d["choices"]))
+              and (field == "text" or all(roles[i] == 1 for i in order))
+              and (field == "content" or all(lps[i] == c["logprobs"]["tokens"] for i, c in enumerate(d["choices"])))
+              and ev[-1] == "[DONE]" and ev.count("[DONE]") == 1 and chunks[-1]["choices"] == []
+              and chunks[-1]["usage"] == d["usage"])
+        report("%s streamed: choice after choice, the same texts, one usage chunk and [DONE]" % name, ok, raw[-300:])
+    for name, route, body in (("chat n 17", "/v1/chat/completions", {"messages": msgs, "n": 17}),
                               ("completions of 9 prompts x n 2", "/v1/completions", {"prompt": ["a"] * 9, "n": 2})):
         st, _, d = A.json("POST", route, body)
-        report("%s -> 400" % name, st == 400 and d["error"]["param"] in ("stream", "n"), str(d)[:200])
+        report("%s -> 400" % name, st == 400 and d["error"]["param"] == "n", str(d)[:200])
     body = {"prompt": templ, "max_tokens": 4, "echo": True, "logprobs": 1}
     st, _, d = A.json("POST", "/v1/completions", body)
     st2, ev, raw = A.stream("/v1/completions", dict(body, stream=True))

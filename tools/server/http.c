@@ -155,7 +155,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
             return MHD_YES;
         }
         pthread_mutex_unlock(&j->mu);
-        struct MHD_Response *r = srv_sse_response(j, c);
+        struct MHD_Response *r = srv_sse_response(sc->jobs, sc->n_jobs, c);
         if (!r) return MHD_NO;
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");

@@ -89,11 +89,10 @@ json_t *srv_usage_json(srv_job *const *jobs, int n);
 json_t *srv_choice_object(const srv_job *j, const char *object, const char *model, json_t *choice);
 char *srv_audio_result(const srv_job *j, size_t *len, const char **content_type);
 
-/* Streaming (sse.c): fills j->wire with the next events (mu held); sets sse_phase to SSE_END
- * once the last event is written. */
+/* Streaming (sse.c): a job's sse_phase is SSE_END once its last event is in its wire. */
 enum { SSE_START = 0, SSE_RUNNING = 1, SSE_END = 2 };
-void srv_sse_fill_locked(srv_job *j, const char *model);
-/* The response that streams a job (takes a job reference). NULL on OOM. */
-struct MHD_Response *srv_sse_response(srv_job *j, struct MHD_Connection *c);
+/* The response that streams a request's choices, one after the other (it takes a reference to
+ * each job; a choice that ends early cancels the rest). NULL on OOM. */
+struct MHD_Response *srv_sse_response(srv_job *const *jobs, int n, struct MHD_Connection *c);
 
 #endif

@@ -170,7 +170,6 @@ enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn 
     srv_chat_req r;
     int rc = srv_chat_parse(root, &lim, &r, &e);
     json_decref(root);
-    if (!rc && r.stream && r.n > 1) rc = srv_bad(&e, "stream", "unsupported_value", "stream with n > 1 is not supported by this server");
     return submit(ctx, c, sc, &r, 1, rc, &e, SRV_JOB_CHAT);
 }
 
@@ -190,8 +189,6 @@ enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, sr
     if (!rc && k * reqs[0].n > SRV_MAX_CHOICES)
         rc = srv_bad(&e, "n", "invalid_value", "%d prompts x n %d make %d choices, more than the %d a request may have", k, reqs[0].n,
                      k * reqs[0].n, SRV_MAX_CHOICES);
-    if (!rc && reqs[0].stream && k * reqs[0].n > 1)
-        rc = srv_bad(&e, "stream", "unsupported_value", "stream with several choices (n > 1, or several prompts) is not supported by this server");
     enum MHD_Result res = submit(ctx, c, sc, reqs, k, rc, &e, SRV_JOB_COMPLETION);
     free(reqs);
     return res;

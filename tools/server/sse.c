@@ -13,8 +13,14 @@
  * A sequence that ends in an error (or is cancelled by a server shutdown) ends its stream with
  * data: {"error": {...}} (then [DONE] for chat): every stream gets a final event.
  *
- * The reader copies prepared bytes from j->wire; when nothing is ready it parks the connection
- * (MHD_suspend_connection) and the inference thread resumes it when text or the end arrives. */
+ * Several choices (n, or several completions prompts) stream one after the other, each choice's
+ * chunks with its index and its own finish chunk (the others run meanwhile and their text waits in
+ * their jobs); the usage chunk (with all the choices' tokens) and [DONE] come after the last. A
+ * choice refused or failed ends the stream with its error event and [DONE].
+ *
+ * The reader copies prepared bytes from the current job's wire; when nothing is ready it parks the
+ * connection (MHD_suspend_connection) on that job and the inference thread resumes it when text or
+ * the end arrives. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +30,8 @@
 #include "logprobs.h"
 
 typedef struct srv_stream {
-    srv_job *j;
+    srv_job **jobs; /* the request's choices, streamed in turn (a reference each) */
+    int n, cur;
     struct MHD_Connection *c;
 } srv_stream;
 
@@ -78,7 +85,8 @@ static json_t *text_chunk(const srv_job *j, const char *model, json_t *text, con
 
 static json_t *error_event(const srv_job *j) {
     srv_error e;
-    if (j->finish == PM_FINISH_CANCELLED)
+    if (j->failed) e = j->err; /* refused before admission (a later choice of a stream) */
+    else if (j->finish == PM_FINISH_CANCELLED)
         srv_fail(&e, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is shutting down)");
     else srv_fail(&e, 500, "server_error", NULL, "internal_error", "generation failed: %s", j->finish_error[0] ? j->finish_error : "internal error");
     json_t *err = json_object();
@@ -99,38 +107,44 @@ static json_t *with_logprobs(srv_job *j, json_t *o) {
     return o;
 }
 
-/* The new text as one chunk (with the log-probabilities recorded since the last); once the job is done, the finish chunk, the usage chunk
- * (include_usage) or the error event, then [DONE]. */
-static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *)) {
+/* A choice that ended well: the stream goes on to the next one, if any. */
+static int ended_well(const srv_job *j) { return !j->failed && (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH); }
+
+/* The new text as one chunk (with the log-probabilities recorded since the last); once the job is
+ * done, the finish chunk, and after the stream's last choice the usage chunk (include_usage) and
+ * [DONE]; or the error event and [DONE]. */
+static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *),
+                        const srv_stream *st) {
     j->sse_phase = SSE_RUNNING;
     if (j->text_len > j->sent) {
         wire_event(j, with_logprobs(j, mk(j, model, srv_json_text(j->text + j->sent, j->text_len - j->sent), NULL)));
         j->sent = j->text_len;
     }
     if (j->state != SRV_JS_DONE) return;
-    if (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH) {
+    j->sse_phase = SSE_END;
+    if (!ended_well(j)) {
+        wire_event(j, error_event(j));
+    } else {
         wire_event(j, with_logprobs(j, mk(j, model, NULL, srv_finish_name(j->finish))));
-        if (j->include_usage) {
+        if (st->cur + 1 < st->n) return; /* the next choice follows */
+        if (j->include_usage) { /* every earlier choice has ended: the stream went through them */
             json_t *o = mk(j, model, NULL, NULL);
             json_object_set_new(o, "choices", json_array());
-            json_object_set_new(o, "usage", srv_usage_json(&j, 1));
+            json_object_set_new(o, "usage", srv_usage_json(st->jobs, st->n));
             wire_event(j, o);
         }
-    } else {
-        wire_event(j, error_event(j));
     }
     wire_put(j, "data: [DONE]\n\n", 14);
-    j->sse_phase = SSE_END;
 }
 
-static void fill_chat(srv_job *j, const char *model) {
-    if (j->sse_phase == SSE_START) {
+static void fill_chat(srv_job *j, const char *model, const srv_stream *st) {
+    if (j->sse_phase == SSE_START && !j->failed) {
         json_t *o = chat_chunk(j, model, json_string(""), NULL);
         json_t *d = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta");
         json_object_set_new(d, "role", json_string("assistant"));
         wire_event(j, o);
     }
-    fill_openai(j, model, chat_chunk);
+    fill_openai(j, model, chat_chunk, st);
 }
 
 static void fill_transcript(srv_job *j) {
@@ -160,59 +174,73 @@ static void fill_transcript(srv_job *j) {
     j->sse_phase = SSE_END;
 }
 
-void srv_sse_fill_locked(srv_job *j, const char *model) {
+/* Fills the current job's wire with its next events (its mu held). */
+static void fill_locked(srv_job *j, const srv_stream *st) {
     if (j->sse_phase == SSE_END) return;
-    if (j->kind == SRV_JOB_CHAT) fill_chat(j, model);
-    else if (j->kind == SRV_JOB_COMPLETION) fill_openai(j, model, text_chunk);
+    const char *model = j->ctx->model_id;
+    if (j->kind == SRV_JOB_CHAT) fill_chat(j, model, st);
+    else if (j->kind == SRV_JOB_COMPLETION) fill_openai(j, model, text_chunk, st);
     else fill_transcript(j);
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
     srv_stream *st = cls;
-    srv_job *j = st->j;
     (void)pos;
-    pthread_mutex_lock(&j->mu);
-    if (j->wire_off == j->wire_len) {
-        j->wire_off = j->wire_len = 0;
-        srv_sse_fill_locked(j, j->ctx->model_id);
-    }
-    if (j->wire_off < j->wire_len) {
-        size_t n = j->wire_len - j->wire_off;
-        if (n > max) n = max;
-        memcpy(buf, j->wire + j->wire_off, n);
-        j->wire_off += n;
+    for (;;) {
+        srv_job *j = st->jobs[st->cur];
+        pthread_mutex_lock(&j->mu);
+        if (j->wire_off == j->wire_len) {
+            j->wire_off = j->wire_len = 0;
+            fill_locked(j, st);
+        }
+        if (j->wire_off < j->wire_len) {
+            size_t n = j->wire_len - j->wire_off;
+            if (n > max) n = max;
+            memcpy(buf, j->wire + j->wire_off, n);
+            j->wire_off += n;
+            pthread_mutex_unlock(&j->mu);
+            return (ssize_t)n;
+        }
+        if (j->sse_phase == SSE_END) {
+            int next = ended_well(j) && st->cur + 1 < st->n;
+            pthread_mutex_unlock(&j->mu);
+            if (!next) return MHD_CONTENT_READER_END_OF_STREAM;
+            st->cur++;
+            continue;
+        }
+        srv_job_park_locked(j, st->c, SRV_WAIT_DATA); /* returns 0 only if data raced in: we are called again */
         pthread_mutex_unlock(&j->mu);
-        return (ssize_t)n;
+        return 0;
     }
-    if (j->sse_phase == SSE_END) {
-        pthread_mutex_unlock(&j->mu);
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    }
-    srv_job_park_locked(j, st->c, SRV_WAIT_DATA); /* returns 0 only if data raced in: we are called again */
-    pthread_mutex_unlock(&j->mu);
-    return 0;
 }
 
 static void reader_free(void *cls) {
     srv_stream *st = cls;
-    pthread_mutex_lock(&st->j->mu);
-    int done = st->j->sse_phase == SSE_END && st->j->wire_off == st->j->wire_len;
-    pthread_mutex_unlock(&st->j->mu);
-    if (!done) atomic_store(&st->j->cancel, 1); /* the stream ended early: stop generating */
-    srv_job_unref(st->j);
+    for (int i = 0; i < st->n; i++) {
+        srv_job *j = st->jobs[i];
+        pthread_mutex_lock(&j->mu);
+        int done = j->sse_phase == SSE_END && j->wire_off == j->wire_len;
+        pthread_mutex_unlock(&j->mu);
+        if (!done) atomic_store(&j->cancel, 1); /* the stream ended early: stop generating */
+        srv_job_unref(j);
+    }
+    free(st->jobs);
     free(st);
 }
 
-struct MHD_Response *srv_sse_response(srv_job *j, struct MHD_Connection *c) {
-    srv_stream *st = malloc(sizeof *st);
-    if (!st) return NULL;
-    st->j = j;
-    st->c = c;
-    srv_job_ref(j);
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, reader_free);
-    if (!r) {
-        srv_job_unref(j);
+struct MHD_Response *srv_sse_response(srv_job *const *jobs, int n, struct MHD_Connection *c) {
+    srv_stream *st = calloc(1, sizeof *st);
+    if (!st || !(st->jobs = malloc(sizeof *st->jobs * (size_t)n))) {
         free(st);
+        return NULL;
     }
+    for (int i = 0; i < n; i++) {
+        st->jobs[i] = jobs[i];
+        srv_job_ref(jobs[i]);
+    }
+    st->n = n;
+    st->c = c;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, reader_free);
+    if (!r) reader_free(st);
     return r;
 }
