@@ -103,6 +103,17 @@ await check('completions echo scores the prompt', async () => {
     r.usage?.completion_tokens === 0, `${n} entries: ${JSON.stringify(lp).slice(0, 300)}`);
 });
 
+await check('chat n 2 streamed', async () => {
+  const req = { model: 'phi-4-multimodal-instruct', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 5, n: 2, temperature: 1.0, seed: 3 };
+  const r = await client.chat.completions.create(req);
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const texts = ['', ''];
+  for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+  log.push(`> client.chat.completions.create({..., n: 2, stream: true})\n= ${JSON.stringify(texts)}`);
+  report('chat n 2 streamed', r.choices.length === 2 && r.choices.every((c, i) => c.index === i && c.message.content === texts[i]),
+    `${JSON.stringify(r.choices.map((c) => c.message.content))} vs streamed ${JSON.stringify(texts)}`);
+});
+
 await check('image+audio chat equals CLI', async () => {
   const image = fs.readFileSync(audioPath.replace(/clip_a_16k\.wav$/, 'image.png')).toString('base64');
   const audio = fs.readFileSync(audioPath).toString('base64');
