@@ -349,10 +349,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
             if (req->stop[i] && req->stop[i][0]) s->stop[s->n_stop++] = strdup(req->stop[i]);
     }
     s->prep = enc->prep; /* the prompt rows move over, and its cache and logits when prefilled */
-    if (cb && cb->on_prompt_logprobs) { /* and the prompt's scores, so far */
-        s->plp = enc->plp;
-        memset(&enc->plp, 0, sizeof enc->plp);
-    }
+    if (cb && cb->on_prompt_logprobs) pm_prompt_lp_move(&s->plp, &enc->plp); /* and the prompt's scores, so far */
     pm_prompt_lp_free(&enc->plp);
     s->kv_reserved = enc->need;
     if (s->logits_ready) {
@@ -441,8 +438,7 @@ int pm_engine_take_recompute(pm_engine *eng, pm_encoded **out, int64_t *seq_id) 
         enc->n_embeds = s->n_prompt;
         enc->seq_id = s->id;
         enc->max_tokens = s->max_tokens;
-        enc->plp = s->plp; /* a prompt past the switch is scored in its first (long) prefill: this one */
-        memset(&s->plp, 0, sizeof s->plp);
+        pm_prompt_lp_move(&enc->plp, &s->plp); /* a prompt past the switch is scored in its first (long) prefill: this one */
         s->prep.embeds = NULL;
         s->parked = PARK_AWAY;
         *out = enc;
@@ -472,14 +468,12 @@ int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
             s->logits = enc->logits;
             enc->logits = NULL;
             s->logits_ready = 1;
-            s->plp = enc->plp;
-            memset(&enc->plp, 0, sizeof enc->plp);
+            pm_prompt_lp_move(&s->plp, &enc->plp);
             s->parked = PARK_NONE; /* its media rows are not needed again: they go with enc */
         } else { /* stopped early: wait to be taken again, from scratch */
             s->prep.embeds = enc->prep.embeds;
             enc->prep.embeds = NULL;
-            s->plp = enc->plp; /* the positions scored so far stay scored */
-            memset(&enc->plp, 0, sizeof enc->plp);
+            pm_prompt_lp_move(&s->plp, &enc->plp); /* the positions scored so far stay scored */
             s->parked = PARK_WAITING;
         }
     }

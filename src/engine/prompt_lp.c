@@ -35,6 +35,11 @@ void pm_prompt_lp_free(pm_prompt_lp *lp) {
     memset(lp, 0, sizeof *lp);
 }
 
+void pm_prompt_lp_move(pm_prompt_lp *dst, pm_prompt_lp *src) {
+    *dst = *src;
+    memset(src, 0, sizeof *src);
+}
+
 int pm_prompt_lp_pending(const pm_prompt_lp *lp) { return lp->chosen && lp->scored < lp->n_prompt - 1; }
 
 int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, pm_err *e) {

@@ -22,6 +22,8 @@ typedef struct pm_prompt_lp {
 int64_t pm_prompt_lp_bytes(int n_prompt, int top);
 int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, pm_err *e);
 void pm_prompt_lp_free(pm_prompt_lp *lp);
+/* Moves src's scores into dst (empty), leaving src empty. */
+void pm_prompt_lp_move(pm_prompt_lp *dst, pm_prompt_lp *src);
 /* 1 while positions remain to be scored. */
 int pm_prompt_lp_pending(const pm_prompt_lp *lp);
 /* Scores what the rows of positions [p0, p0 + n) predict: positions p0 + 1 .. p0 + n below
