@@ -160,7 +160,22 @@ typedef struct pm_sampling {
     int top_k;          /* <= 0: off */
     float top_p;        /* >= 1: off */
     uint64_t seed;
+    /* Penalties, applied to the logits before temperature, top-k and top-p (0: off). OpenAI's:
+     * each token already generated loses frequency_penalty for every time it was generated and
+     * presence_penalty once. Hugging Face's repetition_penalty (> 1 discourages): a token of the
+     * prompt or the output has its logit divided by it when positive, multiplied when not. */
+    float frequency_penalty;
+    float presence_penalty;
+    float repetition_penalty;
 } pm_sampling;
+
+/* A bias added to one token's logit before the penalties (OpenAI's logit_bias: -100 bans the
+ * token in practice, 100 forces it). */
+typedef struct pm_logit_bias {
+    int32_t token;
+    float bias;
+} pm_logit_bias;
+enum { PM_MAX_LOGIT_BIAS = 1024 };
 
 /* A token and its log-probability under the model. */
 typedef struct pm_logprob {
@@ -188,8 +203,9 @@ typedef struct pm_request {
     void *stop_user;
     /* Log-probabilities: with logprobs != 0 (or top_logprobs > 0) each generated token's comes
      * through pm_callbacks.on_logprobs, with the top_logprobs (0..PM_MAX_TOP_LOGPROBS) most likely
-     * tokens. They are the model's own: log-softmax of the logits, before temperature, top-k and
-     * top-p (greedy decoding picks the first of the top ones). */
+     * tokens. They are the model's own: log-softmax of the logits, before logit biases, penalties,
+     * temperature, top-k and top-p (greedy decoding without biases or penalties picks the first of
+     * the top ones). */
     int logprobs;
     int top_logprobs;
     /* 1: the end-of-sequence token that ends the request gets its on_logprobs report too (it adds no
@@ -201,6 +217,10 @@ typedef struct pm_request {
      * logprobs returns, and what evaluation harnesses read). Costs an lm_head pass per prompt row.
      * With it max_tokens may be 0: the prompt is scored and the request ends (PM_FINISH_LENGTH). */
     int prompt_logprobs;
+    /* Optional per-token logit biases (tokens < vocab, at most PM_MAX_LOGIT_BIAS; a token listed
+     * twice adds both); copied at submit. */
+    const pm_logit_bias *logit_bias;
+    int n_logit_bias;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->

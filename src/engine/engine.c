@@ -13,6 +13,7 @@
  * Memory: at admission a sequence reserves its worst case against the engine's budget: the KV
  * pages of its prompt + max_tokens and the rows it keeps beside them, sized from the plan before
  * any encoder runs (kv_budget.h). The pages themselves are still allocated as it grows. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,7 @@ void pm_engine_free(pm_engine *eng) {
 int pm_engine_live(const pm_engine *eng) { return eng->n; }
 
 /* The checks every request passes before it is planned. */
-static int check_request(const pm_request *req, pm_err *e) {
+static int check_request(const pm_request *req, int vocab, pm_err *e) {
     if (req->max_tokens < 0 || (req->max_tokens == 0 && !req->prompt_logprobs))
         return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d; 0 only when the prompt is scored)", req->max_tokens);
     const pm_sampling *sp = &req->sampling;
@@ -144,6 +145,16 @@ static int check_request(const pm_request *req, pm_err *e) {
         return pm_errf(e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
     if (req->top_logprobs < 0 || req->top_logprobs > PM_MAX_TOP_LOGPROBS)
         return pm_errf(e, PM_EINVAL, "top_logprobs must be 0..%d (got %d)", PM_MAX_TOP_LOGPROBS, req->top_logprobs);
+    if (!isfinite(sp->frequency_penalty) || !isfinite(sp->presence_penalty) || !isfinite(sp->repetition_penalty) ||
+        sp->repetition_penalty < 0)
+        return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
+                       sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
+    if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
+        return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
+    for (int i = 0; i < req->n_logit_bias; i++)
+        if (req->logit_bias[i].token < 0 || req->logit_bias[i].token >= vocab || !isfinite(req->logit_bias[i].bias))
+            return pm_errf(e, PM_EINVAL, "logit_bias[%d]: token %d must be in [0, %d) and its bias finite (got %g)", i,
+                           (int)req->logit_bias[i].token, vocab, req->logit_bias[i].bias);
     return PM_OK;
 }
 
@@ -152,7 +163,7 @@ static int check_request(const pm_request *req, pm_err *e) {
  * embedding rows, kept for a LongRoPE recompute, and its logits): 12 KiB per prompt token and
  * 0.8 MB on Phi-4-mini against 256 KiB per position of cache. */
 static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_err *e) {
-    if (check_request(req, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
+    if (check_request(req, eng->m->llm.c.vocab, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
     const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
     *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
@@ -329,13 +340,15 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     if (e->code) goto fail;
     memcpy(s->tokens, enc->prep.ids, sizeof(int32_t) * (size_t)s->n_prompt);
     s->n_tokens = s->n_prompt;
-    if (pm_sampler_init(&s->sampler, sp, eng->m->llm.c.vocab)) {
+    if (pm_sampler_init(&s->sampler, sp, req->logit_bias, req->n_logit_bias, eng->m->llm.c.vocab)) {
         pm_errf(e, PM_ENOMEM, "out of memory for the sampler");
         goto fail;
     }
+    pm_sampler_prompt(&s->sampler, s->tokens, s->n_prompt);
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     s->logprobs_eos = req->logprobs_eos;
-    if (s->top_logprobs >= 0 && sp->temperature > 0 && !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
+    if (s->top_logprobs >= 0 && pm_sampler_modifies(&s->sampler) &&
+        !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
     if (!s->stream) {
@@ -380,7 +393,7 @@ int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *
     else if (enc->seq_id) pm_errf(&e, PM_EINVAL, "a recompute goes back to its sequence (pm_engine_resume), not in as a request");
     else if (req->max_tokens != enc->max_tokens)
         pm_errf(&e, PM_EINVAL, "max_tokens %d differs from the %d the request was encoded with", req->max_tokens, enc->max_tokens);
-    else if (!check_request(req, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
+    else if (!check_request(req, eng->m->llm.c.vocab, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
     set_err(err, errlen, &e);
     return e.code;
 }
@@ -611,6 +624,7 @@ int pm_engine_step(pm_engine *eng) {
         }
         s->tokens[s->n_tokens++] = t;
         s->n_gen++;
+        pm_sampler_accept(&s->sampler, t);
         char *txt = NULL;
         size_t tl = 0;
         int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context;

@@ -12,18 +12,36 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-int pm_sampler_init(pm_sampler *s, const pm_sampling *p, int vocab) {
+enum { MARK_PROMPT = 1, MARK_SEEN = 2 };
+
+static int has_penalties(const pm_sampling *p) {
+    return p->frequency_penalty != 0 || p->presence_penalty != 0 || (p->repetition_penalty > 0 && p->repetition_penalty != 1);
+}
+
+int pm_sampler_init(pm_sampler *s, const pm_sampling *p, const pm_logit_bias *bias, int n_bias, int vocab) {
     memset(s, 0, sizeof *s);
     s->p = *p;
     s->state = p->seed ^ 0x5eedf00dULL;
     s->vocab = vocab;
+    int fail = 0;
     if (p->temperature > 0) {
         s->idx = malloc(sizeof(int) * (size_t)vocab);
         s->prob = malloc(sizeof(float) * (size_t)vocab);
-        if (!s->idx || !s->prob) {
-            pm_sampler_free(s);
-            return PM_ENOMEM;
-        }
+        fail |= !s->idx || !s->prob;
+    }
+    if (n_bias > 0 && (s->bias = malloc(sizeof *bias * (size_t)n_bias))) {
+        memcpy(s->bias, bias, sizeof *bias * (size_t)n_bias);
+        s->n_bias = n_bias;
+    } else fail |= n_bias > 0;
+    if (has_penalties(p)) {
+        s->count = calloc((size_t)vocab, sizeof *s->count);
+        s->mark = calloc((size_t)vocab, 1);
+        s->seen = malloc(sizeof *s->seen * (size_t)vocab);
+        fail |= !s->count || !s->mark || !s->seen;
+    }
+    if (fail) {
+        pm_sampler_free(s);
+        return PM_ENOMEM;
     }
     return PM_OK;
 }
@@ -31,8 +49,53 @@ int pm_sampler_init(pm_sampler *s, const pm_sampling *p, int vocab) {
 void pm_sampler_free(pm_sampler *s) {
     free(s->idx);
     free(s->prob);
+    free(s->bias);
+    free(s->count);
+    free(s->mark);
+    free(s->seen);
     s->idx = NULL;
     s->prob = NULL;
+    s->bias = NULL;
+    s->count = NULL;
+    s->mark = NULL;
+    s->seen = NULL;
+    s->n_bias = s->n_seen = 0;
+}
+
+static void note_seen(pm_sampler *s, int32_t t) {
+    if (s->mark[t] & MARK_SEEN) return;
+    s->mark[t] |= MARK_SEEN;
+    s->seen[s->n_seen++] = t;
+}
+
+void pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n) {
+    if (!s->mark) return;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < s->vocab) {
+            s->mark[ids[i]] |= MARK_PROMPT;
+            note_seen(s, ids[i]);
+        }
+}
+
+void pm_sampler_accept(pm_sampler *s, int32_t token) {
+    if (!s->count || token < 0 || token >= s->vocab) return;
+    s->count[token]++;
+    note_seen(s, token);
+}
+
+int pm_sampler_modifies(const pm_sampler *s) { return (s->p.temperature > 0 && s->idx) || s->n_bias > 0 || s->count; }
+
+void pm_sampler_penalize(const pm_sampler *s, float *logits) {
+    for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].token] += s->bias[i].bias;
+    if (!s->count) return;
+    float rep = s->p.repetition_penalty > 0 ? s->p.repetition_penalty : 1.0f;
+    for (int i = 0; i < s->n_seen; i++) {
+        int32_t t = s->seen[i];
+        float x = logits[t];
+        if (rep != 1.0f) x = x > 0 ? x / rep : x * rep; /* the prompt's tokens and the output's */
+        if (s->count[t]) x -= (float)s->count[t] * s->p.frequency_penalty + s->p.presence_penalty;
+        logits[t] = x;
+    }
 }
 
 int32_t pm_argmax(const float *x, int n) {
@@ -75,6 +138,7 @@ static int cmp_desc(const void *a, const void *b, void *arg) {
 
 int32_t pm_sampler_next(pm_sampler *s, float *logits) {
     int V = s->vocab;
+    pm_sampler_penalize(s, logits);
     if (s->p.temperature <= 0 || !s->idx) return pm_argmax(logits, V);
     float invt = 1.0f / s->p.temperature;
     /* Candidates: top-k by partial selection keeps the sort small; without top-k, all. */

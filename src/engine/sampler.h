@@ -1,5 +1,6 @@
-/* sampler.h — next-token choice from logits: greedy, or temperature -> top-k -> top-p -> draw,
- * in the order Hugging Face's generate applies its warpers. The RNG state belongs to the sequence
+/* sampler.h — next-token choice from logits: logit biases and penalties, then greedy, or
+ * temperature -> top-k -> top-p -> draw, in the order Hugging Face's generate applies its warpers
+ * (and vLLM its biases and penalties). The RNG state belongs to the sequence
  * (seeded per request), so results do not depend on other requests. */
 #ifndef PM_SAMPLER_H
 #define PM_SAMPLER_H
@@ -13,10 +14,28 @@ typedef struct pm_sampler {
     int *idx;     /* scratch [vocab] */
     float *prob;  /* scratch [vocab] */
     int vocab;
+    pm_logit_bias *bias;  /* copied from the request */
+    int n_bias;
+    /* With penalties: what the sequence has seen so far. count[v] is how often v was generated,
+     * mark[v] says whether v is in the prompt (MARK_PROMPT) and whether it is listed in seen
+     * (MARK_SEEN), the distinct tokens of prompt and output: a step touches only those. */
+    int32_t *count;
+    uint8_t *mark;
+    int32_t *seen;
+    int n_seen;
 } pm_sampler;
 
-int pm_sampler_init(pm_sampler *s, const pm_sampling *p, int vocab);
+/* p's penalties and bias[n_bias] (copied) apply from the first token on; bias tokens must be in
+ * [0, vocab) (the engine checks requests before). */
+int pm_sampler_init(pm_sampler *s, const pm_sampling *p, const pm_logit_bias *bias, int n_bias, int vocab);
 void pm_sampler_free(pm_sampler *s);
+/* The prompt's tokens (a repetition penalty covers them) and each generated token, once chosen. */
+void pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n);
+void pm_sampler_accept(pm_sampler *s, int32_t token);
+/* Whether pm_sampler_next changes the logits it is given (temperature, biases or penalties). */
+int pm_sampler_modifies(const pm_sampler *s);
+/* Adds the biases and applies the penalties to logits[vocab] (what pm_sampler_next does first). */
+void pm_sampler_penalize(const pm_sampler *s, float *logits);
 /* Chooses a token from logits[vocab] (logits may be modified). */
 int32_t pm_sampler_next(pm_sampler *s, float *logits);
 /* Index of the largest logit (lowest index on ties, as torch.argmax). */

@@ -255,6 +255,30 @@ def main():
     report("completions logprobs 2: tokens, token_logprobs, top_logprobs, text_offset", ok, str(d)[:400])
     gen = d["choices"][0]["logprobs"] if ok else None
 
+    # penalties and logit_bias: the CLI's flags give the same text; a token biased by 100 fills the
+    # answer (and its reported log-probability stays the model's, below 0); an id outside the
+    # vocabulary is a 400
+    # (the tiny model's logits lie tens apart: a bias of 30 makes the token a contender, which the
+    # penalties then push back after it comes)
+    pen = {"frequency_penalty": 1.5, "presence_penalty": 0.5, "repetition_penalty": 1.2, "logit_bias": {"1000": 30, "13": -5}}
+    q = ["generate", "-m", M, "-n", "12", "--system", "You are a helpful assistant.", "-p", "What is the capital of France?"]
+    ref, rc = cli(*q, "--frequency-penalty", "1.5", "--presence-penalty", "0.5", "--repetition-penalty", "1.2",
+                  "--logit-bias", "1000=30", "--logit-bias", "13=-5")
+    biased, _ = cli(*q, "--logit-bias", "1000=30", "--logit-bias", "13=-5")
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(pen, messages=cases["text"][0], max_tokens=12))
+    report("chat penalties + logit_bias equal the CLI's flags (and change the answer)",
+           st == 200 and rc == 0 and chat_content(d) == ref and len({ref, biased, expected["text"]}) == 3,
+           "status %s, rc %s: %r vs %r (biased only %r, plain %r)" % (st, rc, d, ref, biased, expected["text"]))
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": templ, "max_tokens": 4, "logprobs": 1, "logit_bias": {"1000": 100}})
+    ok = st == 200
+    if ok:
+        lp = d["choices"][0]["logprobs"]
+        forced, _ = cli("generate", "-m", M, "-n", "1", "--raw", "-p", templ, "--logit-bias", "1000=100")
+        ok = d["choices"][0]["text"] == forced * 4 and all(v < -1 for v in lp["token_logprobs"])
+    report("completions logit_bias 100 forces the token; its log-probability is the model's", ok, str(d)[:300])
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 2, "logit_bias": {"200064": 1}})
+    report("logit_bias outside the vocabulary: 400", st == 400 and "logit_bias" in d.get("error", {}).get("message", ""), str(d)[:300])
+
     # echo: the prompt comes back before the completion; with logprobs its tokens are scored (the
     # first has nothing before it: null); max_tokens 0 scores only (what evaluation harnesses send).
     # Scoring the prompt plus the greedy continuation gives the generated tokens' own log-probabilities.

@@ -378,7 +378,15 @@ static void test_chat_rejects(void **state) {
         {"\"top_logprobs\":2", "invalid_value", "top_logprobs"},
         {"\"logprobs\":true,\"top_logprobs\":21", "invalid_value", "top_logprobs"},
         {"\"tools\":[{\"type\":\"function\"}]", "unsupported_parameter", "tools"},
-        {"\"presence_penalty\":0.5", "unsupported_parameter", "presence_penalty"},
+        {"\"presence_penalty\":2.5", "invalid_value", "presence_penalty"},
+        {"\"frequency_penalty\":\"1\"", "invalid_type", "frequency_penalty"},
+        {"\"repetition_penalty\":0", "invalid_value", "repetition_penalty"},
+        {"\"logit_bias\":[1]", "invalid_type", "logit_bias"},
+        {"\"logit_bias\":{\"x\":1}", "invalid_value", "logit_bias"},
+        {"\"logit_bias\":{\"-3\":1}", "invalid_value", "logit_bias"},
+        {"\"logit_bias\":{\" 3\":1}", "invalid_value", "logit_bias"},
+        {"\"logit_bias\":{\"3\":101}", "invalid_value", "logit_bias"},
+        {"\"logit_bias\":{\"3\":\"1\"}", "invalid_value", "logit_bias"},
         {"\"response_format\":{\"type\":\"json_object\"}", "unsupported_parameter", "response_format"},
         {"\"model\":5", "invalid_type", "model"},
     };
@@ -411,6 +419,15 @@ static void test_chat_params(void **state) {
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,\"top_logprobs\":20}", &r, &e), 0);
     assert_true(r.logprobs && r.top_logprobs == 20);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"frequency_penalty\":0.5,\"presence_penalty\":-1,"
+                           "\"repetition_penalty\":1.2,\"logit_bias\":{\"50256\":-100,\"7\":2.5}}",
+                           &r, &e),
+                     0);
+    assert_true(r.sampling.frequency_penalty == 0.5f && r.sampling.presence_penalty == -1.0f && r.sampling.repetition_penalty == 1.2f);
+    assert_int_equal(r.n_logit_bias, 2);
+    assert_true(r.logit_bias[0].token == 50256 && r.logit_bias[0].bias == -100.0f); /* in the body's order */
+    assert_true(r.logit_bias[1].token == 7 && r.logit_bias[1].bias == 2.5f);
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"bb\"],\"max_tokens\":3}", &r, &e), 0);
     assert_int_equal(r.n_stop, 2);

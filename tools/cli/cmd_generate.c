@@ -80,6 +80,11 @@ static void usage_generate(void) {
             "  --image FILE          image (PNG/JPEG/WebP), repeatable, in placeholder order\n"
             "  -n, --max-tokens N    tokens to generate (default 256)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
+            "  --frequency-penalty F, --presence-penalty F\n"
+            "                        OpenAI's penalties (-2..2) on tokens already generated (default 0)\n"
+            "  --repetition-penalty R\n"
+            "                        Hugging Face's (> 1 discourages) on the prompt's and output's tokens\n"
+            "  --logit-bias ID=B     add B (-100..100) to token ID's logit; repeatable\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
@@ -171,12 +176,31 @@ static int has_placeholder(const char *p, const char *kind) {
     return strstr(p, pat) != NULL;
 }
 
+/* "ID=B" of --logit-bias into bias[*n]. */
+static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *n) {
+    char id[32];
+    const char *eq = strchr(v, '=');
+    long t;
+    double b;
+    if (*n >= PM_MAX_LOGIT_BIAS) return cli_fail(cmd, "too many --logit-bias (max %d)", PM_MAX_LOGIT_BIAS);
+    if (!eq || eq == v || (size_t)(eq - v) >= sizeof id) return cli_fail(cmd, "--logit-bias takes ID=BIAS, got '%s'", v);
+    memcpy(id, v, (size_t)(eq - v));
+    id[eq - v] = 0;
+    if (cli_int(id, 0, 0x7fffffffL, &t)) return cli_fail(cmd, "--logit-bias: '%s' is not a token id", id);
+    if (cli_float(eq + 1, -100, 100, &b)) return cli_fail(cmd, "--logit-bias: the bias must be in [-100, 100], got '%s'", eq + 1);
+    bias[*n].token = (int32_t)t;
+    bias[(*n)++].bias = (float)b;
+    return 0;
+}
+
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
     int raw = 0, stats = 0, score = 0;
     long n = 256;
-    double temp = 0, top_p = 1.0;
+    double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
     long top_k = 0, seed = 0, logprobs = -1;
+    pm_logit_bias bias[PM_MAX_LOGIT_BIAS];
+    int n_bias = 0;
     media_set ms = {0};
     int rc = 0, n_audio_paths = 0;
     const char *audio_paths[MAX_MEDIA];
@@ -210,6 +234,10 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 0, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
+        else if (!strcmp(a, "--frequency-penalty")) { if (cli_float(v, -2, 2, &freq)) rc = cli_fail(cmd, "--frequency-penalty must be in [-2, 2], got '%s'", v); }
+        else if (!strcmp(a, "--presence-penalty")) { if (cli_float(v, -2, 2, &pres)) rc = cli_fail(cmd, "--presence-penalty must be in [-2, 2], got '%s'", v); }
+        else if (!strcmp(a, "--repetition-penalty")) { if (cli_float(v, 0, 100, &rep) || rep == 0) rc = cli_fail(cmd, "--repetition-penalty must be in (0, 100], got '%s'", v); }
+        else if (!strcmp(a, "--logit-bias")) rc = parse_bias(cmd, v, bias, &n_bias);
         else if (!strcmp(a, "--top-k")) { if (cli_int(v, 0, 1 << 30, &top_k)) rc = cli_fail(cmd, "--top-k must be >= 0, got '%s'", v); }
         else if (!strcmp(a, "--max-audio-seconds")) { if (cli_float(v, 0, 1e7, &opts.limits.max_audio_seconds)) rc = cli_fail(cmd, "--max-audio-seconds must be a non-negative number, got '%s'", v); }
         else if (!strcmp(a, "--max-audio-clips")) { long k; if (cli_int(v, 0, 4096, &k)) rc = cli_fail(cmd, "--max-audio-clips must be in [0, 4096], got '%s'", v); else opts.limits.max_audio_clips = (int)k; }
@@ -266,6 +294,11 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.top_k = (int)top_k;
     req.sampling.top_p = (float)top_p;
     req.sampling.seed = (uint64_t)seed;
+    req.sampling.frequency_penalty = (float)freq;
+    req.sampling.presence_penalty = (float)pres;
+    req.sampling.repetition_penalty = (float)rep;
+    req.logit_bias = bias;
+    req.n_logit_bias = n_bias;
     req.logprobs = logprobs >= 0;
     req.top_logprobs = logprobs > 0 ? (int)logprobs : 0;
     req.prompt_logprobs = score;

@@ -4,6 +4,8 @@
 #include "chat_parse.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     free(r->images);
     free(r->audios);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -100,6 +103,41 @@ static int parse_logprobs(const json_t *root, int completions, srv_chat_req *r, 
     return 0;
 }
 
+/* OpenAI's penalties, Hugging Face's repetition penalty (vLLM's extension) and logit_bias, an
+ * object of token ids (decimal strings) to biases in [-100, 100]; the engine checks the ids
+ * against the vocabulary. */
+static int parse_penalties(const json_t *root, srv_chat_req *r, srv_error *e) {
+    double f = 0, p = 0, rep = 0;
+    if (srv_get_num(root, "frequency_penalty", -2.0, 2.0, &f, e) < 0 || srv_get_num(root, "presence_penalty", -2.0, 2.0, &p, e) < 0)
+        return -1;
+    int got = srv_get_num(root, "repetition_penalty", 0.0, 10.0, &rep, e);
+    if (got < 0) return -1;
+    if (got && rep == 0) return srv_bad(e, "repetition_penalty", "invalid_value", "repetition_penalty must be above 0 (1: off)");
+    r->sampling.frequency_penalty = (float)f;
+    r->sampling.presence_penalty = (float)p;
+    r->sampling.repetition_penalty = (float)rep;
+    const json_t *v = json_object_get(root, "logit_bias"), *b;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_object(v)) return srv_bad(e, "logit_bias", "invalid_type", "logit_bias must be an object of token ids to biases");
+    size_t n = json_object_size(v);
+    if (n > PM_MAX_LOGIT_BIAS)
+        return srv_bad(e, "logit_bias", "invalid_value", "logit_bias holds at most %d tokens (got %zu)", PM_MAX_LOGIT_BIAS, n);
+    if (n && !(r->logit_bias = malloc(sizeof *r->logit_bias * n))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    const char *key;
+    json_object_foreach((json_t *)v, key, b) {
+        char *end;
+        errno = 0;
+        long t = strtol(key, &end, 10);
+        if (!*key || *end || errno || t < 0 || t > INT32_MAX || !isdigit((unsigned char)key[0]))
+            return srv_bad(e, "logit_bias", "invalid_value", "logit_bias key '%.40s' is not a token id", key);
+        if (!json_is_number(b) || !(json_number_value(b) >= -100 && json_number_value(b) <= 100))
+            return srv_bad(e, "logit_bias", "invalid_value", "logit_bias['%s'] must be a number between -100 and 100", key);
+        r->logit_bias[r->n_logit_bias].token = (int32_t)t;
+        r->logit_bias[r->n_logit_bias++].bias = (float)json_number_value(b);
+    }
+    return 0;
+}
+
 /* Parameters we do not implement are refused when they would change the output; suffix and
  * best_of are completions' own. */
 static int refuse_unsupported(const json_t *root, int completions, int n, srv_error *e) {
@@ -117,14 +155,6 @@ static int refuse_unsupported(const json_t *root, int completions, int n, srv_er
         return srv_bad(e, "tools", "unsupported_parameter", "tools / function calling are not supported by this server");
     if ((v = json_object_get(root, "functions")) && !json_is_null(v))
         return srv_bad(e, "functions", "unsupported_parameter", "functions are not supported by this server");
-    const char *keys[] = {"frequency_penalty", "presence_penalty"};
-    for (int i = 0; i < 2; i++) {
-        double x = 0;
-        if (srv_get_num(root, keys[i], -2.0, 2.0, &x, e) < 0) return -1;
-        if (x != 0) return srv_bad(e, keys[i], "unsupported_parameter", "%s is not supported by this server (only 0)", keys[i]);
-    }
-    if ((v = json_object_get(root, "logit_bias")) && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
-        return srv_bad(e, "logit_bias", "unsupported_parameter", "logit_bias is not supported by this server");
     if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
         const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
         if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
@@ -177,7 +207,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         }
         r->include_usage = iu;
     }
-    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e)) return -1;
+    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e)) return -1;
     return refuse_unsupported(root, completions, r->n, e);
 }
 

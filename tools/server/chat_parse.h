@@ -42,7 +42,9 @@ typedef struct srv_chat_req {
     int explicit_placeholders;
     int n;                         /* choices (samples) asked, 1..SRV_MAX_CHOICES */
     int max_tokens;                /* 0: not given */
-    pm_sampling sampling;
+    pm_sampling sampling;          /* with the penalties */
+    pm_logit_bias *logit_bias;     /* malloc'd, n_logit_bias of them */
+    int n_logit_bias;
     int seed_given;
     char *stop[SRV_MAX_STOP];
     int n_stop;

@@ -63,6 +63,8 @@ struct srv_job {
     int n_stop;
     int max_tokens;
     pm_sampling sampling;
+    pm_logit_bias *logit_bias;      /* malloc'd */
+    int n_logit_bias;
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;

@@ -95,6 +95,14 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
     for (int i = 0; i < r->n_stop; i++)
         if ((j->stop[j->n_stop] = strdup(r->stop[i]))) j->n_stop++;
         else oom = 1;
+    if (r->n_logit_bias) {
+        if ((j->logit_bias = malloc(sizeof *j->logit_bias * (size_t)r->n_logit_bias))) {
+            memcpy(j->logit_bias, r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias);
+            j->n_logit_bias = r->n_logit_bias;
+        } else {
+            oom = 1;
+        }
+    }
     if (oom) {
         srv_job_unref(j);
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");

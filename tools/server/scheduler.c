@@ -232,6 +232,8 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->prompt_logprobs = j->echo && (j->logprobs || j->max_tokens == 0);
     rq->stop = (const char *const *)j->stop;
     rq->n_stop = j->n_stop;
+    rq->logit_bias = j->logit_bias;
+    rq->n_logit_bias = j->n_logit_bias;
     rq->should_stop = job_should_stop;
     rq->stop_user = j;
 }
