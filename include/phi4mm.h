@@ -184,6 +184,8 @@ typedef struct pm_logprob {
 } pm_logprob;
 enum { PM_MAX_TOP_LOGPROBS = 20 };
 
+typedef enum pm_format { PM_FORMAT_TEXT = 0, PM_FORMAT_JSON_OBJECT = 1 } pm_format;
+
 typedef struct pm_request {
     const char *prompt;          /* full chat-formatted prompt with <|image_N|>/<|audio_N|>; NULL when ids are given */
     const int32_t *ids;          /* or: token ids with one placeholder per media item (legacy negative ids allowed) */
@@ -221,6 +223,10 @@ typedef struct pm_request {
      * twice adds both); copied at submit. */
     const pm_logit_bias *logit_bias;
     int n_logit_bias;
+    /* PM_FORMAT_JSON_OBJECT: the output is held to a JSON object (OpenAI's JSON mode): each step
+     * only the tokens that keep it a prefix of one may come, and the end token only once it is
+     * complete (then nothing else). A request cut by max_tokens or a stop string ends mid-object. */
+    pm_format format;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->

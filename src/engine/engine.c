@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/json_mode.h"
 #include "engine/kv_budget.h"
 #include "engine/model.h"
 #include "engine/prepare.h"
@@ -49,6 +50,8 @@ typedef struct pm_seq {
     int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
     int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
+    int json;               /* JSON mode: json holds the output so far */
+    pm_json_state json_state;
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
@@ -63,6 +66,8 @@ struct pm_engine {
     int64_t kv_budget;      /* < 0: none */
     int64_t kv_reserved;    /* sum over the live sequences */
     pm_fault fault;         /* test-only (engine_internal.h) */
+    pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
+    uint8_t *json_allow;    /* the mask's scratch [vocab] */
 };
 
 void pm_engine_opts_default(pm_engine_opts *o) {
@@ -130,6 +135,8 @@ static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) 
 void pm_engine_free(pm_engine *eng) {
     if (!eng) return;
     while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
+    pm_json_vocab_free(eng->json_vocab);
+    free(eng->json_allow);
     free(eng->seqs);
     free(eng);
 }
@@ -149,6 +156,8 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         sp->repetition_penalty < 0)
         return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
                        sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
+    if (req->format != PM_FORMAT_TEXT && req->format != PM_FORMAT_JSON_OBJECT)
+        return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
         return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
     for (int i = 0; i < req->n_logit_bias; i++)
@@ -347,7 +356,21 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     pm_sampler_prompt(&s->sampler, s->tokens, s->n_prompt);
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     s->logprobs_eos = req->logprobs_eos;
-    if (s->top_logprobs >= 0 && pm_sampler_modifies(&s->sampler) &&
+    s->json = req->format == PM_FORMAT_JSON_OBJECT;
+    pm_json_init(&s->json_state);
+    if (s->json && !eng->json_vocab) {
+        eng->json_vocab = pm_json_vocab_new(eng->m->tok, eng->m->llm.c.vocab);
+        eng->json_allow = malloc((size_t)eng->m->llm.c.vocab);
+        if (!eng->json_vocab || !eng->json_allow) {
+            pm_json_vocab_free(eng->json_vocab);
+            free(eng->json_allow);
+            eng->json_vocab = NULL;
+            eng->json_allow = NULL;
+            pm_errf(e, PM_ENOMEM, "out of memory for JSON mode's vocabulary index");
+            goto fail;
+        }
+    }
+    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || s->json) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
@@ -610,7 +633,12 @@ int pm_engine_step(pm_engine *eng) {
         }
         const float *raw = s->logits; /* the model's logits, for the log-probabilities */
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
+        if (s->json) pm_json_mask(&s->json_state, eng->json_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
+        if (s->json && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
+            seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the object");
+            continue;
+        }
         int eos = is_eos(&llm->c, t);
         if (s->top_logprobs >= 0 && (!eos || s->logprobs_eos)) report_logprobs(s, raw, llm->c.vocab, t);
         if (eos) {
@@ -625,6 +653,11 @@ int pm_engine_step(pm_engine *eng) {
         s->tokens[s->n_tokens++] = t;
         s->n_gen++;
         pm_sampler_accept(&s->sampler, t);
+        if (s->json) { /* the mask let only continuations through */
+            size_t bl = 0;
+            const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
+            pm_json_feed(&s->json_state, b, bl);
+        }
         char *txt = NULL;
         size_t tl = 0;
         int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context;

@@ -279,6 +279,26 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 2, "logit_bias": {"200064": 1}})
     report("logit_bias outside the vocabulary: 400", st == 400 and "logit_bias" in d.get("error", {}).get("message", ""), str(d)[:300])
 
+    # JSON mode: pushed to close (a bias on "}", id 92 in this vocabulary) the answer is a complete
+    # object that ends the request; unpushed, what comes is a prefix of one (the CLI's --json gives
+    # the same), streamed or not; a schema is refused
+    jm = {"messages": cases["text"][0], "response_format": {"type": "json_object"}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, max_tokens=40, logit_bias={"92": 100}))
+    ok = st == 200 and d["choices"][0]["finish_reason"] == "stop"
+    try:
+        ok = ok and isinstance(json.loads(chat_content(d)), dict)
+    except ValueError:
+        ok = False
+    report("chat json_object: a complete object, then the end", ok, str(d)[:300])
+    ref, rc = cli(*q, "--json", "-n", "16")
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, max_tokens=16))
+    st2, ev, raw = A.stream("/v1/chat/completions", dict(jm, max_tokens=16, stream=True))
+    text = stream_content(ev)[0] if st2 == 200 else None
+    report("chat json_object equals the CLI's --json, streamed too", st == 200 and rc == 0 and chat_content(d) == ref == text
+           and ref.lstrip().startswith("{"), "%r / %r / %r" % (chat_content(d) if st == 200 else d, ref, text))
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format={"type": "json_schema", "json_schema": {"name": "x"}}))
+    report("response_format json_schema: 400 unsupported_value", st == 400 and err_code(d) == "unsupported_value", str(d)[:300])
+
     # echo: the prompt comes back before the completion; with logprobs its tokens are scored (the
     # first has nothing before it: null); max_tokens 0 scores only (what evaluation harnesses send).
     # Scoring the prompt plus the greedy continuation gives the generated tokens' own log-probabilities.

@@ -13,7 +13,8 @@
  *    cancelled or failed while away, the sequence ends once and nothing stays reserved;
  *  - the encoders' stop hook (pm_request.should_stop) ends an encode with PM_ECANCELED;
  *  - prompt log-probabilities agree with the generated tokens' (teacher forcing), whatever the chunks;
- *  - logit biases and penalties apply their definitions to the model's logits (teacher forcing). */
+ *  - logit biases and penalties apply their definitions to the model's logits (teacher forcing);
+ *  - JSON mode keeps the output a prefix of an object and ends it with the end token. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +29,7 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "engine/json_mode.h"
 #include "engine/kv_budget.h"
 #include "engine/sampler.h"
 #include "engine/model.h"
@@ -441,6 +443,89 @@ static void test_penalties(void **state) {
     assert_int_equal(pm_engine_submit(eng, &g, &cb, &id, err, sizeof err), PM_EINVAL);
     assert_non_null(strstr(err, "penalties"));
     assert_int_equal(pm_engine_live(eng), 0);
+    pm_engine_free(eng);
+}
+
+/* JSON mode: the output stays a prefix of an object (a fresh recognizer takes every token's
+ * bytes), each step's logits are the model's with the others at -inf, the reported
+ * log-probabilities stay the model's; pushed to close (a bias on "}"), the request ends with the
+ * complete object and an end token. */
+static int is_end(const fx *f, int32_t t) {
+    for (int i = 0; i < f->m->llm.c.n_eos; i++)
+        if (f->m->llm.c.eos_ids[i] == t) return 1;
+    return 0;
+}
+
+static void test_json_mode(void **state) {
+    fx *f = *state;
+    const int V = 200064;
+    const pm_tokenizer *tok = f->m->tok;
+    int32_t ids[] = {200021, 2028, 553, 261, 10297, 13, 200020, 200019};
+    pm_request r = {.ids = ids, .n_ids = 8, .max_tokens = STEPS, .logprobs = 1, .format = PM_FORMAT_JSON_OBJECT};
+    pen_rec a, t;
+    for (int temp = 0; temp < 2; temp++) {
+        r.sampling.temperature = temp ? 1.0f : 0.0f;
+        r.sampling.seed = 9;
+        run_pen(f, &r, &a);
+        assert_true(a.n >= 2);
+        pm_json_state js;
+        pm_json_init(&js);
+        for (int k = 0; k < a.n; k++) {
+            size_t len;
+            const char *b = pm_tok_token_bytes(tok, a.tok[k], &len);
+            assert_true(len > 0);
+            if (is_end(f, a.tok[k])) { /* the end token: only after a complete object, and last */
+                assert_true(pm_json_done(&js) && k == a.n - 1);
+                break;
+            }
+            assert_int_equal(pm_json_feed(&js, b, len), 0);
+            int finite = 0;
+            for (int v = 0; v < V; v++) finite += !isinf(a.lg[k][v]);
+            assert_true(finite > 0 && finite < V / 2);
+            if (!temp) assert_int_equal(a.tok[k], pm_argmax(a.lg[k], V));
+        }
+        if (!temp) { /* the first step's logits, where kept, are the plain run's; so is its log-probability */
+            pm_request plain = r;
+            plain.format = PM_FORMAT_TEXT;
+            plain.max_tokens = 1;
+            run_pen(f, &plain, &t);
+            for (int v = 0; v < V; v++)
+                if (!isinf(a.lg[0][v])) assert_true(a.lg[0][v] == t.lg[0][v]);
+            assert_float_equal(a.lp[0], t.lg[0][a.tok[0]] - pm_logsumexp(t.lg[0], V), 1e-5);
+            pen_free(&t);
+        }
+        pen_free(&a);
+    }
+    /* a bias on "}" closes the object at once: "{" (or "{" after whitespace), "}", then the end */
+    pm_logit_bias close = {pm_tok_id(tok, "}"), 100.0f};
+    assert_true(close.token > 0);
+    r.sampling.temperature = 0;
+    r.logit_bias = &close;
+    r.n_logit_bias = 1;
+    r.max_tokens = 40;
+    run_pen(f, &r, &a);
+    assert_true(a.n >= 3 && a.n < 40);
+    assert_true(is_end(f, a.tok[a.n - 1]));
+    size_t cl;
+    const char *cb_ = pm_tok_token_bytes(tok, a.tok[a.n - 2], &cl);
+    assert_true(cl > 0 && cb_[cl - 1] == '}'); /* "}" or a token ending in it */
+    pm_json_state js;
+    pm_json_init(&js);
+    for (int k = 0; k < a.n - 1; k++) {
+        size_t len;
+        const char *b = pm_tok_token_bytes(tok, a.tok[k], &len);
+        assert_int_equal(pm_json_feed(&js, b, len), 0);
+    }
+    assert_true(pm_json_done(&js)); /* and the run ended there: the end token came next */
+    pen_free(&a);
+    /* an unknown format is refused */
+    pm_engine *eng;
+    char err[512];
+    int64_t id;
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    pm_callbacks cb = {0};
+    r.format = (pm_format)7;
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), PM_EINVAL);
     pm_engine_free(eng);
 }
 
@@ -1232,6 +1317,7 @@ int main(void) {
         cmocka_unit_test(test_adapter_policy),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_json_mode),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),

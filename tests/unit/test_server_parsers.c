@@ -387,7 +387,9 @@ static void test_chat_rejects(void **state) {
         {"\"logit_bias\":{\" 3\":1}", "invalid_value", "logit_bias"},
         {"\"logit_bias\":{\"3\":101}", "invalid_value", "logit_bias"},
         {"\"logit_bias\":{\"3\":\"1\"}", "invalid_value", "logit_bias"},
-        {"\"response_format\":{\"type\":\"json_object\"}", "unsupported_parameter", "response_format"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}", "unsupported_value", "response_format.type"},
+        {"\"response_format\":{\"type\":\"yaml\"}", "invalid_value", "response_format.type"},
+        {"\"response_format\":\"json\"", "invalid_type", "response_format"},
         {"\"model\":5", "invalid_type", "model"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -426,8 +428,12 @@ static void test_chat_params(void **state) {
                      0);
     assert_true(r.sampling.frequency_penalty == 0.5f && r.sampling.presence_penalty == -1.0f && r.sampling.repetition_penalty == 1.2f);
     assert_int_equal(r.n_logit_bias, 2);
+    assert_int_equal(r.format, PM_FORMAT_TEXT);
     assert_true(r.logit_bias[0].token == 50256 && r.logit_bias[0].bias == -100.0f); /* in the body's order */
     assert_true(r.logit_bias[1].token == 7 && r.logit_bias[1].bias == 2.5f);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", &r, &e), 0);
+    assert_int_equal(r.format, PM_FORMAT_JSON_OBJECT);
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"bb\"],\"max_tokens\":3}", &r, &e), 0);
     assert_int_equal(r.n_stop, 2);

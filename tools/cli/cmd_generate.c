@@ -85,6 +85,7 @@ static void usage_generate(void) {
             "  --repetition-penalty R\n"
             "                        Hugging Face's (> 1 discourages) on the prompt's and output's tokens\n"
             "  --logit-bias ID=B     add B (-100..100) to token ID's logit; repeatable\n"
+            "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
@@ -195,7 +196,7 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
 
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
-    int raw = 0, stats = 0, score = 0;
+    int raw = 0, stats = 0, score = 0, json = 0;
     long n = 256;
     double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
     long top_k = 0, seed = 0, logprobs = -1;
@@ -209,7 +210,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--json") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
         if (takes && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -224,6 +225,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--raw")) { raw = 1; continue; }
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
         else if (!strcmp(a, "--score")) { score = 1; continue; }
+        else if (!strcmp(a, "--json")) { json = 1; continue; }
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
         else if (!strcmp(a, "--audio")) {
@@ -297,6 +299,7 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.frequency_penalty = (float)freq;
     req.sampling.presence_penalty = (float)pres;
     req.sampling.repetition_penalty = (float)rep;
+    req.format = json ? PM_FORMAT_JSON_OBJECT : PM_FORMAT_TEXT;
     req.logit_bias = bias;
     req.n_logit_bias = n_bias;
     req.logprobs = logprobs >= 0;

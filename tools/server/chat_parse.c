@@ -138,6 +138,20 @@ static int parse_penalties(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
+/* response_format: text, or json_object (JSON mode); a schema is not supported. */
+static int parse_format(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const json_t *v = json_object_get(root, "response_format");
+    if (!v || json_is_null(v)) return 0;
+    const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+    if (!json_is_string(t)) return srv_bad(e, "response_format", "invalid_type", "response_format must be an object with a string type");
+    const char *type = json_string_value(t);
+    if (!strcmp(type, "json_object")) r->format = PM_FORMAT_JSON_OBJECT;
+    else if (strcmp(type, "text"))
+        return srv_bad(e, "response_format.type", !strcmp(type, "json_schema") ? "unsupported_value" : "invalid_value",
+                       "response_format type '%.40s' is not supported (text or json_object)", type);
+    return 0;
+}
+
 /* Parameters we do not implement are refused when they would change the output; suffix and
  * best_of are completions' own. */
 static int refuse_unsupported(const json_t *root, int completions, int n, srv_error *e) {
@@ -155,11 +169,6 @@ static int refuse_unsupported(const json_t *root, int completions, int n, srv_er
         return srv_bad(e, "tools", "unsupported_parameter", "tools / function calling are not supported by this server");
     if ((v = json_object_get(root, "functions")) && !json_is_null(v))
         return srv_bad(e, "functions", "unsupported_parameter", "functions are not supported by this server");
-    if ((v = json_object_get(root, "response_format")) && !json_is_null(v)) {
-        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return srv_bad(e, "response_format", "unsupported_parameter", "only response_format {\"type\": \"text\"} is supported");
-    }
     if ((v = json_object_get(root, "modalities")) && json_is_array(v)) {
         size_t i;
         const json_t *m;
@@ -207,7 +216,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         }
         r->include_usage = iu;
     }
-    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e)) return -1;
+    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e)) return -1;
     return refuse_unsupported(root, completions, r->n, e);
 }
 

@@ -113,6 +113,7 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
     j->max_tokens = r->max_tokens > 0 || r->score_only ? r->max_tokens : ctx->o.default_max_tokens;
     j->echo = r->echo;
     j->sampling = r->sampling;
+    j->output_format = r->format;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
     /* a prompt's samples draw apart: seed + sample when the seed is given, a seed each when not */

@@ -234,6 +234,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_stop = j->n_stop;
     rq->logit_bias = j->logit_bias;
     rq->n_logit_bias = j->n_logit_bias;
+    rq->format = j->output_format;
     rq->should_stop = job_should_stop;
     rq->stop_user = j;
 }
