@@ -184,7 +184,7 @@ typedef struct pm_logprob {
 } pm_logprob;
 enum { PM_MAX_TOP_LOGPROBS = 20 };
 
-typedef enum pm_format { PM_FORMAT_TEXT = 0, PM_FORMAT_JSON_OBJECT = 1 } pm_format;
+typedef enum pm_format { PM_FORMAT_TEXT = 0, PM_FORMAT_JSON_OBJECT = 1, PM_FORMAT_JSON_SCHEMA = 2 } pm_format;
 
 typedef struct pm_request {
     const char *prompt;          /* full chat-formatted prompt with <|image_N|>/<|audio_N|>; NULL when ids are given */
@@ -225,8 +225,12 @@ typedef struct pm_request {
     int n_logit_bias;
     /* PM_FORMAT_JSON_OBJECT: the output is held to a JSON object (OpenAI's JSON mode): each step
      * only the tokens that keep it a prefix of one may come, and the end token only once it is
-     * complete (then nothing else). A request cut by max_tokens or a stop string ends mid-object. */
+     * complete (then nothing else). PM_FORMAT_JSON_SCHEMA: to a value of json_schema (JSON text;
+     * the keywords and the subset of instances it is held to: src/engine/json_schema.h; a schema
+     * it cannot hold an answer to is refused at submit). A request cut by max_tokens or a stop
+     * string ends mid-value. */
     pm_format format;
+    const char *json_schema;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->

@@ -50,7 +50,8 @@ typedef struct pm_seq {
     int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
     int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
-    int json;               /* JSON mode: json holds the output so far */
+    int json;               /* JSON mode: json_state holds the output so far */
+    pm_json_schema *schema; /* with a schema: its graph, which json_state points into */
     pm_json_state json_state;
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
@@ -120,6 +121,7 @@ static void seq_free(pm_seq *s) {
     free(s->logits);
     free(s->lp_logits);
     pm_prompt_lp_free(&s->plp);
+    pm_json_schema_free(s->schema);
     free(s);
 }
 
@@ -156,8 +158,13 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         sp->repetition_penalty < 0)
         return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
                        sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
-    if (req->format != PM_FORMAT_TEXT && req->format != PM_FORMAT_JSON_OBJECT)
+    if (req->format != PM_FORMAT_TEXT && req->format != PM_FORMAT_JSON_OBJECT && req->format != PM_FORMAT_JSON_SCHEMA)
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
+    if (req->format == PM_FORMAT_JSON_SCHEMA) {
+        pm_json_schema *sch;
+        if (pm_json_schema_compile(req->json_schema, &sch, e)) return e->code;
+        pm_json_schema_free(sch);
+    }
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
         return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
     for (int i = 0; i < req->n_logit_bias; i++)
@@ -356,8 +363,9 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     pm_sampler_prompt(&s->sampler, s->tokens, s->n_prompt);
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     s->logprobs_eos = req->logprobs_eos;
-    s->json = req->format == PM_FORMAT_JSON_OBJECT;
-    pm_json_init(&s->json_state);
+    s->json = req->format != PM_FORMAT_TEXT;
+    if (req->format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(req->json_schema, &s->schema, e)) goto fail;
+    pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
     if (s->json && !eng->json_vocab) {
         eng->json_vocab = pm_json_vocab_new(eng->m->tok, eng->m->llm.c.vocab);
         eng->json_allow = malloc((size_t)eng->m->llm.c.vocab);
@@ -636,7 +644,7 @@ int pm_engine_step(pm_engine *eng) {
         if (s->json) pm_json_mask(&s->json_state, eng->json_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
         if (s->json && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
-            seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the object");
+            seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the value");
             continue;
         }
         int eos = is_eos(&llm->c, t);

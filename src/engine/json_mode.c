@@ -1,21 +1,22 @@
-/* json_mode.c — see json_mode.h. The grammar is RFC 8259's with an object at the top, strings
- * held to well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF) and no
- * control characters, whitespace capped at PM_JSON_MAX_WS bytes in a row and nesting at
- * PM_JSON_MAX_DEPTH. */
+/* json_mode.c — see json_mode.h. The grammar is RFC 8259's with the schema's nodes deciding what
+ * each value may be, strings held to well-formed UTF-8 (no overlong forms, surrogates or code
+ * points past U+10FFFF) and no control characters, no whitespace before the value and at most
+ * PM_JSON_MAX_WS bytes of it in a row inside, nesting at PM_JSON_MAX_DEPTH. */
 #include "json_mode.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tok/tokenizer.h"
 
 enum {
-    M_START,     /* before the top-level object */
+    M_VALUE,     /* before a value of pending */
     M_OBJ_FIRST, /* after '{': a key or '}' */
     M_OBJ_KEY,   /* after ',' in an object: a key */
+    M_KEY,       /* in a key of an object with listed properties: cand / pos */
     M_COLON,     /* after a key */
-    M_VALUE,     /* after ':' or ',' in an array */
     M_ARR_FIRST, /* after '[': a value or ']' */
     M_AFTER,     /* after a value in a container: ',' or the closing bracket */
     M_STRING,
@@ -23,6 +24,7 @@ enum {
     M_HEX,       /* in \uXXXX: sub digits left */
     M_NUMBER,    /* sub: N_* */
     M_LITERAL,   /* sub: literal * 8 + bytes matched */
+    M_ENUM,      /* in one of an enum's values: cand / pos */
     M_DONE
 };
 
@@ -33,81 +35,185 @@ enum { U_ANY, U_A0_BF, U_80_9F, U_90_BF, U_80_8F };
 
 static const char *const literals[3] = {"true", "false", "null"};
 
-void pm_json_init(pm_json_state *s) { memset(s, 0, sizeof *s); }
+void pm_json_init(pm_json_state *s, const pm_json_node *root) {
+    memset(s, 0, offsetof(pm_json_state, frames));
+    s->pending = root;
+    s->mode = M_VALUE;
+}
 
-int pm_json_done(const pm_json_state *s) { return s->mode == M_DONE; }
+void pm_json_copy(pm_json_state *dst, const pm_json_state *src) {
+    memcpy(dst, src, offsetof(pm_json_state, frames) + sizeof src->frames[0] * src->depth);
+}
 
-static int is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int number_complete(unsigned sub) { return sub == N_ZERO || sub == N_INT || sub == N_FRAC || sub == N_EXP; }
 
-static void after_value(pm_json_state *s) { s->mode = s->depth ? M_AFTER : M_DONE; }
-
-static int push(pm_json_state *s, int object) {
-    if (s->depth >= PM_JSON_MAX_DEPTH) return -1;
-    if (object) s->stack |= 1ull << s->depth;
-    else s->stack &= ~(1ull << s->depth);
-    s->depth++;
-    s->mode = object ? M_OBJ_FIRST : M_ARR_FIRST;
+static int enum_complete(const pm_json_state *s) {
+    for (int i = 0; i < s->pending->n_lits; i++)
+        if ((s->cand >> i & 1) && s->pending->lit_len[i] == s->pos) return 1;
     return 0;
 }
 
-static int top_is_object(const pm_json_state *s) { return (s->stack >> (s->depth - 1)) & 1; }
+int pm_json_done(const pm_json_state *s) {
+    if (s->mode == M_DONE) return 1;
+    if (s->depth) return 0;
+    return (s->mode == M_NUMBER && number_complete(s->sub)) || (s->mode == M_ENUM && enum_complete(s));
+}
+
+static int is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static pm_json_frame *top(pm_json_state *s) { return &s->frames[s->depth - 1]; }
+
+static void after_value(pm_json_state *s) {
+    if (!s->depth) {
+        s->mode = M_DONE;
+        return;
+    }
+    if (top(s)->node->kind == PM_JN_ARRAY) top(s)->count++;
+    s->mode = M_AFTER;
+}
+
+static int push(pm_json_state *s, const pm_json_node *n) {
+    if (s->depth >= PM_JSON_MAX_DEPTH) return -1;
+    pm_json_frame f = {n, -1, 0};
+    s->frames[s->depth++] = f;
+    s->mode = n->kind == PM_JN_OBJECT ? M_OBJ_FIRST : M_ARR_FIRST;
+    return 0;
+}
+
+/* Whether a listed object may close: no required property after the last one given. */
+static int may_close(const pm_json_frame *f) {
+    for (int i = f->last + 1; i < f->node->n_props; i++)
+        if (f->node->required[i]) return 0;
+    return 1;
+}
 
 static int pop(pm_json_state *s, unsigned c) {
-    if (!s->depth || top_is_object(s) != (c == '}')) return -1;
+    if (!s->depth) return -1;
+    pm_json_frame *f = top(s);
+    const pm_json_node *n = f->node;
+    if (n->kind == PM_JN_OBJECT ? c != '}' || !may_close(f) : c != ']' || f->count < n->min_items) return -1;
     s->depth--;
     after_value(s);
     return 0;
 }
 
-/* The first byte of a value. */
+/* The first byte of a value of s->pending. */
 static int value_start(pm_json_state *s, unsigned c) {
-    switch (c) {
-    case '{': return push(s, 1);
-    case '[': return push(s, 0);
-    case '"': s->mode = M_STRING; s->in_key = 0; return 0;
-    case '-': s->mode = M_NUMBER; s->sub = N_MINUS; return 0;
-    case '0': s->mode = M_NUMBER; s->sub = N_ZERO; return 0;
-    case 't': case 'f': case 'n':
+    const pm_json_node *n = pm_json_resolve(s->pending, c);
+    if (!n) return -1;
+    switch (n->kind) {
+    case PM_JN_ENUM:
+        s->cand = 0;
+        for (int i = 0; i < n->n_lits; i++)
+            if ((unsigned char)n->lit[i][0] == c) s->cand |= 1ull << i;
+        if (!s->cand) return -1;
+        s->pending = n;
+        s->pos = 1;
+        s->mode = M_ENUM;
+        return 0;
+    case PM_JN_OBJECT:
+    case PM_JN_ARRAY: return push(s, n);
+    case PM_JN_STRING:
+        s->mode = M_STRING;
+        s->in_key = 0;
+        s->str = n;
+        s->chars = 0;
+        return 0;
+    case PM_JN_NUMBER:
+    case PM_JN_INTEGER:
+        s->mode = M_NUMBER;
+        s->integer = n->kind == PM_JN_INTEGER;
+        s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
+        return 0;
+    default: /* BOOL, NULL: the class of c chose it */
         s->mode = M_LITERAL;
         s->sub = (uint8_t)((c == 't' ? 0 : c == 'f' ? 1 : 2) * 8 + 1);
         return 0;
-    default:
-        if (c >= '1' && c <= '9') {
-            s->mode = M_NUMBER;
-            s->sub = N_INT;
+    }
+}
+
+/* The opening quote of a key. */
+static int key_start(pm_json_state *s) {
+    pm_json_frame *f = top(s);
+    const pm_json_node *o = f->node;
+    if (!o->n_props) { /* any key: the values are extra's */
+        if (!o->extra) return -1;
+        s->mode = M_STRING;
+        s->in_key = 1;
+        s->str = NULL;
+        s->chars = 0;
+        return 0;
+    }
+    s->cand = 0; /* the properties after the last given, up to the first required one */
+    for (int i = f->last + 1; i < o->n_props; i++) {
+        s->cand |= 1ull << i;
+        if (o->required[i]) break;
+    }
+    if (!s->cand) return -1;
+    s->mode = M_KEY;
+    s->pos = 0;
+    return 0;
+}
+
+static int key_byte(pm_json_state *s, unsigned c) {
+    pm_json_frame *f = top(s);
+    const pm_json_node *o = f->node;
+    uint64_t next = 0;
+    for (int i = 0; i < o->n_props; i++) {
+        if (!(s->cand >> i & 1)) continue;
+        if (c == '"' && o->key_len[i] == s->pos) {
+            f->last = (int16_t)i;
+            s->pending = o->prop[i];
+            s->mode = M_COLON;
             return 0;
         }
-        return -1;
+        if (s->pos < o->key_len[i] && (unsigned char)o->key[i][s->pos] == c) next |= 1ull << i;
     }
+    if (!next) return -1;
+    s->cand = next;
+    s->pos++;
+    return 0;
+}
+
+/* A new character of a string: within its maximum length. */
+static int count_char(pm_json_state *s) {
+    if (s->str && s->str->max_len >= 0 && s->chars >= (uint32_t)s->str->max_len) return -1;
+    s->chars++;
+    return 0;
 }
 
 static int string_byte(pm_json_state *s, unsigned c) {
     if (s->utf8_left) {
         static const uint8_t lo[] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
-        if (c < lo[s->sub] || c > hi[s->sub]) return -1;
+        if (c < lo[s->utf8_range] || c > hi[s->utf8_range]) return -1;
         s->utf8_left--;
-        s->sub = U_ANY;
+        s->utf8_range = U_ANY;
         return 0;
     }
     if (c == '"') {
-        if (s->in_key) s->mode = M_COLON;
-        else after_value(s);
+        if (s->in_key) {
+            s->pending = top(s)->node->extra;
+            s->mode = M_COLON;
+        } else {
+            if (s->str && s->chars < (uint32_t)s->str->min_len) return -1;
+            after_value(s);
+        }
         return 0;
     }
+    if (c < 0x20 || count_char(s)) return -1;
     if (c == '\\') {
         s->mode = M_ESCAPE;
         return 0;
     }
-    if (c < 0x20) return -1;
     if (c < 0x80) return 0;
-    s->sub = U_ANY;
+    s->utf8_range = U_ANY;
     if (c >= 0xC2 && c <= 0xDF) s->utf8_left = 1;
     else if (c >= 0xE0 && c <= 0xEF) {
         s->utf8_left = 2;
-        s->sub = c == 0xE0 ? U_A0_BF : c == 0xED ? U_80_9F : U_ANY;
+        s->utf8_range = c == 0xE0 ? U_A0_BF : c == 0xED ? U_80_9F : U_ANY;
     } else if (c >= 0xF0 && c <= 0xF4) {
         s->utf8_left = 3;
-        s->sub = c == 0xF0 ? U_90_BF : c == 0xF4 ? U_80_8F : U_ANY;
+        s->utf8_range = c == 0xF0 ? U_90_BF : c == 0xF4 ? U_80_8F : U_ANY;
     } else return -1;
     return 0;
 }
@@ -116,17 +222,17 @@ static int is_digit(unsigned c) { return c >= '0' && c <= '9'; }
 
 /* A number's byte; a byte that ends it (the number is complete) is handed back with 1. */
 static int number_byte(pm_json_state *s, unsigned c) {
+    int frac = !s->integer && c == '.', exp = !s->integer && (c == 'e' || c == 'E');
     switch (s->sub) {
     case N_MINUS:
-        if (c == '0') s->sub = N_ZERO;
-        else if (is_digit(c)) s->sub = N_INT;
-        else return -1;
+        if (!is_digit(c)) return -1;
+        s->sub = c == '0' ? N_ZERO : N_INT;
         return 0;
     case N_ZERO:
     case N_INT:
         if (s->sub == N_INT && is_digit(c)) return 0;
-        if (c == '.') s->sub = N_DOT;
-        else if (c == 'e' || c == 'E') s->sub = N_E;
+        if (frac) s->sub = N_DOT;
+        else if (exp) s->sub = N_E;
         else return 1;
         return 0;
     case N_DOT:
@@ -135,7 +241,7 @@ static int number_byte(pm_json_state *s, unsigned c) {
         return 0;
     case N_FRAC:
         if (is_digit(c)) return 0;
-        if (c == 'e' || c == 'E') s->sub = N_E;
+        if (exp) s->sub = N_E;
         else return 1;
         return 0;
     case N_E:
@@ -152,26 +258,44 @@ static int number_byte(pm_json_state *s, unsigned c) {
     }
 }
 
+/* A byte of an enum's value; one that continues none of them ends a complete one (handed back
+ * with 1), as a number is ended. */
+static int enum_byte(pm_json_state *s, unsigned c) {
+    const pm_json_node *n = s->pending;
+    uint64_t next = 0;
+    for (int i = 0; i < n->n_lits; i++)
+        if ((s->cand >> i & 1) && s->pos < n->lit_len[i] && (unsigned char)n->lit[i][s->pos] == c) next |= 1ull << i;
+    if (next) {
+        s->cand = next;
+        s->pos++;
+        return 0;
+    }
+    return enum_complete(s) ? 1 : -1;
+}
+
 static int is_hex(unsigned c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 static int feed_byte(pm_json_state *s, unsigned c) {
     switch (s->mode) {
     case M_STRING: return string_byte(s, c);
+    case M_KEY: return key_byte(s, c);
     case M_ESCAPE:
         if (c == 'u') {
             s->mode = M_HEX;
             s->sub = 4;
-        } else if (strchr("\"\\/bfnrt", (int)c) && c) s->mode = M_STRING;
+        } else if (c && strchr("\"\\/bfnrt", (int)c)) s->mode = M_STRING;
         else return -1;
         return 0;
     case M_HEX:
         if (!is_hex(c)) return -1;
         if (--s->sub == 0) s->mode = M_STRING;
         return 0;
-    case M_NUMBER: {
-        int r = number_byte(s, c);
+    case M_NUMBER:
+    case M_ENUM: {
+        int r = s->mode == M_NUMBER ? number_byte(s, c) : enum_byte(s, c);
         if (r <= 0) return r;
-        after_value(s); /* the number ended: the byte is the container's */
+        after_value(s); /* it ended: the byte is the container's (nothing follows a whole value) */
+        if (s->mode == M_DONE) return -1;
         break;
     }
     case M_LITERAL: {
@@ -185,34 +309,39 @@ static int feed_byte(pm_json_state *s, unsigned c) {
     case M_DONE: return -1;
     default: break;
     }
-    if (is_ws(c)) return ++s->ws > PM_JSON_MAX_WS ? -1 : 0;
+    if (is_ws(c)) /* none before the value itself: the answer starts with it */
+        return (s->mode == M_VALUE && !s->depth) || ++s->ws > PM_JSON_MAX_WS ? -1 : 0;
     s->ws = 0;
     switch (s->mode) {
-    case M_START:
-        return c == '{' ? push(s, 1) : -1;
     case M_OBJ_FIRST:
         if (c == '}') return pop(s, c);
         /* fall through */
     case M_OBJ_KEY:
-        if (c != '"') return -1;
-        s->mode = M_STRING;
-        s->in_key = 1;
-        return 0;
+        return c == '"' ? key_start(s) : -1;
     case M_COLON:
         if (c != ':') return -1;
         s->mode = M_VALUE;
         return 0;
     case M_ARR_FIRST:
         if (c == ']') return pop(s, c);
-        /* fall through */
+        s->pending = top(s)->node->items;
+        return value_start(s, c);
     case M_VALUE:
         return value_start(s, c);
-    case M_AFTER:
-        if (c == ',') {
-            s->mode = top_is_object(s) ? M_OBJ_KEY : M_VALUE;
+    case M_AFTER: {
+        pm_json_frame *f = top(s);
+        const pm_json_node *n = f->node;
+        if (c != ',') return pop(s, c);
+        if (n->kind == PM_JN_ARRAY) {
+            if (n->max_items >= 0 && f->count >= n->max_items) return -1;
+            s->pending = n->items;
+            s->mode = M_VALUE;
             return 0;
         }
-        return c == '}' || c == ']' ? pop(s, c) : -1;
+        if (n->n_props && f->last + 1 >= n->n_props) return -1; /* every listed property given */
+        s->mode = M_OBJ_KEY;
+        return 0;
+    }
     default:
         return -1;
     }
@@ -251,14 +380,17 @@ pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
         return NULL;
     }
     int count[256] = {0};
-    pm_json_state in_string = {.mode = M_STRING};
+    pm_json_state in_string;
+    pm_json_init(&in_string, pm_json_any());
+    in_string.mode = M_STRING; /* an unbounded string's value */
     for (int v = 0; v < vocab; v++) {
         size_t len = 0;
         const unsigned char *b = pm_tok_is_special(tok, v) ? NULL : (const unsigned char *)pm_tok_token_bytes(tok, v, &len);
         if (!len) continue;
         count[b[0]]++;
-        pm_json_state t = in_string;
-        jv->plain[v] = !pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left;
+        pm_json_state t;
+        pm_json_copy(&t, &in_string);
+        jv->plain[v] = !pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left && t.chars > 0;
     }
     for (int c = 0; c < 256; c++) jv->start[c + 1] = jv->start[c] + count[c];
     int at[256];
@@ -274,25 +406,25 @@ pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
 void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow) {
     int vocab = jv->vocab;
     memset(allow, 0, (size_t)vocab);
-    if (!pm_json_done(s))
-        for (int c = 0; c < 256; c++) {
-            pm_json_state first = *s;
-            if (jv->start[c] == jv->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
-            /* inside a string after a whole character, plain content leaves the state as it is */
-            int plain_ok = s->mode == M_STRING && !s->utf8_left;
-            for (int i = jv->start[c]; i < jv->start[c + 1]; i++) {
-                int v = jv->ids[i];
-                if (plain_ok && jv->plain[v]) {
-                    allow[v] = 1;
-                    continue;
-                }
-                size_t len;
-                const char *b = pm_tok_token_bytes(jv->tok, v, &len);
-                pm_json_state t = first;
-                allow[v] = !pm_json_feed(&t, b + 1, len - 1);
+    pm_json_state first, t;
+    /* inside an unbounded string after a whole character, plain content leaves the state as it is */
+    int plain_ok = s->mode == M_STRING && !s->utf8_left && (!s->str || (!s->str->min_len && s->str->max_len < 0));
+    for (int c = 0; c < 256; c++) {
+        pm_json_copy(&first, s);
+        if (jv->start[c] == jv->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
+        for (int i = jv->start[c]; i < jv->start[c + 1]; i++) {
+            int v = jv->ids[i];
+            if (plain_ok && jv->plain[v]) {
+                allow[v] = 1;
+                continue;
             }
+            size_t len;
+            const char *b = pm_tok_token_bytes(jv->tok, v, &len);
+            pm_json_copy(&t, &first);
+            allow[v] = !pm_json_feed(&t, b + 1, len - 1);
         }
-    for (int i = 0; i < n_eos; i++) /* the end: only once the object is complete, then only it */
+    }
+    for (int i = 0; i < n_eos; i++) /* the end: only once the value is complete */
         if (eos[i] >= 0 && eos[i] < vocab) allow[eos[i]] = (uint8_t)pm_json_done(s);
     for (int v = 0; v < vocab; v++)
         if (!allow[v]) logits[v] = -INFINITY;

@@ -1,37 +1,58 @@
-/* json_mode.h — JSON mode (OpenAI's response_format {"type": "json_object"}): a byte-level
- * recognizer of one JSON object (RFC 8259), fed the generated tokens' bytes, and the mask that
- * leaves a step only the tokens that keep the output a prefix of such an object. Once the object
- * is closed only an end-of-sequence token remains, so a request that is not cut by max_tokens ends
- * with a complete object and nothing after it.
+/* json_mode.h — JSON mode (OpenAI's response_format json_object and json_schema): a byte-level
+ * recognizer of one JSON value (RFC 8259) held to a schema's graph (json_schema.h; JSON mode's is
+ * any object), fed the generated tokens' bytes, and the mask that leaves a step only the tokens
+ * that keep the output a prefix of such a value. Once the value is complete only an
+ * end-of-sequence token remains (or, after a number, more digits), so a request that is not cut
+ * by max_tokens ends with a complete value and nothing after it.
  *
- * The state is a few bytes and a 64-bit stack (object or array a level), so trying a token is a
- * copy and a walk over its bytes; a step walks only the tokens whose first byte can come next,
- * and inside a string takes plain tokens without a walk (pm_json_vocab). */
+ * The state is a few words and a frame per open container, so trying a token is a copy of the
+ * live frames and a walk over its bytes; a step walks only the tokens whose first byte can come
+ * next, and inside an unbounded string takes plain tokens without a walk (pm_json_vocab). */
 #ifndef PM_JSON_MODE_H
 #define PM_JSON_MODE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/json_schema.h"
+
 enum {
-    PM_JSON_MAX_DEPTH = 64, /* nesting levels (the stack's bits) */
-    PM_JSON_MAX_WS = 64     /* whitespace bytes in a row: a model may not pad forever */
+    PM_JSON_MAX_DEPTH = 64, /* nesting levels */
+    PM_JSON_MAX_WS = 24     /* whitespace bytes in a row (a newline and indentation 5 deep): a
+                             * model may not pad forever, as sampled ones under a mask tend to */
 };
 
+/* An open object or array: its node, and how far it has come. */
+typedef struct pm_json_frame {
+    const pm_json_node *node;
+    int16_t last;   /* object: the last listed property given (-1: none yet) */
+    uint16_t count; /* array: the items given */
+} pm_json_frame;
+
 typedef struct pm_json_state {
-    uint64_t stack;    /* bit d: level d is an object (1) or an array (0) */
-    uint8_t depth;     /* open containers */
-    uint8_t mode;      /* where in the grammar (json_mode.c) */
-    uint8_t sub;       /* within a literal, a number, an escape, a UTF-8 sequence */
-    uint8_t in_key;    /* the open string is an object key */
-    uint8_t utf8_left; /* continuation bytes the open string still owes */
-    uint8_t ws;        /* whitespace bytes in a row */
+    const pm_json_node *pending; /* the node of the value expected next */
+    const pm_json_node *str;     /* the string being read (its length limits), NULL for a key */
+    uint64_t cand;               /* an enum's values or a listed object's keys still matching */
+    uint32_t pos;                /* bytes of them matched */
+    uint32_t chars;              /* characters of the string being read */
+    uint8_t depth;               /* open containers */
+    uint8_t mode;                /* where in the grammar (json_mode.c) */
+    uint8_t sub;                 /* within a literal, a number, an escape, a UTF-8 sequence */
+    uint8_t integer;             /* the number being read admits no fraction or exponent */
+    uint8_t in_key;              /* the string being read is a key */
+    uint8_t utf8_left;           /* continuation bytes the string still owes */
+    uint8_t utf8_range;          /* the range the next one must lie in */
+    uint8_t ws;                  /* whitespace bytes in a row */
+    pm_json_frame frames[PM_JSON_MAX_DEPTH];
 } pm_json_state;
 
-void pm_json_init(pm_json_state *s);
-/* Feeds bytes; 0, or -1 (state unspecified) when they cannot continue a JSON object. */
+/* Starts before a value of root (pm_json_any_object() for JSON mode, a schema's root). */
+void pm_json_init(pm_json_state *s, const pm_json_node *root);
+/* Copies the live part of src (the open frames only). */
+void pm_json_copy(pm_json_state *dst, const pm_json_state *src);
+/* Feeds bytes; 0, or -1 (state unspecified) when they cannot continue a value of root. */
 int pm_json_feed(pm_json_state *s, const char *bytes, size_t n);
-/* 1 when the top-level object is complete. */
+/* 1 when what was fed is a complete value of root (a number or an enum value may still go on). */
 int pm_json_done(const pm_json_state *s);
 
 struct pm_tokenizer;
@@ -45,7 +66,7 @@ void pm_json_vocab_free(pm_json_vocab *jv);
 
 /* Sets logits[v] = -INFINITY for every token v < vocab that cannot come next: a token whose bytes
  * do not continue s, a special token, an unknown id, and an end token (eos[n_eos]) before the
- * object is complete; after it, every token but the end tokens. allow: scratch [vocab]. */
+ * value is complete. allow: scratch [vocab]. */
 void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow);
 
 #endif

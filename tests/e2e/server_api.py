@@ -17,9 +17,11 @@ import base64
 import http.client
 import json
 import random
+import shutil
 import re
 import socket
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -296,8 +298,30 @@ def main():
     text = stream_content(ev)[0] if st2 == 200 else None
     report("chat json_object equals the CLI's --json, streamed too", st == 200 and rc == 0 and chat_content(d) == ref == text
            and ref.lstrip().startswith("{"), "%r / %r / %r" % (chat_content(d) if st == 200 else d, ref, text))
-    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format={"type": "json_schema", "json_schema": {"name": "x"}}))
-    report("response_format json_schema: 400 unsupported_value", st == 400 and err_code(d) == "unsupported_value", str(d)[:300])
+    # a schema: the answer is a value of it, the CLI's --json-schema gives the same; a keyword it
+    # cannot hold is a 400 naming it
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}, "population": {"type": "integer"},
+                                               "capital": {"type": "boolean"}},
+              "required": ["city", "population", "capital"], "additionalProperties": False}
+    tmpdir = tempfile.mkdtemp(prefix="phi4mm-schema-")
+    with open(tmpdir + "/schema.json", "w") as fh:
+        json.dump(schema, fh)
+    ref, rc = cli(*q, "--json-schema", tmpdir + "/schema.json", "-n", "80")
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, max_tokens=80, response_format={
+        "type": "json_schema", "json_schema": {"name": "city", "strict": True, "schema": schema}}))
+    ok = st == 200 and d["choices"][0]["finish_reason"] == "stop" and chat_content(d) == ref and rc == 0
+    try:
+        v = json.loads(chat_content(d)) if ok else None
+        ok = ok and list(v) == ["city", "population", "capital"] and isinstance(v["city"], str) and len(v["city"]) <= 12 \
+            and type(v["population"]) is int and type(v["capital"]) is bool
+    except ValueError:
+        ok = False
+    report("chat json_schema: a value of the schema, as the CLI's --json-schema", ok, "%s / %r" % (str(d)[:300], ref))
+    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=bad))
+    report("json_schema with minimum: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
+           and "minimum" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
 
     # echo: the prompt comes back before the completion; with logprobs its tokens are scored (the
     # first has nothing before it: null); max_tokens 0 scores only (what evaluation harnesses send).

@@ -13,12 +13,13 @@
 #include <string.h>
 
 #include "engine/json_mode.h"
+#include "engine/json_schema.h"
 #include "tok/tokenizer.h"
 #include "test_util.h"
 
 static const char *const valid[] = {
     "{}",
-    " \n{ }",
+    "{ }",
     "{\"a\":1}",
     "{\"a\": [1, -2.5e+10, 0, 0.0, 1E5, -0, 3e-2], \"b\": {\"c\": null, \"d\": true, \"e\": false}}",
     "{\"s\":\"x\\\"y\\\\z\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\"}",
@@ -57,12 +58,13 @@ static const char *const invalid[] = {
     "{\"a\":1}}",
     "{,}",
     "{\"a\":nul}",
+    " {}",              /* whitespace before the value: RFC 8259 allows it, JSON mode does not */
 };
 
 /* Whether text is a prefix the recognizer accepts; *done: complete after it. */
 static int accepts(const char *text, size_t n, int *done) {
     pm_json_state s;
-    pm_json_init(&s);
+    pm_json_init(&s, pm_json_any_object());
     if (pm_json_feed(&s, text, n)) return 0;
     *done = pm_json_done(&s);
     return 1;
@@ -80,7 +82,7 @@ static void test_valid_objects(void **state) {
         /* fed in pieces: the same state as whole */
         for (size_t cut = 1; cut < n; cut++) {
             pm_json_state s;
-            pm_json_init(&s);
+            pm_json_init(&s, pm_json_any_object());
             assert_int_equal(pm_json_feed(&s, valid[i], cut), 0);
             assert_int_equal(pm_json_feed(&s, valid[i] + cut, n - cut), 0);
             assert_true(pm_json_done(&s));
@@ -113,7 +115,113 @@ static void test_invalid_objects(void **state) {
     assert_false(accepts(ws, 2 + PM_JSON_MAX_WS, &done));
 }
 
-/* The mask on the fixture's tokenizer: a token survives iff its bytes continue the text. */
+/* Where an invalid text fails: the bytes before it are accepted, not the next one. */
+static void test_fails_where_it_should(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        size_t at;
+    } cases[] = {
+        {"[1,2]", 0}, {"\"str\"", 0}, {"x", 0}, {"{\"a\":01}", 6}, {"{\"a\":1.}", 7}, {"{\"a\":+1}", 5},
+        {"{\"a\":[1}", 7}, {"{\"a\":1]", 6}, {"{a:1}", 1}, {"{\"a\":1,}", 7}, {"{}x", 2}, {"{\"a\":\"\\x\"}", 7},
+        {"{\"a\":nul}", 8}, {"{\"a\":\"\xc0\xaf\"}", 6}, {"{\"a\":\"\xed\xa0\x80\"}", 7},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int done;
+        if (!accepts(cases[i].text, cases[i].at, &done)) fail_msg("case %zu: refused before byte %zu", i, cases[i].at);
+        if (accepts(cases[i].text, cases[i].at + 1, &done)) fail_msg("case %zu: byte %zu accepted", i, cases[i].at);
+    }
+}
+
+/* Whether schema accepts text as a prefix (1), whole (2), or not (0). */
+static int schema_accepts(const pm_json_schema *sch, const char *text) {
+    pm_json_state s;
+    pm_json_init(&s, pm_json_schema_root(sch));
+    if (pm_json_feed(&s, text, strlen(text))) return 0;
+    return pm_json_done(&s) ? 2 : 1;
+}
+
+static pm_json_schema *compile_ok(const char *text) {
+    pm_json_schema *sch = NULL;
+    pm_err e = {0};
+    if (pm_json_schema_compile(text, &sch, &e)) fail_msg("schema refused: %s (%s)", e.msg, text);
+    return sch;
+}
+
+static void test_schemas(void **state) {
+    (void)state;
+    static const struct {
+        const char *schema;
+        const char *whole[6], *prefix_only[4], *refused[10];
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},\"age\":{\"type\":\"integer\"},"
+         "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]},\"maxItems\":2},\"opt\":{\"type\":[\"number\",\"null\"]}},"
+         "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+         {"{\"name\":\"Ada\",\"age\":36}", "{\"name\":\"Ada\", \"age\":36, \"tags\":[\"a\",\"b\"]}", "{\"name\":\"\",\"age\":-1,\"opt\":null}",
+          "{\"name\":\"abcde\",\"age\":0,\"tags\":[],\"opt\":1.5e3}", "{\"name\":\"\\u00e9\\n\",\"age\":7}"},
+         {"{\"name\":\"Ada\",\"age\":3", "{\"name\":\"Ada\""},
+         {"{\"age\":36,\"name\":\"Ada\"}", "{\"name\":\"Ada\"}", "{\"name\":\"abcdef\",\"age\":1}", "{\"name\":\"Ada\",\"age\":1.5}",
+          "{\"name\":\"Ada\",\"age\":1,\"tags\":[\"c\"]}", "{\"name\":\"Ada\",\"age\":1,\"tags\":[\"a\",\"b\",\"a\"]}",
+          "{\"name\":\"Ada\",\"age\":1,\"extra\":1}", "{\"name\":\"Ada\",\"age\":1,\"opt\":\"x\"}", "{\"name\":\"Ada\",\"age\":1,}"}},
+        {"{\"enum\":[\"red\",\"green\",1,12,{\"k\":[true]}]}", {"\"red\"", "\"green\"", "1", "12", "{\"k\":[true]}"}, {"\"gr"},
+         {"\"blue\"", "2", "123", "\"red\" ", "{\"k\": [true]}"}},
+        {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\","
+         "\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/node\"}",
+         {"{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}", "{\"v\":0}"}, {"{\"v\":1,\"kids\":[{\"v\":2"},
+         {"{\"kids\":[]}", "{\"v\":1,\"kids\":[{}]}"}},
+        {"{\"anyOf\":[{\"type\":\"string\",\"minLength\":2},{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"boolean\"}}}]}",
+         {"\"ab\"", "{\"x\":true}", "{}"}, {"\"a"}, {"[1]", "\"a\"", "{\"x\":null}", "{\"y\":1}"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2}", {"[1,2]", "[1,2,3]"}, {"[1", "[1,2"}, {"[1]", "[]", "[1.0,2]"}},
+        {"{\"properties\":{\"a\\\"b\":{\"type\":\"null\"},\"c\":{\"const\":\"x\",\"description\":\"d\"}},\"required\":[\"a\\\"b\"],"
+         "\"title\":\"t\"}",
+         {"{\"a\\\"b\":null}", "{\"a\\\"b\":null,\"c\":\"x\"}"}, {"{\"a\\\"b\":nul"}, {"{\"ab\":null}", "{\"a\\\"b\":null,\"c\":\"y\"}"}},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{}", "{\"any\":1,\"key\":2}"}, {"{\"k\":"},
+         {"{\"k\":\"v\"}"}},
+        {"{\"type\":\"string\",\"nullable\":true}", {"null", "\"s\""}, {"nu"}, {"1"}},
+        {"true", {"[1,{\"a\":null}]", "\"x\"", "-0.5e-3", "false"}, {"tr"}, {"tru1"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pm_json_schema *sch = compile_ok(cases[i].schema);
+        for (int k = 0; k < 6 && cases[i].whole[k]; k++)
+            if (schema_accepts(sch, cases[i].whole[k]) != 2) fail_msg("schema %zu: '%s' is not taken whole", i, cases[i].whole[k]);
+        for (int k = 0; k < 4 && cases[i].prefix_only[k]; k++)
+            if (schema_accepts(sch, cases[i].prefix_only[k]) != 1) fail_msg("schema %zu: '%s' is not a prefix only", i, cases[i].prefix_only[k]);
+        for (int k = 0; k < 10 && cases[i].refused[k]; k++)
+            if (schema_accepts(sch, cases[i].refused[k]) == 2) fail_msg("schema %zu: '%s' taken", i, cases[i].refused[k]);
+        pm_json_schema_free(sch);
+    }
+}
+
+/* Schemas that cannot be held are refused, naming the keyword and where. */
+static void test_schema_refusals(void **state) {
+    (void)state;
+    static const char *const cases[][2] = {
+        {"{\"type\":\"string\",\"pattern\":\"a+\"}", "'pattern'"},
+        {"{\"properties\":{\"a\":{\"minimum\":1}}}", "#/properties/a"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"x\"]}]}", "both admit a string"},
+        {"{\"type\":[\"integer\",\"number\"]}", "both admit a number"},
+        {"{\"type\":\"object\",\"required\":[\"q\"]}", "'q' is not among"},
+        {"{\"$ref\":\"#/$defs/missing\"}", "points nowhere"},
+        {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "deeper than"},
+        {"{\"type\":\"foo\"}", "unknown type"},
+        {"{\"type\":\"array\",\"items\":[{}]}", "tuples"},
+        {"{\"allOf\":[{},{}]}", "allOf"},
+        {"{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "maxLength below"},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "leaves the document"},
+        {"{\"type\":", "not JSON"},
+        {"false", "must be an object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pm_json_schema *sch = NULL;
+        pm_err e = {0};
+        if (!pm_json_schema_compile(cases[i][0], &sch, &e)) fail_msg("schema %zu compiled: %s", i, cases[i][0]);
+        if (!strstr(e.msg, cases[i][1])) fail_msg("schema %zu: '%s' lacks '%s'", i, e.msg, cases[i][1]);
+        assert_null(sch);
+    }
+}
+
+/* The mask on the fixture's tokenizer: a token survives iff its bytes continue the text (fed
+ * whole, through the recognizer: the mask's first-byte groups and plain-string shortcut agree). */
 static void test_mask(void **state) {
     (void)state;
     char path[2048];
@@ -127,12 +235,26 @@ static void test_mask(void **state) {
     pm_json_vocab *jv = pm_json_vocab_new(tok, V);
     assert_non_null(jv);
     const int32_t eos[] = {199999, 200020};
-    const char *texts[] = {"",   "{\"name\": \"Ada\", \"age\": 3", "{\"a\": [1, 2", "{\"s\": \"caf\xc3",
-                           "{\"s\": \"x\\", "{\"s\": \"x\\u12", "{\"k\": tr", "{\"x\": {}}"};
-    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+    /* JSON mode's any object, then a schema's bounded string, enum, listed keys, root number */
+    pm_json_schema *sch = compile_ok("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3},"
+                                     "\"e\":{\"enum\":[\"ab\",\"abc\",5]},\"n\":{\"type\":\"number\"}},\"required\":[\"s\",\"e\"]}");
+    pm_json_schema *num = compile_ok("{\"type\":\"integer\"}");
+    const struct {
+        const pm_json_node *root;
+        const char *text;
+    } cases[] = {
+        {pm_json_any_object(), ""}, {pm_json_any_object(), "{\"name\": \"Ada\", \"age\": 3"}, {pm_json_any_object(), "{\"a\": [1, 2"},
+        {pm_json_any_object(), "{\"s\": \"caf\xc3"}, {pm_json_any_object(), "{\"s\": \"x\\"}, {pm_json_any_object(), "{\"s\": \"x\\u12"},
+        {pm_json_any_object(), "{\"k\": tr"}, {pm_json_schema_root(sch), "{\"s\":\"ab"}, {pm_json_schema_root(sch), "{\""},
+        {pm_json_schema_root(sch), "{\"s\":\"\",\"e\":\"ab"}, {pm_json_schema_root(sch), "{\"s\":\"\",\"e\":"},
+        {pm_json_schema_root(num), "-12"}, {pm_json_any_object(), "{\"x\": {}}"},
+    };
+    size_t n_cases = sizeof cases / sizeof cases[0];
+    for (size_t k = 0; k < n_cases; k++) {
+        const char *text = cases[k].text;
         pm_json_state s;
-        pm_json_init(&s);
-        assert_int_equal(pm_json_feed(&s, texts[k], strlen(texts[k])), 0);
+        pm_json_init(&s, cases[k].root);
+        assert_int_equal(pm_json_feed(&s, text, strlen(text)), 0);
         for (int v = 0; v < V; v++) lg[v] = (float)(v % 7);
         pm_json_mask(&s, jv, eos, 2, lg, allow);
         int kept = 0;
@@ -141,23 +263,21 @@ static void test_mask(void **state) {
             const char *b = pm_tok_token_bytes(tok, v, &len);
             int want;
             if (v == eos[0] || v == eos[1]) want = pm_json_done(&s);
-            else if (pm_json_done(&s) || pm_tok_is_special(tok, v) || !len) want = 0;
+            else if (pm_tok_is_special(tok, v) || !len) want = 0;
             else {
-                char buf[4096];
-                size_t tl = strlen(texts[k]);
-                if (tl + len > sizeof buf) continue;
-                memcpy(buf, texts[k], tl);
-                memcpy(buf + tl, b, len);
-                int done;
-                want = accepts(buf, tl + len, &done);
+                pm_json_state t;
+                pm_json_init(&t, cases[k].root);
+                want = !pm_json_feed(&t, text, strlen(text)) && !pm_json_feed(&t, b, len);
             }
-            assert_int_equal(!isinf(lg[v]), want);
+            if ((!isinf(lg[v])) != want) fail_msg("case %zu ('%s'): token %d '%.*s' %s", k, text, v, (int)len, b ? b : "", want ? "masked" : "kept");
             if (want) assert_true(lg[v] == (float)(v % 7)); /* kept tokens keep their logits */
             kept += want;
         }
         assert_true(kept > 0);
-        if (k == sizeof texts / sizeof texts[0] - 1) assert_int_equal(kept, 2); /* complete: the end tokens alone */
+        if (k == n_cases - 1) assert_int_equal(kept, 2); /* complete: the end tokens alone */
     }
+    pm_json_schema_free(sch);
+    pm_json_schema_free(num);
     free(lg);
     free(allow);
     pm_json_vocab_free(jv);
@@ -168,6 +288,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_objects),
         cmocka_unit_test(test_invalid_objects),
+        cmocka_unit_test(test_fails_where_it_should),
+        cmocka_unit_test(test_schemas),
+        cmocka_unit_test(test_schema_refusals),
         cmocka_unit_test(test_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

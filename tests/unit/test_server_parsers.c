@@ -387,7 +387,13 @@ static void test_chat_rejects(void **state) {
         {"\"logit_bias\":{\" 3\":1}", "invalid_value", "logit_bias"},
         {"\"logit_bias\":{\"3\":101}", "invalid_value", "logit_bias"},
         {"\"logit_bias\":{\"3\":\"1\"}", "invalid_value", "logit_bias"},
-        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}", "unsupported_value", "response_format.type"},
+        {"\"response_format\":{\"type\":\"json_schema\"}", "invalid_type", "response_format.json_schema"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":[]}}", "invalid_type",
+         "response_format.json_schema.schema"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\",\"pattern\":\"a\"}}}",
+         "unsupported_value", "response_format.json_schema.schema"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\",\"required\":[\"x\"]}}}",
+         "invalid_value", "response_format.json_schema.schema"},
         {"\"response_format\":{\"type\":\"yaml\"}", "invalid_value", "response_format.type"},
         {"\"response_format\":\"json\"", "invalid_type", "response_format"},
         {"\"model\":5", "invalid_type", "model"},
@@ -434,6 +440,13 @@ static void test_chat_params(void **state) {
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", &r, &e), 0);
     assert_int_equal(r.format, PM_FORMAT_JSON_OBJECT);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                           "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.format, PM_FORMAT_JSON_SCHEMA);
+    assert_string_equal(r.json_schema, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}");
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"bb\"],\"max_tokens\":3}", &r, &e), 0);
     assert_int_equal(r.n_stop, 2);

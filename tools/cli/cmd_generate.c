@@ -86,6 +86,7 @@ static void usage_generate(void) {
             "                        Hugging Face's (> 1 discourages) on the prompt's and output's tokens\n"
             "  --logit-bias ID=B     add B (-100..100) to token ID's logit; repeatable\n"
             "  --json                JSON mode: the answer is held to one JSON object\n"
+            "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
@@ -197,6 +198,7 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
     int raw = 0, stats = 0, score = 0, json = 0;
+    char *schema = NULL; /* --json-schema's text */
     long n = 256;
     double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
     long top_k = 0, seed = 0, logprobs = -1;
@@ -218,6 +220,7 @@ int pm_cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage_generate();
             media_free(&ms);
+            free(schema);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) dir = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
@@ -226,6 +229,12 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
         else if (!strcmp(a, "--score")) { score = 1; continue; }
         else if (!strcmp(a, "--json")) { json = 1; continue; }
+        else if (!strcmp(a, "--json-schema")) {
+            size_t len;
+            char err[1024];
+            free(schema);
+            if (!(schema = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
+        }
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
         else if (!strcmp(a, "--audio")) {
@@ -258,6 +267,7 @@ int pm_cmd_generate(int argc, char **argv) {
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     if (rc) {
         media_free(&ms);
+        free(schema);
         return rc;
     }
     /* A prompt without placeholders gets them prepended in order (images, then audio). */
@@ -277,6 +287,7 @@ int pm_cmd_generate(int argc, char **argv) {
     if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) {
         free(full);
         media_free(&ms);
+        free(schema);
         return cli_fail(cmd, "%s", err);
     }
     cli_compute_note(cmd, &lo, m);
@@ -299,7 +310,8 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.frequency_penalty = (float)freq;
     req.sampling.presence_penalty = (float)pres;
     req.sampling.repetition_penalty = (float)rep;
-    req.format = json ? PM_FORMAT_JSON_OBJECT : PM_FORMAT_TEXT;
+    req.format = schema ? PM_FORMAT_JSON_SCHEMA : json ? PM_FORMAT_JSON_OBJECT : PM_FORMAT_TEXT;
+    req.json_schema = schema;
     req.logit_bias = bias;
     req.n_logit_bias = n_bias;
     req.logprobs = logprobs >= 0;
@@ -309,6 +321,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_model_free(m);
     free(full);
     media_free(&ms);
+    free(schema);
     return rc;
 }
 

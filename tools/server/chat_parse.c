@@ -15,6 +15,7 @@
 #include "dataurl.h"
 #include "json_util.h"
 #include "local_media.h"
+#include "engine/json_schema.h"
 #include "tok/chat.h"
 
 typedef struct sbuf {
@@ -59,6 +60,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     free(r->audios);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->logit_bias);
+    free(r->json_schema);
     memset(r, 0, sizeof *r);
 }
 
@@ -138,17 +140,34 @@ static int parse_penalties(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
-/* response_format: text, or json_object (JSON mode); a schema is not supported. */
+/* response_format: text, json_object (JSON mode) or json_schema (its schema compiled here, so
+ * that one the engine cannot hold an answer to is a 400 naming the keyword). */
 static int parse_format(const json_t *root, srv_chat_req *r, srv_error *e) {
     const json_t *v = json_object_get(root, "response_format");
     if (!v || json_is_null(v)) return 0;
     const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
     if (!json_is_string(t)) return srv_bad(e, "response_format", "invalid_type", "response_format must be an object with a string type");
     const char *type = json_string_value(t);
-    if (!strcmp(type, "json_object")) r->format = PM_FORMAT_JSON_OBJECT;
-    else if (strcmp(type, "text"))
-        return srv_bad(e, "response_format.type", !strcmp(type, "json_schema") ? "unsupported_value" : "invalid_value",
-                       "response_format type '%.40s' is not supported (text or json_object)", type);
+    if (!strcmp(type, "text")) return 0;
+    if (!strcmp(type, "json_object")) {
+        r->format = PM_FORMAT_JSON_OBJECT;
+        return 0;
+    }
+    if (strcmp(type, "json_schema"))
+        return srv_bad(e, "response_format.type", "invalid_value", "response_format type '%.40s' is not one of text, json_object, json_schema", type);
+    const json_t *js = json_object_get(v, "json_schema"), *sch = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+    if (!json_is_object(js)) return srv_bad(e, "response_format.json_schema", "invalid_type", "response_format.json_schema must be an object");
+    if (sch && !json_is_object(sch) && !json_is_boolean(sch))
+        return srv_bad(e, "response_format.json_schema.schema", "invalid_type", "response_format.json_schema.schema must be an object");
+    r->format = PM_FORMAT_JSON_SCHEMA;
+    r->json_schema = sch ? json_dumps(sch, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("true");
+    if (!r->json_schema) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    pm_json_schema *compiled = NULL;
+    pm_err pe = {0};
+    if (pm_json_schema_compile(r->json_schema, &compiled, &pe))
+        return srv_bad(e, "response_format.json_schema.schema", strstr(pe.msg, "not supported") ? "unsupported_value" : "invalid_value", "%s",
+                       pe.msg);
+    pm_json_schema_free(compiled);
     return 0;
 }
 

@@ -45,7 +45,8 @@ typedef struct srv_chat_req {
     pm_sampling sampling;          /* with the penalties */
     pm_logit_bias *logit_bias;     /* malloc'd, n_logit_bias of them */
     int n_logit_bias;
-    pm_format format;              /* response_format: text or json_object */
+    pm_format format;              /* response_format: text, json_object or json_schema */
+    char *json_schema;             /* with json_schema: the schema as JSON text (malloc'd) */
     int seed_given;
     char *stop[SRV_MAX_STOP];
     int n_stop;

@@ -65,7 +65,8 @@ struct srv_job {
     pm_sampling sampling;
     pm_logit_bias *logit_bias;      /* malloc'd */
     int n_logit_bias;
-    pm_format output_format;        /* text or a JSON object (response_format) */
+    pm_format output_format;        /* text, a JSON object or a schema's value (response_format) */
+    char *json_schema;              /* malloc'd */
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;

@@ -103,6 +103,7 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
             oom = 1;
         }
     }
+    if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;
     if (oom) {
         srv_job_unref(j);
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");

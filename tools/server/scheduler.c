@@ -235,6 +235,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->logit_bias = j->logit_bias;
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
+    rq->json_schema = j->json_schema;
     rq->should_stop = job_should_stop;
     rq->stop_user = j;
 }

@@ -1,0 +1,433 @@
+/* json_schema.c — see json_schema.h. The nodes live in the schema's allocations; a schema object
+ * compiles to one node (memoised, so that a recursive $ref closes a cycle instead of recursing). */
+#include "json_schema.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The nodes every schema shares: any value, and the any-value containers it opens. */
+static const pm_json_node any_node;
+static const pm_json_node any_node = {.kind = PM_JN_ANY};
+static const pm_json_node any_object = {.kind = PM_JN_OBJECT, .extra = &any_node};
+static const pm_json_node any_array = {.kind = PM_JN_ARRAY, .items = &any_node, .max_items = -1};
+static const pm_json_node any_string = {.kind = PM_JN_STRING, .max_len = -1};
+static const pm_json_node any_number = {.kind = PM_JN_NUMBER};
+static const pm_json_node any_integer = {.kind = PM_JN_INTEGER};
+static const pm_json_node any_bool = {.kind = PM_JN_BOOL};
+static const pm_json_node any_null = {.kind = PM_JN_NULL};
+
+const pm_json_node *pm_json_any(void) { return &any_node; }
+const pm_json_node *pm_json_any_object(void) { return &any_object; }
+
+int pm_json_class(unsigned c) {
+    switch (c) {
+    case '{': return PM_JC_OBJECT;
+    case '[': return PM_JC_ARRAY;
+    case '"': return PM_JC_STRING;
+    case 't': case 'f': return PM_JC_BOOL;
+    case 'n': return PM_JC_NULL;
+    default: return c == '-' || (c >= '0' && c <= '9') ? PM_JC_NUMBER : -1;
+    }
+}
+
+const pm_json_node *pm_json_resolve(const pm_json_node *n, unsigned c) {
+    static const pm_json_node *const any_by_class[PM_JC_COUNT] = {&any_object, &any_array, &any_string, &any_number, &any_bool, &any_null};
+    int cls = pm_json_class(c);
+    if (cls < 0) return NULL;
+    while (n && n->kind == PM_JN_UNION) n = n->alt[cls];
+    if (!n || n->kind == PM_JN_ENUM) return n;
+    if (n->kind == PM_JN_ANY) return any_by_class[cls];
+    static const int class_of_kind[] = {[PM_JN_OBJECT] = PM_JC_OBJECT, [PM_JN_ARRAY] = PM_JC_ARRAY, [PM_JN_STRING] = PM_JC_STRING,
+                                        [PM_JN_NUMBER] = PM_JC_NUMBER, [PM_JN_INTEGER] = PM_JC_NUMBER, [PM_JN_BOOL] = PM_JC_BOOL,
+                                        [PM_JN_NULL] = PM_JC_NULL};
+    return class_of_kind[n->kind] == cls ? n : NULL;
+}
+
+enum { MAX_NODES = 4096, MAX_PATH = 256, MAX_DEPTH = 128 };
+
+struct pm_json_schema {
+    const pm_json_node *root;
+    json_t *doc;
+    void **allocs;       /* everything the nodes point to */
+    int n_allocs, cap_allocs;
+    json_t **memo_key;   /* schema objects compiled so far and their nodes */
+    const pm_json_node **memo_node;
+    int n_memo;
+    int depth;           /* compile's recursion */
+    pm_err *e;
+};
+
+static void *alloc(pm_json_schema *s, size_t n) {
+    if (s->n_allocs == s->cap_allocs) {
+        int cap = s->cap_allocs ? 2 * s->cap_allocs : 64;
+        void **a = realloc(s->allocs, sizeof *a * (size_t)cap);
+        if (!a) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema"), NULL;
+        s->allocs = a;
+        s->cap_allocs = cap;
+    }
+    void *p = calloc(1, n ? n : 1);
+    if (!p) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema"), NULL;
+    return s->allocs[s->n_allocs++] = p;
+}
+
+static const pm_json_node *compile(pm_json_schema *s, json_t *v, const char *path);
+
+static int is_refused(const char *k) {
+    static const char *const names[] = {"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                                        "patternProperties", "propertyNames", "minProperties", "maxProperties", "uniqueItems",
+                                        "contains", "minContains", "maxContains", "prefixItems", "additionalItems", "not", "if",
+                                        "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+                                        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(k, names[i])) return 1;
+    return 0;
+}
+
+static pm_json_node *new_node(pm_json_schema *s, int kind) {
+    if (s->n_allocs > 8 * MAX_NODES) {
+        pm_errf(s->e, PM_ELIMIT, "JSON schema: more than %d nodes", MAX_NODES);
+        return NULL;
+    }
+    pm_json_node *n = alloc(s, sizeof *n);
+    if (n) {
+        n->kind = kind;
+        n->max_items = n->max_len = -1;
+    }
+    return n;
+}
+
+static int classes_of(const pm_json_node *n, int *cls, const char *path, pm_err *e) {
+    memset(cls, 0, sizeof(int) * PM_JC_COUNT);
+    switch (n->kind) {
+    case PM_JN_ANY: for (int c = 0; c < PM_JC_COUNT; c++) cls[c] = 1; break;
+    case PM_JN_OBJECT: cls[PM_JC_OBJECT] = 1; break;
+    case PM_JN_ARRAY: cls[PM_JC_ARRAY] = 1; break;
+    case PM_JN_STRING: cls[PM_JC_STRING] = 1; break;
+    case PM_JN_NUMBER: case PM_JN_INTEGER: cls[PM_JC_NUMBER] = 1; break;
+    case PM_JN_BOOL: cls[PM_JC_BOOL] = 1; break;
+    case PM_JN_NULL: cls[PM_JC_NULL] = 1; break;
+    case PM_JN_ENUM:
+        for (int i = 0; i < n->n_lits; i++) {
+            int c = pm_json_class((unsigned char)n->lit[i][0]);
+            if (c >= 0) cls[c] = 1;
+        }
+        break;
+    default: { /* UNION */
+        int any = 0;
+        for (int c = 0; c < PM_JC_COUNT; c++) any |= cls[c] = n->alt[c] != NULL;
+        if (!any) return pm_errf(e, PM_EINVAL, "JSON schema at %s: a union refers to itself before it is complete (a recursive anyOf)", path);
+    }
+    }
+    return PM_OK;
+}
+
+/* The union of branches b[n]: the first byte of a value must pick one. */
+static const pm_json_node *make_union(pm_json_schema *s, const pm_json_node **b, int n, const char *path) {
+    static const char *const cname[] = {"object", "array", "string", "number", "boolean", "null"};
+    if (n == 1) return b[0];
+    pm_json_node *u = new_node(s, PM_JN_UNION);
+    if (!u) return NULL;
+    for (int i = 0; i < n; i++) {
+        int cls[PM_JC_COUNT];
+        if (classes_of(b[i], cls, path, s->e)) return NULL;
+        for (int c = 0; c < PM_JC_COUNT; c++) {
+            if (!cls[c]) continue;
+            if (u->alt[c]) {
+                pm_errf(s->e, PM_EINVAL,
+                        "JSON schema at %s: two branches both admit a %s; the branches of anyOf / oneOf / a type list must start "
+                        "differently (object, array, string, number, boolean, null)",
+                        path, cname[c]);
+                return NULL;
+            }
+            u->alt[c] = b[i];
+        }
+    }
+    return u;
+}
+
+static int get_count(pm_json_schema *s, json_t *v, const char *key, int *out, const char *path) {
+    json_t *x = json_object_get(v, key);
+    if (!x) return PM_OK;
+    if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (1 << 30))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must be a non-negative integer", path, key);
+    *out = (int)json_integer_value(x);
+    return PM_OK;
+}
+
+/* A property name as it appears between the quotes of a key, escaped as a compact writer would. */
+static int encode_key(pm_json_schema *s, const char *name, pm_json_node *o, int i) {
+    json_t *str = json_string(name);
+    char *js = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+    json_decref(str);
+    if (!js) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema");
+    size_t n = strlen(js);
+    char *k = alloc(s, n);
+    if (k) {
+        memcpy(k, js + 1, n - 2); /* without the quotes */
+        o->key[i] = k;
+        o->key_len[i] = (uint32_t)(n - 2);
+    }
+    free(js);
+    return s->e->code;
+}
+
+static const pm_json_node *compile_object(pm_json_schema *s, json_t *v, pm_json_node *o, const char *path) {
+    char sub[MAX_PATH];
+    json_t *props = json_object_get(v, "properties"), *req = json_object_get(v, "required"), *ap = json_object_get(v, "additionalProperties");
+    if (props && !json_is_object(props)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: properties must be an object", path), NULL;
+    if (req && !json_is_array(req)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: required must be an array", path), NULL;
+    size_t n = props ? json_object_size(props) : 0;
+    if (n > PM_JSON_MAX_PROPS)
+        return pm_errf(s->e, PM_ELIMIT, "JSON schema at %s: %zu properties, at most %d", path, n, PM_JSON_MAX_PROPS), NULL;
+    o->n_props = (int)n;
+    o->key = alloc(s, sizeof *o->key * n);
+    o->key_len = alloc(s, sizeof *o->key_len * n);
+    o->prop = alloc(s, sizeof *o->prop * n);
+    o->required = alloc(s, n);
+    if (s->e->code) return NULL;
+    const char *name;
+    json_t *pv;
+    int i = 0;
+    json_object_foreach(props, name, pv) { /* in the order written */
+        if (encode_key(s, name, o, i)) return NULL;
+        snprintf(sub, sizeof sub, "%s/properties/%s", path, name);
+        if (!(o->prop[i] = compile(s, pv, sub))) return NULL;
+        i++;
+    }
+    size_t k;
+    json_t *r;
+    json_array_foreach(req, k, r) {
+        if (!json_is_string(r)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: required[%zu] must be a string", path, k), NULL;
+        int found = -1, j = 0;
+        json_object_foreach(props, name, pv) {
+            if (!strcmp(name, json_string_value(r))) found = j;
+            j++;
+        }
+        if (found < 0)
+            return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: required property '%.60s' is not among its properties", path,
+                           json_string_value(r)), NULL;
+        o->required[found] = 1;
+    }
+    if (!ap || json_is_true(ap)) o->extra = &any_node;
+    else if (json_is_false(ap)) o->extra = NULL;
+    else {
+        snprintf(sub, sizeof sub, "%s/additionalProperties", path);
+        if (!(o->extra = compile(s, ap, sub))) return NULL;
+    }
+    return o;
+}
+
+static const pm_json_node *compile_array(pm_json_schema *s, json_t *v, pm_json_node *a, const char *path) {
+    char sub[MAX_PATH];
+    json_t *items = json_object_get(v, "items");
+    if (items && json_is_array(items))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: items as a list (tuples) is not supported", path), NULL;
+    snprintf(sub, sizeof sub, "%s/items", path);
+    a->items = items ? compile(s, items, sub) : &any_node;
+    if (!a->items || get_count(s, v, "minItems", &a->min_items, path) || get_count(s, v, "maxItems", &a->max_items, path)) return NULL;
+    if (a->max_items >= 0 && a->max_items < a->min_items)
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: maxItems below minItems", path), NULL;
+    return a;
+}
+
+/* One type of a schema object (v's other keywords for that type). */
+static const pm_json_node *typed(pm_json_schema *s, json_t *v, const char *type, pm_json_node *into, const char *path) {
+    if (!strcmp(type, "object")) {
+        pm_json_node *o = into ? into : new_node(s, PM_JN_OBJECT);
+        if (o) o->kind = PM_JN_OBJECT;
+        return o ? compile_object(s, v, o, path) : NULL;
+    }
+    if (!strcmp(type, "array")) {
+        pm_json_node *a = into ? into : new_node(s, PM_JN_ARRAY);
+        if (a) a->kind = PM_JN_ARRAY;
+        return a ? compile_array(s, v, a, path) : NULL;
+    }
+    if (!strcmp(type, "string")) {
+        if (!json_object_get(v, "minLength") && !json_object_get(v, "maxLength")) return &any_string;
+        pm_json_node *t = new_node(s, PM_JN_STRING);
+        if (!t || get_count(s, v, "minLength", &t->min_len, path) || get_count(s, v, "maxLength", &t->max_len, path)) return NULL;
+        if (t->max_len >= 0 && t->max_len < t->min_len)
+            return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: maxLength below minLength", path), NULL;
+        return t;
+    }
+    if (!strcmp(type, "number")) return &any_number;
+    if (!strcmp(type, "integer")) return &any_integer;
+    if (!strcmp(type, "boolean")) return &any_bool;
+    if (!strcmp(type, "null")) return &any_null;
+    return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: unknown type '%.40s'", path, type), NULL;
+}
+
+/* A JSON pointer into the document ("#", "#/$defs/Name", ~0 and ~1 escapes). */
+static json_t *resolve(pm_json_schema *s, const char *ref, const char *path) {
+    if (ref[0] != '#') return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: $ref '%.80s' leaves the document", path, ref), NULL;
+    json_t *at = s->doc;
+    const char *p = ref + 1;
+    while (*p == '/') {
+        char tok[128];
+        size_t n = 0;
+        for (p++; *p && *p != '/'; p++) {
+            char c = *p;
+            if (c == '~' && (p[1] == '0' || p[1] == '1')) c = *++p == '0' ? '~' : '/';
+            if (n + 1 < sizeof tok) tok[n++] = c;
+        }
+        tok[n] = 0;
+        at = json_is_object(at) ? json_object_get(at, tok) : NULL;
+        if (!at) break;
+    }
+    if (!at || *p) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: $ref '%.80s' points nowhere", path, ref), NULL;
+    return at;
+}
+
+static const pm_json_node *compile_union(pm_json_schema *s, json_t *list, const char *kw, const char *path) {
+    char sub[MAX_PATH];
+    size_t n = json_is_array(list) ? json_array_size(list) : 0;
+    if (!n || n > PM_JC_COUNT + 1)
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must list 1 to %d schemas", path, kw, PM_JC_COUNT), NULL;
+    const pm_json_node *b[PM_JC_COUNT + 1];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(sub, sizeof sub, "%s/%s/%zu", path, kw, i);
+        if (!(b[i] = compile(s, json_array_get(list, i), sub))) return NULL;
+    }
+    return make_union(s, b, (int)n, path);
+}
+
+static const pm_json_node *compile_enum(pm_json_schema *s, json_t *v, const char *path) {
+    json_t *en = json_object_get(v, "enum"), *cn = json_object_get(v, "const");
+    size_t n = en ? (json_is_array(en) ? json_array_size(en) : 0) : 1;
+    if (!n || n > PM_JSON_MAX_ENUM) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: enum must list 1 to %d values", path, PM_JSON_MAX_ENUM), NULL;
+    pm_json_node *e = new_node(s, PM_JN_ENUM);
+    if (!e || !(e->lit = alloc(s, sizeof *e->lit * n)) || !(e->lit_len = alloc(s, sizeof *e->lit_len * n))) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char *js = json_dumps(en ? json_array_get(en, i) : cn, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *keep = js ? alloc(s, strlen(js) + 1) : NULL;
+        if (keep) {
+            strcpy(keep, js);
+            e->lit[e->n_lits] = keep;
+            e->lit_len[e->n_lits++] = (uint32_t)strlen(keep);
+        }
+        free(js);
+        if (!keep) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema"), NULL;
+    }
+    return e;
+}
+
+static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *path);
+
+static int memo_add(pm_json_schema *s, json_t *v, const pm_json_node *n) {
+    if (s->n_memo >= MAX_NODES) return pm_errf(s->e, PM_ELIMIT, "JSON schema: more than %d schema objects", MAX_NODES);
+    json_t **mk = realloc(s->memo_key, sizeof *mk * (size_t)(s->n_memo + 1));
+    if (mk) s->memo_key = mk;
+    const pm_json_node **mn = realloc(s->memo_node, sizeof *mn * (size_t)(s->n_memo + 1));
+    if (mn) s->memo_node = mn;
+    if (!mk || !mn) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema");
+    s->memo_key[s->n_memo] = v;
+    s->memo_node[s->n_memo++] = n;
+    return PM_OK;
+}
+
+/* Cycles close at object and array nodes (memoised before their children); one that passes
+ * through none of them would recurse without end, and a schema this deep is no use either. */
+static const pm_json_node *compile(pm_json_schema *s, json_t *v, const char *path) {
+    if (s->depth >= MAX_DEPTH)
+        return pm_errf(s->e, PM_ELIMIT, "JSON schema at %s: nested deeper than %d (or a $ref cycle through no object or array)",
+                       path, MAX_DEPTH), NULL;
+    s->depth++;
+    const pm_json_node *n = compile_at(s, v, path);
+    s->depth--;
+    return n;
+}
+
+static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *path) {
+    if (json_is_true(v)) return &any_node;
+    if (!json_is_object(v)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: a schema must be an object or true", path), NULL;
+    for (int i = 0; i < s->n_memo; i++)
+        if (s->memo_key[i] == v) return s->memo_node[i];
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) if (is_refused(k))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: the keyword '%s' is not supported (JSON mode could not hold the answer to it)",
+                       path, k), NULL;
+    json_t *ref = json_object_get(v, "$ref"), *all = json_object_get(v, "allOf"), *type = json_object_get(v, "type");
+    json_t *any = json_object_get(v, "anyOf") ? json_object_get(v, "anyOf") : json_object_get(v, "oneOf");
+    if (json_object_get(v, "anyOf") && json_object_get(v, "oneOf"))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: anyOf beside oneOf is not supported", path), NULL;
+    if (all && (!json_is_array(all) || json_array_size(all) != 1))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: allOf of more than one schema is not supported", path), NULL;
+    int forms = !!ref + !!all + !!any + !!(json_object_get(v, "enum") || json_object_get(v, "const"));
+    if (forms > 1 || (forms && type && !json_object_get(v, "enum") && !json_object_get(v, "const")))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: $ref, allOf, anyOf / oneOf, enum / const and type combine only one at a time",
+                       path), NULL;
+    /* the node this object compiles to, memoised before its children (recursion) */
+    const char *one = json_is_string(type) ? json_string_value(type) /* the one type it has, said or implied */
+                      : type ? NULL
+                      : json_object_get(v, "properties") || json_object_get(v, "required") || json_object_get(v, "additionalProperties") ? "object"
+                      : json_object_get(v, "items") || json_object_get(v, "minItems") || json_object_get(v, "maxItems") ? "array"
+                      : json_object_get(v, "minLength") || json_object_get(v, "maxLength") ? "string"
+                      : NULL;
+    pm_json_node *slot = NULL;
+    if (!forms && one && (!strcmp(one, "object") || !strcmp(one, "array")) && !json_is_true(json_object_get(v, "nullable")) &&
+        (!(slot = new_node(s, PM_JN_ANY)) || memo_add(s, v, slot)))
+        return NULL;
+    char sub[MAX_PATH];
+    const pm_json_node *out = NULL;
+    if (ref) {
+        json_t *target = json_is_string(ref) ? resolve(s, json_string_value(ref), path) : NULL;
+        if (!json_is_string(ref)) pm_errf(s->e, PM_EINVAL, "JSON schema at %s: $ref must be a string", path);
+        out = target ? compile(s, target, json_string_value(ref)) : NULL;
+    } else if (all) {
+        snprintf(sub, sizeof sub, "%s/allOf/0", path);
+        out = compile(s, json_array_get(all, 0), sub);
+    } else if (any) out = compile_union(s, any, json_object_get(v, "anyOf") ? "anyOf" : "oneOf", path);
+    else if (forms) out = compile_enum(s, v, path);
+    else if (one) out = typed(s, v, one, slot, path);
+    else if (json_is_array(type)) {
+        const pm_json_node *b[PM_JC_COUNT + 2];
+        size_t n = json_array_size(type), i;
+        if (!n || n > PM_JC_COUNT + 1) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: type lists 1 to %d names", path, PM_JC_COUNT + 1), NULL;
+        for (i = 0; i < n; i++) {
+            json_t *t = json_array_get(type, i);
+            if (!json_is_string(t)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: type[%zu] must be a string", path, i), NULL;
+            if (!(b[i] = typed(s, v, json_string_value(t), NULL, path))) return NULL;
+        }
+        out = make_union(s, b, (int)n, path);
+    } else if (type) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: type must be a string or a list", path), NULL;
+    else out = &any_node;
+    if (out && json_is_true(json_object_get(v, "nullable")) && out->kind != PM_JN_NULL) {
+        const pm_json_node *b[2] = {out, &any_null};
+        out = make_union(s, b, 2, path);
+    }
+    if (out && !slot && memo_add(s, v, out)) return NULL; /* memoised after: it cannot recurse into itself */
+    return out;
+}
+
+int pm_json_schema_compile(const char *text, pm_json_schema **out, pm_err *e) {
+    *out = NULL;
+    json_error_t je;
+    pm_json_schema *s = calloc(1, sizeof *s);
+    if (!s) return pm_errf(e, PM_ENOMEM, "out of memory compiling a JSON schema");
+    s->e = e;
+    s->doc = json_loads(text ? text : "", JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    if (!s->doc) pm_errf(e, PM_EINVAL, "JSON schema: not JSON (%s, at %d:%d)", je.text, je.line, je.column);
+    else s->root = compile(s, s->doc, "#");
+    if (!s->root) {
+        pm_json_schema_free(s);
+        return e->code ? e->code : pm_errf(e, PM_EINVAL, "JSON schema: could not compile");
+    }
+    s->e = NULL;
+    *out = s;
+    return PM_OK;
+}
+
+const pm_json_node *pm_json_schema_root(const pm_json_schema *s) { return s->root; }
+
+void pm_json_schema_free(pm_json_schema *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_allocs; i++) free(s->allocs[i]);
+    free(s->allocs);
+    free(s->memo_key);
+    free(s->memo_node);
+    json_decref(s->doc);
+    free(s);
+}

@@ -1,0 +1,71 @@
+/* json_schema.h — a JSON Schema compiled into the graph that JSON mode's recognizer walks
+ * (json_mode.h). The output is held to a subset of the schema's instances that a byte-level
+ * recognizer can follow without looking ahead:
+ *   - object properties come in the order the schema lists them (required ones never skipped,
+ *     optional ones may be), and no others: additionalProperties matters only for an object with
+ *     no properties listed (then any keys, with its schema or any values, unless false);
+ *   - anyOf / oneOf / a list of types: the branches must start differently (object, array,
+ *     string, number, boolean, null: the value's first byte picks the branch);
+ *   - enum / const: the values written compactly, byte for byte.
+ * Enforced: type, properties, required, additionalProperties, items, minItems, maxItems,
+ * minLength, maxLength (in characters; an escape counts one), enum, const, anyOf, oneOf, allOf of
+ * one schema, nullable, $ref into the same document ("#/$defs/X", recursion included).
+ * Annotations (title, description, default, examples, format, $schema, $id, ...) are read and
+ * ignored. A keyword that would constrain what cannot be enforced here (pattern, minimum,
+ * multipleOf, uniqueItems, prefixItems, not, if, ...) is refused with its path, so an answer
+ * never silently breaks its schema. */
+#ifndef PM_JSON_SCHEMA_H
+#define PM_JSON_SCHEMA_H
+
+#include <stdint.h>
+
+#include "util/err.h"
+
+enum {
+    PM_JN_ANY, PM_JN_OBJECT, PM_JN_ARRAY, PM_JN_STRING, PM_JN_NUMBER, PM_JN_INTEGER, PM_JN_BOOL, PM_JN_NULL,
+    PM_JN_ENUM, PM_JN_UNION
+};
+/* What a value's first byte says it is. */
+enum { PM_JC_OBJECT, PM_JC_ARRAY, PM_JC_STRING, PM_JC_NUMBER, PM_JC_BOOL, PM_JC_NULL, PM_JC_COUNT };
+enum { PM_JSON_MAX_PROPS = 64, PM_JSON_MAX_ENUM = 64 };
+
+typedef struct pm_json_node pm_json_node;
+struct pm_json_node {
+    int kind;                          /* PM_JN_* */
+    const pm_json_node *alt[PM_JC_COUNT]; /* UNION: the branch a first byte picks (NULL: none) */
+    /* OBJECT: properties in order (key: the name as JSON string content, escaped), and the values
+     * of other keys when none are listed (extra; NULL: no other keys) */
+    int n_props;
+    const char **key;
+    uint32_t *key_len;
+    const pm_json_node **prop;
+    uint8_t *required;
+    const pm_json_node *extra;
+    /* ARRAY */
+    const pm_json_node *items;
+    int min_items, max_items;          /* max < 0: none */
+    /* STRING */
+    int min_len, max_len;              /* max < 0: none */
+    /* ENUM: the values as compact JSON */
+    int n_lits;
+    const char **lit;
+    uint32_t *lit_len;
+};
+
+/* The node of any JSON value, and of JSON mode's any object. */
+const pm_json_node *pm_json_any(void);
+const pm_json_node *pm_json_any_object(void);
+/* The class (PM_JC_*) a value's first byte c gives, or -1. */
+int pm_json_class(unsigned c);
+/* The node a value of n that begins with byte c is held to: through unions, and any value made
+ * concrete (an any object, array, string...); NULL when n admits no value that begins so. An enum
+ * comes back as it is. */
+const pm_json_node *pm_json_resolve(const pm_json_node *n, unsigned c);
+
+typedef struct pm_json_schema pm_json_schema;
+/* Compiles a schema given as JSON text; a message naming the keyword and its path otherwise. */
+int pm_json_schema_compile(const char *text, pm_json_schema **out, pm_err *e);
+const pm_json_node *pm_json_schema_root(const pm_json_schema *s);
+void pm_json_schema_free(pm_json_schema *s);
+
+#endif
