@@ -11,7 +11,7 @@ FX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}/phi4mm-tiny
 C=fuzz/corpus
 PY=/usr/bin/python3
 [ -d "$FX/tiny_model" ] || { echo "make_corpus: fixture not found at $FX (set PHI4MM_FIXTURES)" >&2; exit 1; }
-for t in safetensors config tok_load tok_encode wave image chat multipart base64; do mkdir -p "$C/$t"; done
+for t in safetensors config tok_load tok_encode wave image chat multipart base64 json_schema; do mkdir -p "$C/$t"; done
 
 # ---- audio: the fixture clips (all but the 1.3 MB long one) and every format libsndfile writes
 mkdir -p "$BUILD_DIR"
@@ -181,5 +181,20 @@ put("base64", "enc0", b"\x01" + bytes(range(40)))
 for i, s in enumerate([b"data:image/png;base64," + b64p.encode()[:64], b"DATA:Image/JPEG;charset=x;base64,QUJD", b"data:;base64,QQ==",
                        b"data:text/plain,hello", b"data:image/png;base64", b"data:a/b/c;base64,QQ=="]):
     put("base64", f"url{i}", b"\x02" + s)
+
+# -- json_schema: "schema NUL document", or a document alone (JSON mode's any object)
+schemas = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
+     "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 3}, "n": {"type": ["number", "null"]}},
+     "required": ["name", "age"], "additionalProperties": False},
+    {"$defs": {"t": {"type": "object", "properties": {"v": {"const": 1}, "k": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}},
+     "$ref": "#/$defs/t"},
+    {"anyOf": [{"type": "string", "minLength": 2}, {"type": "boolean"}, {"type": "object", "additionalProperties": {"type": "number"}}]},
+]
+docs = [{"name": "Ada", "age": 36, "tags": ["a", 3], "n": None}, {"v": 1, "k": [{"v": 1, "k": []}]}, "xy"]
+for i, (sc, d) in enumerate(zip(schemas, docs)):
+    put("json_schema", f"schema{i}", json.dumps(sc).encode() + b"\x00" + json.dumps(d).encode())
+put("json_schema", "object", '{"a": [1, -2.5e+3, true, null, {"b": "\\u00e9\\uD83D\\uDE00\\n"}], "c": "\u4e2d"}'.encode())
+put("json_schema", "bad_schema", b'{"type": "string", "pattern": "x"}\x00"x"')
 PY
 echo "make_corpus: $(for d in "$C"/*/; do printf '%s=%s ' "$(basename "$d")" "$(ls "$d" | wc -l)"; done)"

@@ -21,7 +21,9 @@ enum {
     M_AFTER,     /* after a value in a container: ',' or the closing bracket */
     M_STRING,
     M_ESCAPE,    /* after '\' */
-    M_HEX,       /* in \uXXXX: sub digits left */
+    M_HEX,       /* in \uXXXX: sub digits left, hex the value so far */
+    M_LOW_BS,    /* after a high surrogate's escape: the '\' of its low half */
+    M_LOW_U,     /* and its 'u' */
     M_NUMBER,    /* sub: N_* */
     M_LITERAL,   /* sub: literal * 8 + bytes matched */
     M_ENUM,      /* in one of an enum's values: cand / pos */
@@ -280,15 +282,25 @@ static int feed_byte(pm_json_state *s, unsigned c) {
     case M_STRING: return string_byte(s, c);
     case M_KEY: return key_byte(s, c);
     case M_ESCAPE:
+    case M_LOW_U:
         if (c == 'u') {
             s->mode = M_HEX;
             s->sub = 4;
-        } else if (c && strchr("\"\\/bfnrt", (int)c)) s->mode = M_STRING;
+            s->hex = 0;
+        } else if (s->mode == M_ESCAPE && c && strchr("\"\\/bfnrt", (int)c)) s->mode = M_STRING;
         else return -1;
         return 0;
-    case M_HEX:
+    case M_LOW_BS:
+        if (c != '\\') return -1;
+        s->mode = M_LOW_U;
+        return 0;
+    case M_HEX: /* surrogates only in pairs, as strict parsers demand */
         if (!is_hex(c)) return -1;
-        if (--s->sub == 0) s->mode = M_STRING;
+        s->hex = (uint16_t)(s->hex << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10));
+        if (--s->sub) return 0;
+        if (s->low != (s->hex >= 0xDC00 && s->hex <= 0xDFFF)) return -1;
+        s->low = s->hex >= 0xD800 && s->hex <= 0xDBFF;
+        s->mode = s->low ? M_LOW_BS : M_STRING;
         return 0;
     case M_NUMBER:
     case M_ENUM: {

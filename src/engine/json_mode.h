@@ -43,6 +43,8 @@ typedef struct pm_json_state {
     uint8_t utf8_left;           /* continuation bytes the string still owes */
     uint8_t utf8_range;          /* the range the next one must lie in */
     uint8_t ws;                  /* whitespace bytes in a row */
+    uint8_t low;                 /* a \u escape of a high surrogate was read: its low half follows */
+    uint16_t hex;                /* the \u escape's value so far */
     pm_json_frame frames[PM_JSON_MAX_DEPTH];
 } pm_json_state;
 

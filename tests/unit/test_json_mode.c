@@ -59,6 +59,9 @@ static const char *const invalid[] = {
     "{,}",
     "{\"a\":nul}",
     " {}",              /* whitespace before the value: RFC 8259 allows it, JSON mode does not */
+    "{\"a\":\"\\uD83D\"}",  /* a lone high surrogate */
+    "{\"a\":\"\\uDE00\"}",  /* a lone low one */
+    "{\"a\":\"\\uD83D\\n\"}",
 };
 
 /* Whether text is a prefix the recognizer accepts; *done: complete after it. */
