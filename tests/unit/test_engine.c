@@ -248,6 +248,19 @@ static void run_lp(fx *f, const pm_request *r, lp_rec *c) {
     pm_engine_free(eng);
 }
 
+/* A request the engine refuses at submit with PM_EINVAL and a message holding needle. */
+static void submit_refused(fx *f, const pm_request *r, const char *needle) {
+    pm_engine *eng;
+    char err[512];
+    int64_t id;
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    pm_callbacks cb = {0};
+    assert_int_equal(pm_engine_submit(eng, r, &cb, &id, err, sizeof err), PM_EINVAL);
+    if (!strstr(err, needle)) fail_msg("'%s' lacks '%s'", err, needle);
+    assert_int_equal(pm_engine_live(eng), 0);
+    pm_engine_free(eng);
+}
+
 static void test_logprobs(void **state) {
     fx *f = *state;
     pm_request r = {0};
@@ -312,14 +325,7 @@ static void test_logprobs(void **state) {
     r.logprobs_eos = 0;
     /* out of range: refused at submit */
     r.top_logprobs = PM_MAX_TOP_LOGPROBS + 1;
-    pm_engine *eng;
-    char err[512];
-    int64_t id;
-    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
-    pm_callbacks cb = {0};
-    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), PM_EINVAL);
-    assert_non_null(strstr(err, "top_logprobs"));
-    pm_engine_free(eng);
+    submit_refused(f, &r, "top_logprobs");
 }
 
 /* What a penalized sequence sampled from, step by step: its logits (the engine's last), its token
@@ -430,20 +436,11 @@ static void test_penalties(void **state) {
     pen_free(&a);
     pen_free(&b);
     /* refused at submit: an id outside the vocabulary, a negative repetition penalty */
-    pm_engine *eng;
-    char err[512];
-    int64_t id;
-    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
-    pm_callbacks cb = {0};
     force.token = V;
-    assert_int_equal(pm_engine_submit(eng, &g, &cb, &id, err, sizeof err), PM_EINVAL);
-    assert_non_null(strstr(err, "logit_bias[0]"));
+    submit_refused(f, &g, "logit_bias[0]");
     g.n_logit_bias = 0;
     g.sampling.repetition_penalty = -1.0f;
-    assert_int_equal(pm_engine_submit(eng, &g, &cb, &id, err, sizeof err), PM_EINVAL);
-    assert_non_null(strstr(err, "penalties"));
-    assert_int_equal(pm_engine_live(eng), 0);
-    pm_engine_free(eng);
+    submit_refused(f, &g, "penalties");
 }
 
 /* JSON mode: the output stays a prefix of an object (a fresh recognizer takes every token's
@@ -534,18 +531,10 @@ static void test_json_mode(void **state) {
     assert_true(!strcmp(out, "\"yes\"") || !strcmp(out, "\"no\"") || !strcmp(out, "\"maybe\"") || !strcmp(out, "42"));
     pen_free(&a);
     /* refused at submit: a schema it cannot hold, an unknown format */
-    pm_engine *eng;
-    char err[512];
-    int64_t id;
-    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
-    pm_callbacks cb = {0};
     r.json_schema = "{\"type\": \"string\", \"pattern\": \"^a\"}";
-    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), PM_EINVAL);
-    assert_non_null(strstr(err, "'pattern'"));
+    submit_refused(f, &r, "'pattern'");
     r.format = (pm_format)7;
-    assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), PM_EINVAL);
-    assert_int_equal(pm_engine_live(eng), 0);
-    pm_engine_free(eng);
+    submit_refused(f, &r, "response format");
 }
 
 static void test_adapter_policy(void **state) {
