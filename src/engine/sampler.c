@@ -12,8 +12,6 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-enum { MARK_PROMPT = 1, MARK_SEEN = 2 };
-
 static int has_penalties(const pm_sampling *p) {
     return p->frequency_penalty != 0 || p->presence_penalty != 0 || (p->repetition_penalty > 0 && p->repetition_penalty != 1);
 }
@@ -23,6 +21,7 @@ int pm_sampler_init(pm_sampler *s, const pm_sampling *p, const pm_logit_bias *bi
     s->p = *p;
     s->state = p->seed ^ 0x5eedf00dULL;
     s->vocab = vocab;
+    s->penalties = has_penalties(p);
     int fail = 0;
     if (p->temperature > 0) {
         s->idx = malloc(sizeof(int) * (size_t)vocab);
@@ -33,12 +32,6 @@ int pm_sampler_init(pm_sampler *s, const pm_sampling *p, const pm_logit_bias *bi
         memcpy(s->bias, bias, sizeof *bias * (size_t)n_bias);
         s->n_bias = n_bias;
     } else fail |= n_bias > 0;
-    if (has_penalties(p)) {
-        s->count = calloc((size_t)vocab, sizeof *s->count);
-        s->mark = calloc((size_t)vocab, 1);
-        s->seen = malloc(sizeof *s->seen * (size_t)vocab);
-        fail |= !s->count || !s->mark || !s->seen;
-    }
     if (fail) {
         pm_sampler_free(s);
         return PM_ENOMEM;
@@ -50,51 +43,75 @@ void pm_sampler_free(pm_sampler *s) {
     free(s->idx);
     free(s->prob);
     free(s->bias);
-    free(s->count);
-    free(s->mark);
     free(s->seen);
+    free(s->slot);
     s->idx = NULL;
     s->prob = NULL;
     s->bias = NULL;
-    s->count = NULL;
-    s->mark = NULL;
     s->seen = NULL;
-    s->n_bias = s->n_seen = 0;
+    s->slot = NULL;
+    s->n_bias = s->n_seen = s->n_slots = 0;
 }
 
-static void note_seen(pm_sampler *s, int32_t t) {
-    if (s->mark[t] & MARK_SEEN) return;
-    s->mark[t] |= MARK_SEEN;
-    s->seen[s->n_seen++] = t;
+static uint32_t slot_of(int32_t t, int n_slots) { return ((uint32_t)t * 2654435761u) & (uint32_t)(n_slots - 1); }
+
+/* The seen entry of token t, added when new; NULL when out of memory (the penalty then misses it). */
+static pm_seen_token *seen_entry(pm_sampler *s, int32_t t) {
+    if (s->n_slots) /* open addressing, linear probing; slot holds the entry's index + 1 */
+        for (uint32_t h = slot_of(t, s->n_slots);; h = (h + 1) & (uint32_t)(s->n_slots - 1)) {
+            if (!s->slot[h]) break;
+            if (s->seen[s->slot[h] - 1].token == t) return &s->seen[s->slot[h] - 1];
+        }
+    if (2 * (s->n_seen + 1) > s->n_slots) { /* at most half full: grow and rehash */
+        int n = s->n_slots ? 2 * s->n_slots : 256;
+        int32_t *slot = calloc((size_t)n, sizeof *slot);
+        pm_seen_token *seen = realloc(s->seen, sizeof *seen * (size_t)(n / 2));
+        if (!slot || !seen) {
+            free(slot);
+            if (seen) s->seen = seen;
+            return NULL;
+        }
+        s->seen = seen;
+        free(s->slot);
+        s->slot = slot;
+        s->n_slots = n;
+        for (int i = 0; i < s->n_seen; i++) {
+            uint32_t h = slot_of(s->seen[i].token, n);
+            while (slot[h]) h = (h + 1) & (uint32_t)(n - 1);
+            slot[h] = i + 1;
+        }
+    }
+    uint32_t h = slot_of(t, s->n_slots);
+    while (s->slot[h]) h = (h + 1) & (uint32_t)(s->n_slots - 1);
+    pm_seen_token *e = &s->seen[s->n_seen];
+    e->token = t;
+    e->count = 0;
+    s->slot[h] = ++s->n_seen;
+    return e;
 }
 
 void pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n) {
-    if (!s->mark) return;
+    if (!s->penalties) return;
     for (int i = 0; i < n; i++)
-        if (ids[i] >= 0 && ids[i] < s->vocab) {
-            s->mark[ids[i]] |= MARK_PROMPT;
-            note_seen(s, ids[i]);
-        }
+        if (ids[i] >= 0 && ids[i] < s->vocab) seen_entry(s, ids[i]);
 }
 
 void pm_sampler_accept(pm_sampler *s, int32_t token) {
-    if (!s->count || token < 0 || token >= s->vocab) return;
-    s->count[token]++;
-    note_seen(s, token);
+    pm_seen_token *e = s->penalties && token >= 0 && token < s->vocab ? seen_entry(s, token) : NULL;
+    if (e) e->count++;
 }
 
-int pm_sampler_modifies(const pm_sampler *s) { return (s->p.temperature > 0 && s->idx) || s->n_bias > 0 || s->count; }
+int pm_sampler_modifies(const pm_sampler *s) { return (s->p.temperature > 0 && s->idx) || s->n_bias > 0 || s->penalties; }
 
 void pm_sampler_penalize(const pm_sampler *s, float *logits) {
     for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].token] += s->bias[i].bias;
-    if (!s->count) return;
     float rep = s->p.repetition_penalty > 0 ? s->p.repetition_penalty : 1.0f;
     for (int i = 0; i < s->n_seen; i++) {
-        int32_t t = s->seen[i];
-        float x = logits[t];
+        const pm_seen_token *e = &s->seen[i];
+        float x = logits[e->token];
         if (rep != 1.0f) x = x > 0 ? x / rep : x * rep; /* the prompt's tokens and the output's */
-        if (s->count[t]) x -= (float)s->count[t] * s->p.frequency_penalty + s->p.presence_penalty;
-        logits[t] = x;
+        if (e->count) x -= (float)e->count * s->p.frequency_penalty + s->p.presence_penalty;
+        logits[e->token] = x;
     }
 }
 

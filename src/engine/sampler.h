@@ -8,6 +8,11 @@
 #include <stdint.h>
 #include "phi4mm.h"
 
+typedef struct pm_seen_token {
+    int32_t token;
+    int32_t count; /* times generated (0: a prompt token only) */
+} pm_seen_token;
+
 typedef struct pm_sampler {
     pm_sampling p;
     uint64_t state;
@@ -16,13 +21,14 @@ typedef struct pm_sampler {
     int vocab;
     pm_logit_bias *bias;  /* copied from the request */
     int n_bias;
-    /* With penalties: what the sequence has seen so far. count[v] is how often v was generated,
-     * mark[v] says whether v is in the prompt (MARK_PROMPT) and whether it is listed in seen
-     * (MARK_SEEN), the distinct tokens of prompt and output: a step touches only those. */
-    int32_t *count;
-    uint8_t *mark;
-    int32_t *seen;
+    /* With penalties: the distinct tokens of the prompt and the output, each with how often it
+     * was generated (a step touches only those), found by a hash of open addressing: memory by
+     * what the sequence holds, not by the vocabulary. */
+    int penalties;
+    pm_seen_token *seen;
     int n_seen;
+    int32_t *slot;    /* [n_slots], a power of two: index + 1 into seen, 0 empty */
+    int n_slots;
 } pm_sampler;
 
 /* p's penalties and bias[n_bias] (copied) apply from the first token on; bias tokens must be in

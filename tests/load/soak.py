@@ -42,9 +42,17 @@ def main():
                         {"type": "text", "text": "Answer the spoken question about the image."}],
     }
 
+    # JSON mode under a schema with penalties and a bias: the mask and the sampler's counts per
+    # sequence, beside the plain requests
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}, "sure": {"type": "boolean"}},
+              "required": ["answer", "sure"]}
+    extra = {"text+schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},
+                             "frequency_penalty": 0.5, "presence_penalty": 0.3, "logit_bias": {"92": 2}}}
+    parts["text+schema"] = parts["text"]
+
     def body(mode, stream):
-        return json.dumps({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}],
-                           "max_tokens": 8, "temperature": 0, "stream": stream})
+        return json.dumps(dict({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}],
+                                "max_tokens": 8, "temperature": 0, "stream": stream}, **extra.get(mode, {})))
 
     def request(mode, stream, disconnect=False, timeout=600):
         c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=timeout)

@@ -71,6 +71,39 @@ static void test_penalize_matches_definition(void **state) {
     pm_sampler_free(&s);
 }
 
+/* A long prompt and output over a large vocabulary (the sampler's table grows several times). */
+static void test_penalize_many_tokens(void **state) {
+    (void)state;
+    enum { BV = 50000, NP = 3000, NO = 700 };
+    int32_t *prompt = malloc(sizeof(int32_t) * NP), *out = malloc(sizeof(int32_t) * NO);
+    int *count = calloc(BV, sizeof(int)), *seen = calloc(BV, sizeof(int));
+    float *x = malloc(sizeof(float) * BV), *want = malloc(sizeof(float) * BV);
+    uint32_t r = 77;
+    for (int i = 0; i < NP; i++) prompt[i] = (int32_t)((tu_frand_next(&r) + 1.0f) * 0.5f * (BV - 1));
+    for (int i = 0; i < NO; i++) out[i] = i % 3 ? prompt[i] : (int32_t)((tu_frand_next(&r) + 1.0f) * 0.5f * (BV - 1));
+    for (int i = 0; i < BV; i++) x[i] = want[i] = 3.0f * tu_frand_next(&r);
+    pm_sampling p = {.frequency_penalty = 0.25f, .presence_penalty = -0.5f, .repetition_penalty = 1.7f};
+    pm_sampler s;
+    assert_int_equal(pm_sampler_init(&s, &p, NULL, 0, BV), PM_OK);
+    pm_sampler_prompt(&s, prompt, NP);
+    for (int i = 0; i < NO; i++) pm_sampler_accept(&s, out[i]);
+    pm_sampler_penalize(&s, x);
+    for (int i = 0; i < NP; i++) seen[prompt[i]] = 1;
+    for (int i = 0; i < NO; i++) seen[out[i]] = 1, count[out[i]]++;
+    for (int v = 0; v < BV; v++) {
+        if (seen[v]) want[v] = want[v] > 0 ? want[v] / 1.7f : want[v] * 1.7f;
+        if (count[v]) want[v] -= (float)count[v] * 0.25f - 0.5f;
+        assert_float_equal(x[v], want[v], 1e-6);
+    }
+    pm_sampler_free(&s);
+    free(prompt);
+    free(out);
+    free(count);
+    free(seen);
+    free(x);
+    free(want);
+}
+
 static void test_off_changes_nothing(void **state) {
     (void)state;
     const pm_sampling offs[] = {{0}, {.repetition_penalty = 1.0f}, {.top_k = 3, .top_p = 0.5f}};
@@ -128,6 +161,7 @@ static void test_choices_follow_the_biases(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_penalize_matches_definition),
+        cmocka_unit_test(test_penalize_many_tokens),
         cmocka_unit_test(test_off_changes_nothing),
         cmocka_unit_test(test_choices_follow_the_biases),
     };
