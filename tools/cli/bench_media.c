@@ -20,6 +20,7 @@
 
 #include "audio/features.h"
 #include "bench.h"
+#include "engine/json_mode.h"
 #include "model/audio_proj.h"
 #include "model/conformer.h"
 #include "tok/tokenizer.h"
@@ -355,6 +356,54 @@ static char *make_text(size_t target, size_t *len) {
     return t;
 }
 
+/* JSON mode's mask over the whole vocabulary, the work it adds to every step of such a request,
+ * at four places of an answer: before it, between members, inside a string, inside a bounded one. */
+static int bench_json_mask(bench_ctx *b, const pm_tokenizer *tok) {
+    enum { REPS = 40 };
+    static const char *const where[] = {"before the value", "after a member", "in a string", "in a bounded string"};
+    static const char *const text[] = {"", "{\"name\": \"Ada\", \"age\": 36", "{\"name\": \"Ada Lovel", "{\"s\": \"Ada Lovel"};
+    int V = pm_tok_vocab_size(tok);
+    double t0 = bench_now();
+    pm_json_vocab *jv = pm_json_vocab_new(tok, V);
+    double t_index = bench_now() - t0;
+    pm_json_schema *sch = NULL;
+    pm_err e = {0};
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    uint8_t *allow = malloc((size_t)V);
+    if (!jv || !lg || !allow || pm_json_schema_compile("{\"properties\": {\"s\": {\"type\": \"string\", \"maxLength\": 64}}}", &sch, &e)) {
+        pm_json_vocab_free(jv);
+        free(lg);
+        free(allow);
+        return e.code ? e.code : PM_ENOMEM;
+    }
+    const int32_t eos[] = {pm_tok_id(tok, "<|end|>"), pm_tok_id(tok, "<|endoftext|>")};
+    double ms[4], worst = 0;
+    for (int k = 0; k < 4; k++) {
+        pm_json_state st;
+        pm_json_init(&st, k == 3 ? pm_json_schema_root(sch) : pm_json_any_object());
+        pm_json_feed(&st, text[k], strlen(text[k]));
+        double t[REPS];
+        for (int r = 0; r < REPS; r++) {
+            for (int v = 0; v < V; v++) lg[v] = 0.0f;
+            double s0 = bench_now();
+            pm_json_mask(&st, jv, eos, 2, lg, allow);
+            t[r] = bench_now() - s0;
+        }
+        ms[k] = 1e3 * bench_median(t, REPS);
+        if (ms[k] > worst) worst = ms[k];
+    }
+    bench_row(b, "sampling", "JSON mode mask a step", worst, "ms", -1, -1,
+              json_pack("{s:i, s:f, s:f, s:f, s:f, s:f}", "vocab", V, "index_s", t_index, "before_ms", ms[0], "member_ms", ms[1],
+                        "string_ms", ms[2], "bounded_string_ms", ms[3]),
+              "the slowest of: %s %.2f, %s %.2f, %s %.2f, %s %.2f ms (median of %d masks over %d tokens); index built once in %.0f ms",
+              where[0], ms[0], where[1], ms[1], where[2], ms[2], where[3], ms[3], REPS, V, 1e3 * t_index);
+    pm_json_schema_free(sch);
+    pm_json_vocab_free(jv);
+    free(lg);
+    free(allow);
+    return PM_OK;
+}
+
 int bench_tok(bench_ctx *b) {
     pm_err e = {0};
     pm_tokenizer *tok = NULL;
@@ -397,6 +446,7 @@ int bench_tok(bench_ctx *b) {
                   same ? "" : " — IDS DIFFER FROM THE NAIVE ENCODER");
     } else fprintf(stderr, "phi4mm bench: tokenizer: %s\n", e.msg);
     free(a); free(c); free(text);
+    if (!e.code) e.code = bench_json_mask(b, tok);
     pm_tok_free(tok);
     return e.code;
 }
