@@ -231,6 +231,11 @@ typedef struct pm_request {
      * string ends mid-value. */
     pm_format format;
     const char *json_schema;
+    /* The end tokens are banned (logit -inf) until min_tokens tokens have come, or for the whole
+     * request with ignore_eos (as llama.cpp's ignore_eos and vLLM's min_tokens): it then runs to
+     * max_tokens or a stop string. A complete JSON value still ends a JSON-mode request. */
+    int min_tokens;
+    int ignore_eos;
 } pm_request;
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->

@@ -13,6 +13,7 @@
  * Memory: at admission a sequence reserves its worst case against the engine's budget: the KV
  * pages of its prompt + max_tokens and the rows it keeps beside them, sized from the plan before
  * any encoder runs (kv_budget.h). The pages themselves are still allocated as it grows. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ typedef struct pm_seq {
     int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
     int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
+    int min_tokens;         /* the end tokens are banned until this many have come */
     int json;               /* JSON mode: json_state holds the output so far */
     pm_json_schema *schema; /* with a schema: its graph, which json_state points into */
     pm_json_state json_state;
@@ -158,6 +160,7 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         sp->repetition_penalty < 0)
         return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
                        sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
+    if (req->min_tokens < 0) return pm_errf(e, PM_EINVAL, "min_tokens must be >= 0 (got %d)", req->min_tokens);
     if (req->format != PM_FORMAT_TEXT && req->format != PM_FORMAT_JSON_OBJECT && req->format != PM_FORMAT_JSON_SCHEMA)
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
     if (req->format == PM_FORMAT_JSON_SCHEMA) {
@@ -378,7 +381,8 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
             goto fail;
         }
     }
-    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || s->json) &&
+    s->min_tokens = req->ignore_eos ? INT_MAX : req->min_tokens;
+    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || s->json || s->min_tokens > 0) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
@@ -642,6 +646,8 @@ int pm_engine_step(pm_engine *eng) {
         const float *raw = s->logits; /* the model's logits, for the log-probabilities */
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
         if (s->json) pm_json_mask(&s->json_state, eng->json_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
+        if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)))
+            for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
         if (s->json && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
             seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the value");

@@ -281,6 +281,14 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 2, "logit_bias": {"200064": 1}})
     report("logit_bias outside the vocabulary: 400", st == 400 and "logit_bias" in d.get("error", {}).get("message", ""), str(d)[:300])
 
+    # min_tokens and ignore_eos hold back an end token pushed to the top (200020, <|end|>)
+    endb = {"prompt": templ, "max_tokens": 6, "logit_bias": {"200020": 100}}
+    got = []
+    for extra in ({}, {"min_tokens": 3}, {"ignore_eos": True}):
+        st, _, d = A.json("POST", "/v1/completions", dict(endb, **extra))
+        got.append((d["usage"]["completion_tokens"], d["choices"][0]["finish_reason"]) if st == 200 else st)
+    report("min_tokens 3 / ignore_eos hold the end token back", got == [(0, "stop"), (3, "stop"), (6, "length")], str(got))
+
     # JSON mode: pushed to close (a bias on "}", id 92 in this vocabulary) the answer is a complete
     # object that ends the request; unpushed, what comes is a prefix of one (the CLI's --json gives
     # the same), streamed or not; a schema is refused

@@ -14,7 +14,8 @@
  *  - the encoders' stop hook (pm_request.should_stop) ends an encode with PM_ECANCELED;
  *  - prompt log-probabilities agree with the generated tokens' (teacher forcing), whatever the chunks;
  *  - logit biases and penalties apply their definitions to the model's logits (teacher forcing);
- *  - JSON mode keeps the output a prefix of an object and ends it with the end token. */
+ *  - JSON mode keeps the output a prefix of an object and ends it with the end token;
+ *  - min_tokens and ignore_eos hold the end token back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -337,7 +338,15 @@ typedef struct pen_rec {
     int32_t tok[STEPS];
     float *lg[STEPS];
     float lp[STEPS];
+    pm_finish why;
+    int done;
 } pen_rec;
+
+static void pen_on_done(void *u, pm_finish why, int p, int c, const char *err) {
+    (void)p; (void)c; (void)err;
+    ((pen_rec *)u)->why = why;
+    ((pen_rec *)u)->done++;
+}
 
 static void pen_on_logprobs(void *u, pm_logprob chosen, const pm_logprob *top, int n_top) {
     (void)top; (void)n_top;
@@ -360,7 +369,7 @@ static void run_pen(fx *f, const pm_request *r, pen_rec *c) {
     char err[512];
     memset(c, 0, sizeof *c);
     assert_int_equal(pm_engine_new(&c->eng, f->m, NULL, err, sizeof err), 0);
-    pm_callbacks cb = {.on_token = pen_on_token, .user = c, .on_logprobs = pen_on_logprobs};
+    pm_callbacks cb = {.on_token = pen_on_token, .on_done = pen_on_done, .user = c, .on_logprobs = pen_on_logprobs};
     assert_int_equal(pm_engine_submit(c->eng, r, &cb, &c->id, err, sizeof err), 0);
     while (pm_engine_live(c->eng) > 0) assert_true(pm_engine_step(c->eng) >= 0);
     pm_engine_free(c->eng);
@@ -452,6 +461,31 @@ static int is_end(const fx *f, int32_t t) {
         if (f->m->llm.c.eos_ids[i] == t) return 1;
     return 0;
 }
+
+/* min_tokens and ignore_eos: with the end token pushed to the top, it comes at once; banned
+ * until min_tokens, it comes right after them; ignored, the request runs to max_tokens. */
+static void test_min_tokens(void **state) {
+    fx *f = *state;
+    int32_t ids[] = {200021, 2028, 553, 261, 13, 200020, 200019};
+    pm_logit_bias end = {f->m->llm.c.eos_ids[0], 100.0f};
+    pm_request r = {.ids = ids, .n_ids = 7, .max_tokens = STEPS, .logit_bias = &end, .n_logit_bias = 1};
+    pen_rec a;
+    int want[3] = {1, 4, STEPS};
+    for (int k = 0; k < 3; k++) {
+        r.min_tokens = k == 1 ? 3 : 0;
+        r.ignore_eos = k == 2;
+        run_pen(f, &r, &a);
+        assert_int_equal(a.done, 1);
+        assert_int_equal(a.n, want[k]);
+        assert_int_equal(a.why, k == 2 ? PM_FINISH_LENGTH : PM_FINISH_STOP);
+        for (int i = 0; i < a.n; i++) assert_int_equal(is_end(f, a.tok[i]), k < 2 && i == a.n - 1);
+        pen_free(&a);
+    }
+    r.ignore_eos = 0;
+    r.min_tokens = -1;
+    submit_refused(f, &r, "min_tokens");
+}
+
 
 static void test_json_mode(void **state) {
     fx *f = *state;
@@ -1326,6 +1360,7 @@ int main(void) {
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_json_mode),
+        cmocka_unit_test(test_min_tokens),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),

@@ -381,6 +381,8 @@ static void test_chat_rejects(void **state) {
         {"\"presence_penalty\":2.5", "invalid_value", "presence_penalty"},
         {"\"frequency_penalty\":\"1\"", "invalid_type", "frequency_penalty"},
         {"\"repetition_penalty\":0", "invalid_value", "repetition_penalty"},
+        {"\"min_tokens\":-1", "invalid_value", "min_tokens"},
+        {"\"ignore_eos\":1", "invalid_type", "ignore_eos"},
         {"\"logit_bias\":[1]", "invalid_type", "logit_bias"},
         {"\"logit_bias\":{\"x\":1}", "invalid_value", "logit_bias"},
         {"\"logit_bias\":{\"-3\":1}", "invalid_value", "logit_bias"},
@@ -433,6 +435,7 @@ static void test_chat_params(void **state) {
                            &r, &e),
                      0);
     assert_true(r.sampling.frequency_penalty == 0.5f && r.sampling.presence_penalty == -1.0f && r.sampling.repetition_penalty == 1.2f);
+    assert_true(r.min_tokens == 0 && !r.ignore_eos);
     assert_int_equal(r.n_logit_bias, 2);
     assert_int_equal(r.format, PM_FORMAT_TEXT);
     assert_true(r.logit_bias[0].token == 50256 && r.logit_bias[0].bias == -100.0f); /* in the body's order */
@@ -440,6 +443,9 @@ static void test_chat_params(void **state) {
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", &r, &e), 0);
     assert_int_equal(r.format, PM_FORMAT_JSON_OBJECT);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":7,\"ignore_eos\":true}", &r, &e), 0);
+    assert_true(r.min_tokens == 7 && r.ignore_eos);
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
                            "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}}",

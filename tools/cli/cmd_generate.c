@@ -85,6 +85,7 @@ static void usage_generate(void) {
             "  --repetition-penalty R\n"
             "                        Hugging Face's (> 1 discourages) on the prompt's and output's tokens\n"
             "  --logit-bias ID=B     add B (-100..100) to token ID's logit; repeatable\n"
+            "  --min-tokens N        ban the end tokens until N tokens have come; --ignore-eos: always\n"
             "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
@@ -197,7 +198,8 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
 
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
-    int raw = 0, stats = 0, score = 0, json = 0;
+    int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0;
+    long min_tokens = 0;
     char *schema = NULL; /* --json-schema's text */
     long n = 256;
     double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
@@ -212,7 +214,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--json") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--json") && strcmp(a, "--ignore-eos") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
         if (takes && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -229,6 +231,8 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
         else if (!strcmp(a, "--score")) { score = 1; continue; }
         else if (!strcmp(a, "--json")) { json = 1; continue; }
+        else if (!strcmp(a, "--ignore-eos")) { ignore_eos = 1; continue; }
+        else if (!strcmp(a, "--min-tokens")) { if (cli_int(v, 0, 1 << 20, &min_tokens)) rc = cli_fail(cmd, "--min-tokens must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--json-schema")) {
             size_t len;
             char err[1024];
@@ -312,6 +316,8 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.repetition_penalty = (float)rep;
     req.format = schema ? PM_FORMAT_JSON_SCHEMA : json ? PM_FORMAT_JSON_OBJECT : PM_FORMAT_TEXT;
     req.json_schema = schema;
+    req.min_tokens = (int)min_tokens;
+    req.ignore_eos = ignore_eos;
     req.logit_bias = bias;
     req.n_logit_bias = n_bias;
     req.logprobs = logprobs >= 0;

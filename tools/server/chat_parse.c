@@ -105,9 +105,9 @@ static int parse_logprobs(const json_t *root, int completions, srv_chat_req *r, 
     return 0;
 }
 
-/* OpenAI's penalties, Hugging Face's repetition penalty (vLLM's extension) and logit_bias, an
- * object of token ids (decimal strings) to biases in [-100, 100]; the engine checks the ids
- * against the vocabulary. */
+/* OpenAI's penalties, Hugging Face's repetition penalty, min_tokens and ignore_eos (vLLM's
+ * extensions) and logit_bias, an object of token ids (decimal strings) to biases in [-100, 100];
+ * the engine checks the ids against the vocabulary. */
 static int parse_penalties(const json_t *root, srv_chat_req *r, srv_error *e) {
     double f = 0, p = 0, rep = 0;
     if (srv_get_num(root, "frequency_penalty", -2.0, 2.0, &f, e) < 0 || srv_get_num(root, "presence_penalty", -2.0, 2.0, &p, e) < 0)
@@ -115,6 +115,9 @@ static int parse_penalties(const json_t *root, srv_chat_req *r, srv_error *e) {
     int got = srv_get_num(root, "repetition_penalty", 0.0, 10.0, &rep, e);
     if (got < 0) return -1;
     if (got && rep == 0) return srv_bad(e, "repetition_penalty", "invalid_value", "repetition_penalty must be above 0 (1: off)");
+    long long mt = 0;
+    if (srv_get_int(root, "min_tokens", 0, 1 << 24, &mt, e) < 0 || srv_get_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) return -1;
+    r->min_tokens = (int)mt;
     r->sampling.frequency_penalty = (float)f;
     r->sampling.presence_penalty = (float)p;
     r->sampling.repetition_penalty = (float)rep;

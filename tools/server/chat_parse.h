@@ -47,6 +47,7 @@ typedef struct srv_chat_req {
     int n_logit_bias;
     pm_format format;              /* response_format: text, json_object or json_schema */
     char *json_schema;             /* with json_schema: the schema as JSON text (malloc'd) */
+    int min_tokens, ignore_eos;    /* the end tokens banned until min_tokens, or always */
     int seed_given;
     char *stop[SRV_MAX_STOP];
     int n_stop;

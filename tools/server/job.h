@@ -67,6 +67,7 @@ struct srv_job {
     int n_logit_bias;
     pm_format output_format;        /* text, a JSON object or a schema's value (response_format) */
     char *json_schema;              /* malloc'd */
+    int min_tokens, ignore_eos;
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;

@@ -115,6 +115,8 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
     j->echo = r->echo;
     j->sampling = r->sampling;
     j->output_format = r->format;
+    j->min_tokens = r->min_tokens;
+    j->ignore_eos = r->ignore_eos;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
     /* a prompt's samples draw apart: seed + sample when the seed is given, a seed each when not */

@@ -236,6 +236,8 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
     rq->json_schema = j->json_schema;
+    rq->min_tokens = j->min_tokens;
+    rq->ignore_eos = j->ignore_eos;
     rq->should_stop = job_should_stop;
     rq->stop_user = j;
 }
