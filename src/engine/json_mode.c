@@ -365,19 +365,58 @@ int pm_json_feed(pm_json_state *s, const char *bytes, size_t n) {
     return 0;
 }
 
+/* The vocabulary's tokens bucketed by a byte: ids[start[k] .. start[k + 1]) hold key k's. */
+typedef struct token_groups {
+    int32_t *ids;
+    int start[258]; /* keys 0..255 a byte, 256 none */
+} token_groups;
+
 struct pm_json_vocab {
     const pm_tokenizer *tok;
     int vocab;
-    int32_t *ids;       /* the known, non-special tokens, by first byte */
-    int start[257];     /* ids[start[c] .. start[c + 1]) begin with byte c */
-    uint8_t *plain;     /* [vocab]: whole string content of this many characters (0: not) */
+    token_groups by_first;   /* the known, non-special tokens by their first byte */
+    token_groups by_content; /* by their first byte past leading whitespace (256: all whitespace) */
+    uint8_t *lead;           /* [vocab]: leading whitespace bytes (255: that many or more) */
+    uint8_t *plain;          /* [vocab]: whole string content of this many characters (0: not) */
 };
 
 void pm_json_vocab_free(pm_json_vocab *jv) {
     if (!jv) return;
-    free(jv->ids);
+    free(jv->by_first.ids);
+    free(jv->by_content.ids);
+    free(jv->lead);
     free(jv->plain);
     free(jv);
+}
+
+/* A token's bytes, NULL for a special token or an unknown id (never allowed). */
+static const unsigned char *usable(const pm_json_vocab *jv, int v, size_t *len) {
+    *len = 0;
+    return pm_tok_is_special(jv->tok, v) ? NULL : (const unsigned char *)pm_tok_token_bytes(jv->tok, v, len);
+}
+
+static int group_key(const pm_json_vocab *jv, int v, size_t len, const unsigned char *b, int past_ws) {
+    return past_ws ? (jv->lead[v] < len ? b[jv->lead[v]] : 256) : b[0];
+}
+
+static int group(pm_json_vocab *jv, token_groups *g, int past_ws) {
+    int count[257] = {0}, at[257];
+    if (!(g->ids = malloc(sizeof *g->ids * (size_t)jv->vocab))) return -1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int v = 0; v < jv->vocab; v++) {
+            size_t len;
+            const unsigned char *b = usable(jv, v, &len);
+            if (!len) continue;
+            int k = group_key(jv, v, len, b, past_ws);
+            if (pass) g->ids[at[k]++] = v;
+            else count[k]++;
+        }
+        if (pass) break;
+        g->start[0] = 0;
+        for (int k = 0; k < 257; k++) g->start[k + 1] = g->start[k] + count[k];
+        memcpy(at, g->start, sizeof at);
+    }
+    return 0;
 }
 
 pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
@@ -385,57 +424,66 @@ pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
     if (!jv) return NULL;
     jv->tok = tok;
     jv->vocab = vocab;
-    jv->ids = malloc(sizeof *jv->ids * (size_t)vocab);
     jv->plain = calloc((size_t)vocab, 1);
-    if (!jv->ids || !jv->plain) {
+    jv->lead = calloc((size_t)vocab, 1);
+    if (!jv->plain || !jv->lead) {
         pm_json_vocab_free(jv);
         return NULL;
     }
-    int count[256] = {0};
     pm_json_state in_string;
     pm_json_init(&in_string, pm_json_any());
     in_string.mode = M_STRING; /* an unbounded string's value */
     for (int v = 0; v < vocab; v++) {
-        size_t len = 0;
-        const unsigned char *b = pm_tok_is_special(tok, v) ? NULL : (const unsigned char *)pm_tok_token_bytes(tok, v, &len);
+        size_t len, n = 0;
+        const unsigned char *b = usable(jv, v, &len);
         if (!len) continue;
-        count[b[0]]++;
+        while (n < len && n < 255 && is_ws(b[n])) n++;
+        jv->lead[v] = (uint8_t)n;
         pm_json_state t;
         pm_json_copy(&t, &in_string);
         if (!pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left && t.chars < 256) jv->plain[v] = (uint8_t)t.chars;
     }
-    for (int c = 0; c < 256; c++) jv->start[c + 1] = jv->start[c] + count[c];
-    int at[256];
-    memcpy(at, jv->start, sizeof at);
-    for (int v = 0; v < vocab; v++) {
-        size_t len = 0;
-        const unsigned char *b = pm_tok_is_special(tok, v) ? NULL : (const unsigned char *)pm_tok_token_bytes(tok, v, &len);
-        if (len) jv->ids[at[b[0]]++] = v;
+    if (group(jv, &jv->by_first, 0) || group(jv, &jv->by_content, 1)) {
+        pm_json_vocab_free(jv);
+        return NULL;
     }
     return jv;
+}
+
+/* Where whitespace only counts: between the parts of a container. */
+static int between_parts(const pm_json_state *s) {
+    return (s->mode == M_VALUE && s->depth) || s->mode == M_OBJ_FIRST || s->mode == M_OBJ_KEY || s->mode == M_COLON ||
+           s->mode == M_ARR_FIRST || s->mode == M_AFTER;
 }
 
 void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow) {
     int vocab = jv->vocab;
     memset(allow, 0, (size_t)vocab);
     pm_json_state first, t;
+    /* between parts, a token's leading whitespace leaves the state as it is but for the count of
+     * it: the tokens go by their first byte past it (most of a vocabulary begins with a space) */
+    int skip_ws = between_parts(s);
+    const token_groups *g = skip_ws ? &jv->by_content : &jv->by_first;
+    if (skip_ws)
+        for (int i = g->start[256]; i < g->start[257]; i++) allow[g->ids[i]] = s->ws + jv->lead[g->ids[i]] <= PM_JSON_MAX_WS;
     /* inside a string after a whole character, plain content leaves the state as it is but for the
      * count of characters, which a maximum length bounds */
     int plain_ok = s->mode == M_STRING && !s->utf8_left;
     int64_t room = s->str && s->str->max_len >= 0 ? (int64_t)s->str->max_len - s->chars : INT32_MAX;
     for (int c = 0; c < 256; c++) {
         pm_json_copy(&first, s);
-        if (jv->start[c] == jv->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
-        for (int i = jv->start[c]; i < jv->start[c + 1]; i++) {
-            int v = jv->ids[i];
+        if (g->start[c] == g->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
+        for (int i = g->start[c]; i < g->start[c + 1]; i++) {
+            int v = g->ids[i];
             if (plain_ok && jv->plain[v]) {
                 allow[v] = jv->plain[v] <= room;
                 continue;
             }
-            size_t len;
-            const char *b = pm_tok_token_bytes(jv->tok, v, &len);
+            size_t len, skip = skip_ws ? jv->lead[v] : 0;
+            const char *b = (const char *)usable(jv, v, &len);
+            if (skip_ws && s->ws + skip > PM_JSON_MAX_WS) continue;
             pm_json_copy(&t, &first);
-            allow[v] = !pm_json_feed(&t, b + 1, len - 1);
+            allow[v] = !pm_json_feed(&t, b + skip + 1, len - skip - 1);
         }
     }
     for (int i = 0; i < n_eos; i++) /* the end: only once the value is complete */
