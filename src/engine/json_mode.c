@@ -456,21 +456,40 @@ static int between_parts(const pm_json_state *s) {
            s->mode == M_ARR_FIRST || s->mode == M_AFTER;
 }
 
-void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow) {
-    int vocab = jv->vocab;
-    memset(allow, 0, (size_t)vocab);
+/* The tokens with at least min_lead bytes of leading whitespace, from base, reached by `used` of
+ * those bytes already: whitespace between parts only counts, so a token goes by its first byte
+ * past it (most of a vocabulary begins with a space). */
+static void walk_past_ws(const pm_json_state *base, const pm_json_vocab *jv, int used, int min_lead, uint8_t *allow) {
+    const token_groups *g = &jv->by_content;
     pm_json_state first, t;
-    /* between parts, a token's leading whitespace leaves the state as it is but for the count of
-     * it: the tokens go by their first byte past it (most of a vocabulary begins with a space) */
-    int skip_ws = between_parts(s);
-    const token_groups *g = skip_ws ? &jv->by_content : &jv->by_first;
-    if (skip_ws)
-        for (int i = g->start[256]; i < g->start[257]; i++) allow[g->ids[i]] = s->ws + jv->lead[g->ids[i]] <= PM_JSON_MAX_WS;
+    for (int i = g->start[256]; i < g->start[257]; i++) { /* whitespace alone */
+        int v = g->ids[i];
+        if (jv->lead[v] >= min_lead) allow[v] = base->ws + jv->lead[v] - used <= PM_JSON_MAX_WS;
+    }
+    for (int c = 0; c < 256; c++) {
+        pm_json_copy(&first, base);
+        if (g->start[c] == g->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
+        for (int i = g->start[c]; i < g->start[c + 1]; i++) {
+            int v = g->ids[i], lead = jv->lead[v];
+            if (lead < min_lead || base->ws + lead - used > PM_JSON_MAX_WS) continue;
+            size_t len;
+            const char *b = pm_tok_token_bytes(jv->tok, v, &len);
+            pm_json_copy(&t, &first);
+            allow[v] = !pm_json_feed(&t, b + lead + 1, len - (size_t)lead - 1);
+        }
+    }
+}
+
+/* The tokens by their first byte, from s (those that begin with whitespace left out with skip_ws). */
+static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip_ws, uint8_t *allow) {
+    const token_groups *g = &jv->by_first;
+    pm_json_state first, t;
     /* inside a string after a whole character, plain content leaves the state as it is but for the
      * count of characters, which a maximum length bounds */
     int plain_ok = s->mode == M_STRING && !s->utf8_left;
     int64_t room = s->str && s->str->max_len >= 0 ? (int64_t)s->str->max_len - s->chars : INT32_MAX;
     for (int c = 0; c < 256; c++) {
+        if (skip_ws && is_ws((unsigned)c)) continue;
         pm_json_copy(&first, s);
         if (g->start[c] == g->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
         for (int i = g->start[c]; i < g->start[c + 1]; i++) {
@@ -479,12 +498,26 @@ void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t
                 allow[v] = jv->plain[v] <= room;
                 continue;
             }
-            size_t len, skip = skip_ws ? jv->lead[v] : 0;
-            const char *b = (const char *)usable(jv, v, &len);
-            if (skip_ws && s->ws + skip > PM_JSON_MAX_WS) continue;
+            size_t len;
+            const char *b = pm_tok_token_bytes(jv->tok, v, &len);
             pm_json_copy(&t, &first);
-            allow[v] = !pm_json_feed(&t, b + skip + 1, len - skip - 1);
+            allow[v] = !pm_json_feed(&t, b + 1, len - 1);
         }
+    }
+}
+
+void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow) {
+    int vocab = jv->vocab;
+    memset(allow, 0, (size_t)vocab);
+    if (between_parts(s)) walk_past_ws(s, jv, 0, 0, allow);
+    else {
+        /* where a space would end a number or an enum's value (or a key's colon is next...), the
+         * tokens that begin with whitespace go on between parts from one space in */
+        pm_json_state s1;
+        pm_json_copy(&s1, s);
+        int past = !feed_byte(&s1, ' ') && between_parts(&s1);
+        walk_first(s, jv, past, allow);
+        if (past) walk_past_ws(&s1, jv, 1, 1, allow);
     }
     for (int i = 0; i < n_eos; i++) /* the end: only once the value is complete */
         if (eos[i] >= 0 && eos[i] < vocab) allow[eos[i]] = (uint8_t)pm_json_done(s);

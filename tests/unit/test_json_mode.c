@@ -255,7 +255,9 @@ static void test_mask(void **state) {
         {pm_json_any_object(), "{\"a\": \"x\"                    "}, /* 20 of the 24 spaces in a row */
         {pm_json_any_object(), "{\"a\":                       "},  /* 23 */
         {pm_json_any_object(), "{\"a\":                        "}, /* 24: none more */
-        {pm_json_schema_root(sch), "{\"s\":\"\" ,\n "}, {pm_json_any_object(), "{\"x\": {}}"},
+        {pm_json_schema_root(sch), "{\"s\":\"\" ,\n "}, {pm_json_schema_root(sch), "{\"s\":\"\",\"e\":5"},
+        {pm_json_any_object(), "{\"a\": 12"}, {pm_json_any_object(), "{\"a\": 1.5e3"}, {pm_json_any_object(), "{\"a\": [0"},
+        {pm_json_any_object(), "{\"x\": {}}"},
     };
     size_t n_cases = sizeof cases / sizeof cases[0];
     for (size_t k = 0; k < n_cases; k++) {

@@ -357,11 +357,13 @@ static char *make_text(size_t target, size_t *len) {
 }
 
 /* JSON mode's mask over the whole vocabulary, the work it adds to every step of such a request,
- * at four places of an answer: before it, between members, inside a string, inside a bounded one. */
+ * at five places of an answer: before it, between members, in a number, inside a string, inside a
+ * bounded one. */
 static int bench_json_mask(bench_ctx *b, const pm_tokenizer *tok) {
-    enum { REPS = 40 };
-    static const char *const where[] = {"before the value", "after a member", "in a string", "in a bounded string"};
-    static const char *const text[] = {"", "{\"name\": \"Ada\", \"age\": 36", "{\"name\": \"Ada Lovel", "{\"s\": \"Ada Lovel"};
+    enum { REPS = 40, PLACES = 5 };
+    static const char *const where[PLACES] = {"before the value", "between members", "in a number", "in a string", "in a bounded string"};
+    static const char *const text[PLACES] = {"", "{\"name\": \"Ada\", ", "{\"name\": \"Ada\", \"age\": 36", "{\"name\": \"Ada Lovel",
+                                             "{\"s\": \"Ada Lovel"};
     int V = pm_tok_vocab_size(tok);
     double t0 = bench_now();
     pm_json_vocab *jv = pm_json_vocab_new(tok, V);
@@ -377,10 +379,10 @@ static int bench_json_mask(bench_ctx *b, const pm_tokenizer *tok) {
         return e.code ? e.code : PM_ENOMEM;
     }
     const int32_t eos[] = {pm_tok_id(tok, "<|end|>"), pm_tok_id(tok, "<|endoftext|>")};
-    double ms[4], worst = 0;
-    for (int k = 0; k < 4; k++) {
+    double ms[PLACES], worst = 0;
+    for (int k = 0; k < PLACES; k++) {
         pm_json_state st;
-        pm_json_init(&st, k == 3 ? pm_json_schema_root(sch) : pm_json_any_object());
+        pm_json_init(&st, k == PLACES - 1 ? pm_json_schema_root(sch) : pm_json_any_object());
         pm_json_feed(&st, text[k], strlen(text[k]));
         double t[REPS];
         for (int r = 0; r < REPS; r++) {
@@ -393,10 +395,11 @@ static int bench_json_mask(bench_ctx *b, const pm_tokenizer *tok) {
         if (ms[k] > worst) worst = ms[k];
     }
     bench_row(b, "sampling", "JSON mode mask a step", worst, "ms", -1, -1,
-              json_pack("{s:i, s:f, s:f, s:f, s:f, s:f}", "vocab", V, "index_s", t_index, "before_ms", ms[0], "member_ms", ms[1],
-                        "string_ms", ms[2], "bounded_string_ms", ms[3]),
-              "the slowest of: %s %.2f, %s %.2f, %s %.2f, %s %.2f ms (median of %d masks over %d tokens); index built once in %.0f ms",
-              where[0], ms[0], where[1], ms[1], where[2], ms[2], where[3], ms[3], REPS, V, 1e3 * t_index);
+              json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "vocab", V, "index_s", t_index, "before_ms", ms[0], "between_ms", ms[1],
+                        "number_ms", ms[2], "string_ms", ms[3], "bounded_string_ms", ms[4]),
+              "the slowest of: %s %.2f, %s %.2f, %s %.2f, %s %.2f, %s %.2f ms (median of %d masks over %d tokens); index built once "
+              "in %.0f ms",
+              where[0], ms[0], where[1], ms[1], where[2], ms[2], where[3], ms[3], where[4], ms[4], REPS, V, 1e3 * t_index);
     pm_json_schema_free(sch);
     pm_json_vocab_free(jv);
     free(lg);
