@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The nodes every schema shares: any value, and the any-value containers it opens. */
-static const pm_json_node any_node;
+/* The nodes every schema shares: any value, and the concrete ones an any value becomes. */
 static const pm_json_node any_node = {.kind = PM_JN_ANY};
 static const pm_json_node any_object = {.kind = PM_JN_OBJECT, .extra = &any_node};
 static const pm_json_node any_array = {.kind = PM_JN_ARRAY, .items = &any_node, .max_items = -1};
