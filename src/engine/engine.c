@@ -363,7 +363,10 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         pm_errf(e, PM_ENOMEM, "out of memory for the sampler");
         goto fail;
     }
-    pm_sampler_prompt(&s->sampler, s->tokens, s->n_prompt);
+    if (pm_sampler_prompt(&s->sampler, s->tokens, s->n_prompt)) {
+        pm_errf(e, PM_ENOMEM, "out of memory for the penalties' table of the prompt's tokens");
+        goto fail;
+    }
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     s->logprobs_eos = req->logprobs_eos;
     s->json = req->format != PM_FORMAT_TEXT;
@@ -666,7 +669,10 @@ int pm_engine_step(pm_engine *eng) {
         }
         s->tokens[s->n_tokens++] = t;
         s->n_gen++;
-        pm_sampler_accept(&s->sampler, t);
+        if (pm_sampler_accept(&s->sampler, t)) {
+            seq_finish(eng, i, PM_FINISH_ERROR, "out of memory for the penalties' table of the generated tokens");
+            continue;
+        }
         if (s->json) { /* the mask let only continuations through */
             size_t bl = 0;
             const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);

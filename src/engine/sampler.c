@@ -55,7 +55,7 @@ void pm_sampler_free(pm_sampler *s) {
 
 static uint32_t slot_of(int32_t t, int n_slots) { return ((uint32_t)t * 2654435761u) & (uint32_t)(n_slots - 1); }
 
-/* The seen entry of token t, added when new; NULL when out of memory (the penalty then misses it). */
+/* The seen entry of token t, added when new; NULL when out of memory. */
 static pm_seen_token *seen_entry(pm_sampler *s, int32_t t) {
     if (s->n_slots) /* open addressing, linear probing; slot holds the entry's index + 1 */
         for (uint32_t h = slot_of(t, s->n_slots);; h = (h + 1) & (uint32_t)(s->n_slots - 1)) {
@@ -90,15 +90,19 @@ static pm_seen_token *seen_entry(pm_sampler *s, int32_t t) {
     return e;
 }
 
-void pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n) {
-    if (!s->penalties) return;
+int pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n) {
+    if (!s->penalties) return PM_OK;
     for (int i = 0; i < n; i++)
-        if (ids[i] >= 0 && ids[i] < s->vocab) seen_entry(s, ids[i]);
+        if (ids[i] >= 0 && ids[i] < s->vocab && !seen_entry(s, ids[i])) return PM_ENOMEM;
+    return PM_OK;
 }
 
-void pm_sampler_accept(pm_sampler *s, int32_t token) {
-    pm_seen_token *e = s->penalties && token >= 0 && token < s->vocab ? seen_entry(s, token) : NULL;
-    if (e) e->count++;
+int pm_sampler_accept(pm_sampler *s, int32_t token) {
+    if (!s->penalties || token < 0 || token >= s->vocab) return PM_OK;
+    pm_seen_token *e = seen_entry(s, token);
+    if (!e) return PM_ENOMEM;
+    e->count++;
+    return PM_OK;
 }
 
 int pm_sampler_modifies(const pm_sampler *s) { return (s->p.temperature > 0 && s->idx) || s->n_bias > 0 || s->penalties; }

@@ -35,9 +35,10 @@ typedef struct pm_sampler {
  * [0, vocab) (the engine checks requests before). */
 int pm_sampler_init(pm_sampler *s, const pm_sampling *p, const pm_logit_bias *bias, int n_bias, int vocab);
 void pm_sampler_free(pm_sampler *s);
-/* The prompt's tokens (a repetition penalty covers them) and each generated token, once chosen. */
-void pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n);
-void pm_sampler_accept(pm_sampler *s, int32_t token);
+/* The prompt's tokens (a repetition penalty covers them) and each generated token, once chosen;
+ * PM_ENOMEM when the table of seen tokens cannot grow (the penalties would miss a token). */
+int pm_sampler_prompt(pm_sampler *s, const int32_t *ids, int n);
+int pm_sampler_accept(pm_sampler *s, int32_t token);
 /* Whether pm_sampler_next changes the logits it is given (temperature, biases or penalties). */
 int pm_sampler_modifies(const pm_sampler *s);
 /* Adds the biases and applies the penalties to logits[vocab] (what pm_sampler_next does first). */

@@ -85,8 +85,8 @@ static void test_penalize_many_tokens(void **state) {
     pm_sampling p = {.frequency_penalty = 0.25f, .presence_penalty = -0.5f, .repetition_penalty = 1.7f};
     pm_sampler s;
     assert_int_equal(pm_sampler_init(&s, &p, NULL, 0, BV), PM_OK);
-    pm_sampler_prompt(&s, prompt, NP);
-    for (int i = 0; i < NO; i++) pm_sampler_accept(&s, out[i]);
+    assert_int_equal(pm_sampler_prompt(&s, prompt, NP), PM_OK);
+    for (int i = 0; i < NO; i++) assert_int_equal(pm_sampler_accept(&s, out[i]), PM_OK);
     pm_sampler_penalize(&s, x);
     for (int i = 0; i < NP; i++) seen[prompt[i]] = 1;
     for (int i = 0; i < NO; i++) seen[out[i]] = 1, count[out[i]]++;
