@@ -70,6 +70,14 @@ static int decode_media(srv_ctx *ctx, const srv_chat_req *r, srv_job *j, srv_err
     return 0;
 }
 
+/* A malloc'd copy of bytes at src; NULL with *oom set when memory runs out. */
+static void *copy_of(const void *src, size_t bytes, int *oom) {
+    void *p = malloc(bytes);
+    if (p) memcpy(p, src, bytes);
+    else *oom = 1;
+    return p;
+}
+
 /* The job of choice `index` (sample `sample` of its prompt) of a parsed request: what it needs of
  * r is copied (a request's choices share r) and r's media decoded into it. NULL with e set. */
 static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, int index, int sample, srv_error *e) {
@@ -84,25 +92,13 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
     }
     int oom = 0;
     if (r->prompt && !(j->prompt = strdup(r->prompt))) oom = 1;
-    if (r->n_prompt_ids) {
-        if ((j->prompt_ids = malloc(sizeof(int32_t) * (size_t)r->n_prompt_ids))) {
-            memcpy(j->prompt_ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
-            j->n_prompt_ids = r->n_prompt_ids;
-        } else {
-            oom = 1;
-        }
-    }
+    if (r->n_prompt_ids && (j->prompt_ids = copy_of(r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids, &oom)))
+        j->n_prompt_ids = r->n_prompt_ids;
     for (int i = 0; i < r->n_stop; i++)
         if ((j->stop[j->n_stop] = strdup(r->stop[i]))) j->n_stop++;
         else oom = 1;
-    if (r->n_logit_bias) {
-        if ((j->logit_bias = malloc(sizeof *j->logit_bias * (size_t)r->n_logit_bias))) {
-            memcpy(j->logit_bias, r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias);
-            j->n_logit_bias = r->n_logit_bias;
-        } else {
-            oom = 1;
-        }
-    }
+    if (r->n_logit_bias && (j->logit_bias = copy_of(r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias, &oom)))
+        j->n_logit_bias = r->n_logit_bias;
     if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;
     if (oom) {
         srv_job_unref(j);
