@@ -165,7 +165,10 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
     if (req->format == PM_FORMAT_JSON_SCHEMA) {
         pm_json_schema *sch;
-        if (pm_json_schema_compile(req->json_schema, &sch, e)) return e->code;
+        if (pm_json_schema_compile(req->json_schema, &sch, e)) {
+            if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL; /* a request refused, as the others here */
+            return e->code;
+        }
         pm_json_schema_free(sch);
     }
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))

@@ -222,7 +222,7 @@ static const pm_json_node *compile_array(pm_json_schema *s, json_t *v, pm_json_n
     char sub[MAX_PATH];
     json_t *items = json_object_get(v, "items");
     if (items && json_is_array(items))
-        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: items as a list (tuples) is not supported", path), NULL;
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: items as a list (tuples) is not supported", path), NULL;
     snprintf(sub, sizeof sub, "%s/items", path);
     a->items = items ? compile(s, items, sub) : &any_node;
     if (!a->items || get_count(s, v, "minItems", &a->min_items, path) || get_count(s, v, "maxItems", &a->max_items, path)) return NULL;
@@ -346,14 +346,14 @@ static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *
     const char *k;
     json_t *x;
     json_object_foreach(v, k, x) if (is_refused(k))
-        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: the keyword '%s' is not supported (JSON mode could not hold the answer to it)",
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: the keyword '%s' is not supported (JSON mode could not hold the answer to it)",
                        path, k), NULL;
     json_t *ref = json_object_get(v, "$ref"), *all = json_object_get(v, "allOf"), *type = json_object_get(v, "type");
     json_t *any = json_object_get(v, "anyOf") ? json_object_get(v, "anyOf") : json_object_get(v, "oneOf");
     if (json_object_get(v, "anyOf") && json_object_get(v, "oneOf"))
-        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: anyOf beside oneOf is not supported", path), NULL;
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: anyOf beside oneOf is not supported", path), NULL;
     if (all && (!json_is_array(all) || json_array_size(all) != 1))
-        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: allOf of more than one schema is not supported", path), NULL;
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: allOf of more than one schema is not supported", path), NULL;
     int forms = !!ref + !!all + !!any + !!(json_object_get(v, "enum") || json_object_get(v, "const"));
     if (forms > 1 || (forms && type && !json_object_get(v, "enum") && !json_object_get(v, "const")))
         return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: $ref, allOf, anyOf / oneOf, enum / const and type combine only one at a time",

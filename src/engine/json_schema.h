@@ -63,7 +63,8 @@ int pm_json_class(unsigned c);
 const pm_json_node *pm_json_resolve(const pm_json_node *n, unsigned c);
 
 typedef struct pm_json_schema pm_json_schema;
-/* Compiles a schema given as JSON text; a message naming the keyword and its path otherwise. */
+/* Compiles a schema given as JSON text; otherwise a message naming the keyword and its path, with
+ * PM_EUNSUPPORTED for a construct it cannot hold an answer to and PM_EINVAL for a mistake. */
 int pm_json_schema_compile(const char *text, pm_json_schema **out, pm_err *e);
 const pm_json_node *pm_json_schema_root(const pm_json_schema *s);
 void pm_json_schema_free(pm_json_schema *s);

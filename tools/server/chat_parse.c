@@ -167,9 +167,8 @@ static int parse_format(const json_t *root, srv_chat_req *r, srv_error *e) {
     if (!r->json_schema) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     pm_json_schema *compiled = NULL;
     pm_err pe = {0};
-    if (pm_json_schema_compile(r->json_schema, &compiled, &pe))
-        return srv_bad(e, "response_format.json_schema.schema", strstr(pe.msg, "not supported") ? "unsupported_value" : "invalid_value", "%s",
-                       pe.msg);
+    int rc = pm_json_schema_compile(r->json_schema, &compiled, &pe);
+    if (rc) return srv_bad(e, "response_format.json_schema.schema", rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s", pe.msg);
     pm_json_schema_free(compiled);
     return 0;
 }
