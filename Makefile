@@ -69,6 +69,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libphi4mm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
 
+# test_server_parsers compiles the server's parsers in (they live in the binary, not the library)
+$(BUILD)/tests/test_server_parsers: $(wildcard tools/server/*.c tools/server/*.h)
+
 tests: $(TEST_BIN)
 
 # The test command of the README and of CI. Ends with "N passed, M failed".
@@ -101,7 +104,7 @@ test-asan:
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_APT_PKGS := clang libclang-rt-14-dev
-FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse json_util local_media audio_form)
+FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse tool_calls json_util local_media audio_form)
 
 fuzz: deps
 	@if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \

@@ -10,7 +10,9 @@
  * sampling values and log-probability counts in their documented ranges. A refused one: an HTTP
  * status and a message.
  * The same JSON also goes through srv_completion_parse (POST /v1/completions): accepted, a
- * non-empty prompt with no media and no placeholder, the same parameter ranges. */
+ * non-empty prompt with no media and no placeholder, the same parameter ranges. With tools: their
+ * list for the prompt, and a forced choice's schema compiles. The bytes also go through the
+ * tool-call reader as model text (srv_tool_calls_find, srv_tool_content_ready). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +20,8 @@
 
 #include "../tools/server/chat_parse.h"
 #include "../tools/server/json_util.h"
+#include "../tools/server/tool_calls.h"
+#include "engine/json_schema.h"
 #include "fuzz_util.h"
 #include "tok/chat.h"
 #include "tok/utf8.h"
@@ -31,6 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(pm_utf8_valid_prefix((const uint8_t *)json_string_value(txt), json_string_length(txt)) == json_string_length(txt));
     if (vp == size) FUZZ_CHECK(json_string_length(txt) == size && !memcmp(json_string_value(txt), s, size));
     json_decref(txt);
+
+    /* the same bytes as model text holding calls: none, or calls with the content before them */
+    for (int mode = SRV_TOOLS_OFF; mode <= SRV_TOOLS_FORCED; mode++) {
+        size_t cl = 0, at = size ? data[0] % (size + 1) : SIZE_MAX;
+        json_t *calls = srv_tool_calls_find(s, size, (srv_tool_mode)mode, mode == SRV_TOOLS_AUTO ? at : SIZE_MAX, SIZE_MAX, "x-1", 0, &cl);
+        FUZZ_CHECK(calls ? json_array_size(calls) > 0 && cl <= size : cl == size);
+        json_decref(calls);
+        FUZZ_CHECK(srv_tool_content_ready(s, size, at) <= size);
+    }
 
     srv_error e;
     memset(&e, 0, sizeof e);
@@ -56,6 +69,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *rw = NULL;
         FUZZ_CHECK(pm_prompt_rewrite_placeholders(r.prompt, r.n_images, r.n_audios, &rw, &pe) == PM_OK);
         free(rw);
+        /* tools: their list for the prompt; a forced choice's schema compiles */
+        FUZZ_CHECK((r.tool_mode == SRV_TOOLS_OFF) == (r.tools_text == NULL));
+        if (r.tool_mode == SRV_TOOLS_FORCED) {
+            pm_json_schema *js = NULL;
+            FUZZ_CHECK(r.format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(r.json_schema, &js, &pe) == PM_OK);
+            pm_json_schema_free(js);
+        }
     } else {
         FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);
     }

@@ -144,7 +144,15 @@ reqs = {
             "n": 1, "max_completion_tokens": 3, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "tools": [],
             "response_format": {"type": "text"}, "modalities": ["text"], "logit_bias": {}, "stop": "x"},
 }
+wfn = {"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}}, "required": ["city"], "$defs": {"u": {"enum": ["c", "f"]}}}}}
+reqs["tools_named"] = {"messages": [{"role": "user", "content": "Hi"}], "tools": [wfn, {"type": "function", "function": {"name": "s"}}],
+                       "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False}
+reqs["tools_history"] = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"P\"}"}}]},
+    {"role": "tool", "tool_call_id": "c", "content": "18 C"}], "tools": [wfn], "tool_choice": "required"}
 for k, v in reqs.items(): put("chat", f"{k}.json", json.dumps(v))
+put("chat", "calls_text.txt", ' functools[{"name": "f", "arguments": {"a": [1, {"b": null}]}}, {"name": "g", "parameters": "{}"}]')
 put("chat", "nested.json", '{"messages": [' * 70 + ']' * 70 + '}')
 put("chat", "dup.json", '{"messages": [], "messages": []}')
 # /v1/completions bodies (the chat harness parses every body both ways)

@@ -99,6 +99,9 @@ void pm_model_get_info(const pm_model *m, pm_model_info *info);
 /* The raw bytes of a token of the model's vocabulary (byte-level BPE: not always whole UTF-8
  * characters); NULL with *len = 0 for an id outside it. */
 const char *pm_model_token_bytes(const pm_model *m, int32_t id, size_t *len);
+/* The id of the added token whose text is exactly text ("<|tool_call|>"), or of a vocabulary entry in
+ * tokenizer.json's byte-level spelling; -1 when there is none. */
+int32_t pm_model_token_id(const pm_model *m, const char *text);
 
 /* ---------------------------------------------------------------- media */
 

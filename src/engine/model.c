@@ -136,6 +136,8 @@ void pm_model_free(pm_model *m) {
 
 const char *pm_model_token_bytes(const pm_model *m, int32_t id, size_t *len) { return pm_tok_token_bytes(m->tok, id, len); }
 
+int32_t pm_model_token_id(const pm_model *m, const char *text) { return pm_tok_id(m->tok, text); }
+
 void pm_model_get_info(const pm_model *m, pm_model_info *info) {
     memset(info, 0, sizeof *info);
     const pm_llm_config *c = &m->llm.c;

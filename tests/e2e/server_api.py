@@ -331,6 +331,58 @@ def main():
     report("json_schema with minimum: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
            and "minimum" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
 
+    # tools: a named function's call is held to its parameters and comes back as tool_calls; the
+    # same prompt (the checkpoint's template with the tools' list) and schema through /v1/completions
+    # give the very call as text, streamed the same; auto mode answers as text; history with calls
+    # and results is accepted
+    params = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+              "required": ["city", "unit"]}
+    fns = [{"name": "get_weather", "description": "Weather of a city", "parameters": params}, {"name": "search"}]
+    tools = [{"type": "function", "function": f} for f in fns]
+    umsg = [{"role": "user", "content": "What is the weather in Paris?"}]
+    tb = {"messages": umsg, "tools": tools, "max_tokens": 300, "parallel_tool_calls": False,
+          "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", tb)
+    calls = d["choices"][0]["message"].get("tool_calls") if st == 200 else None
+    ok = st == 200 and d["choices"][0]["finish_reason"] == "tool_calls" and d["choices"][0]["message"]["content"] is None \
+        and calls and len(calls) == 1 and calls[0]["function"]["name"] == "get_weather" and calls[0]["type"] == "function" \
+        and calls[0]["id"].startswith("call_")
+    try:
+        targs = json.loads(calls[0]["function"]["arguments"]) if ok else None
+        ok = ok and list(targs) == ["city", "unit"] and isinstance(targs["city"], str) and len(targs["city"]) <= 12 and targs["unit"] in "cf"
+    except ValueError:
+        ok = False
+    report("chat tool_choice a function: one call of it, arguments of its parameters", ok, str(d)[:400])
+    tprompt = "<|system|><|tool|>" + json.dumps(fns) + "<|/tool|><|end|><|user|>What is the weather in Paris?<|end|><|assistant|>"
+    tschema = {"type": "array", "items": {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": params},
+                                          "required": ["name", "arguments"]}, "minItems": 1, "maxItems": 1}
+    st2, _, d2 = A.json("POST", "/v1/completions", {"prompt": tprompt, "max_tokens": 300, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "calls", "schema": tschema}}})
+    try:
+        same = ok and st2 == 200 and json.loads(d2["choices"][0]["text"]) == [{"name": "get_weather", "arguments": targs}] \
+            and d2["usage"] == d["usage"]
+    except ValueError:
+        same = False
+    report("the call is the completion of the tools' prompt under the calls' schema", same, "%s / %s" % (str(d)[:200], str(d2)[:300]))
+    st3, ev, raw = A.stream("/v1/chat/completions", dict(tb, stream=True))
+    deltas = [c for e in ev if isinstance(e, dict) for ch in e.get("choices", []) for c in ch.get("delta", {}).get("tool_calls", [])]
+    text, finish, _, done = stream_content(ev) if st3 == 200 else (None, None, None, False)
+    report("streamed: the same call in one delta (index 0), no content, finish tool_calls",
+           ok and st3 == 200 and done and finish == "tool_calls" and text == "" and len(deltas) == 1 and deltas[0]["index"] == 0
+           and deltas[0]["function"] == calls[0]["function"], str(raw)[:400])
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": umsg, "tools": tools, "max_tokens": 8})
+    st2, ev, raw = A.stream("/v1/chat/completions", {"messages": umsg, "tools": tools, "max_tokens": 8, "stream": True})
+    ok = st == 200 and st2 == 200 and "tool_calls" not in d["choices"][0]["message"] and d["choices"][0]["finish_reason"] == "length" \
+        and stream_content(ev)[:2] == (chat_content(d), "length")
+    report("tools, auto: the tiny model's text comes back as content, streamed the same", ok, "%s / %s" % (str(d)[:200], str(raw)[:200]))
+    hist = umsg + [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": hist, "tools": tools, "max_tokens": 4})
+    report("a conversation with a call and its result is answered", st == 200 and d["usage"]["prompt_tokens"] > 0, str(d)[:300])
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(tb, tool_choice={"type": "function", "function": {"name": "nope"}}))
+    report("tool_choice naming no tool: 400", st == 400 and d["error"]["param"] == "tool_choice.function.name", str(d)[:300])
+
     # echo: the prompt comes back before the completion; with logprobs its tokens are scored (the
     # first has nothing before it: null); max_tokens 0 scores only (what evaluation harnesses send).
     # Scoring the prompt plus the greedy continuation gives the generated tokens' own log-probabilities.

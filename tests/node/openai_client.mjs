@@ -188,5 +188,35 @@ await check('bad request raises BadRequestError', async () => {
   }
 });
 
+await check('tool call, streamed helper equals create', async () => {
+  const req = {
+    model: 'x',
+    messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    tools: [{
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'Weather of a city',
+        parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'] },
+      },
+    }],
+    tool_choice: 'required',
+    parallel_tool_calls: false,
+    max_tokens: 300,
+  };
+  log.push(`> client.chat.completions.create(${JSON.stringify(req)})`);
+  const r = await client.chat.completions.create(req);
+  log.push(`< ${JSON.stringify(r)}`);
+  const stream = client.chat.completions.stream(req); // the SDK's helper assembles delta.tool_calls
+  const f = await stream.finalChatCompletion();
+  log.push(`< (stream) ${JSON.stringify(f.choices[0].message)}`);
+  const a = r.choices[0].message.tool_calls?.[0], b = f.choices[0].message.tool_calls?.[0];
+  const args = a ? JSON.parse(a.function.arguments) : null;
+  report('tool call, streamed helper equals create', a && b && r.choices[0].finish_reason === 'tool_calls' &&
+    f.choices[0].finish_reason === 'tool_calls' && a.function.name === 'get_weather' && b.function.name === a.function.name &&
+    b.function.arguments === a.function.arguments && typeof args.city === 'string' && ['c', 'f'].includes(args.unit),
+    JSON.stringify([r.choices[0], f.choices[0]]).slice(0, 300));
+});
+
 if (transcriptPath) fs.writeFileSync(transcriptPath, log.join('\n') + '\n');
 process.exit(failed ? 1 : 0);

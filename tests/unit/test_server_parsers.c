@@ -19,6 +19,7 @@
 #include "../../tools/server/json_util.c"
 #include "../../tools/server/local_media.c"
 #include "../../tools/server/multipart.c"
+#include "../../tools/server/tool_calls.c"
 
 /* ------------------------------------------------------------------ base64 */
 
@@ -335,7 +336,7 @@ static void test_chat_rejects(void **state) {
     expect_bad("{}", "missing_required_parameter", "messages");
     expect_bad("{\"messages\":[]}", "invalid_value", "messages");
     expect_bad("{\"messages\":{}}", "invalid_type", "messages");
-    expect_bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "invalid_value", "messages[0].role");
+    expect_bad("{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", "invalid_value", "messages[0].role");
     expect_bad("{\"messages\":[{\"content\":\"x\"}]}", "invalid_type", "messages[0].role");
     expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "invalid_type", "messages[0].content");
     expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video_url\"}]}]}", "unknown_content_part",
@@ -377,7 +378,23 @@ static void test_chat_rejects(void **state) {
         {"\"logprobs\":1", "invalid_type", "logprobs"},
         {"\"top_logprobs\":2", "invalid_value", "top_logprobs"},
         {"\"logprobs\":true,\"top_logprobs\":21", "invalid_value", "top_logprobs"},
-        {"\"tools\":[{\"type\":\"function\"}]", "unsupported_parameter", "tools"},
+        {"\"tools\":[{\"type\":\"function\"}]", "invalid_type", "tools[0].function"},
+        {"\"tools\":{}", "invalid_type", "tools"},
+        {"\"tools\":[{\"type\":\"custom\",\"function\":{\"name\":\"f\"}}]", "invalid_value", "tools[0]"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]", "invalid_value", "tools[0].function.name"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]", "invalid_type",
+         "tools[0].function.parameters"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":"
+         "\"f\"}}]", "invalid_value", "tools[1].function.name"},
+        {"\"tool_choice\":\"required\"", "invalid_value", "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"any\"", "invalid_value", "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":"
+         "{\"name\":\"g\"}}", "invalid_value", "tool_choice.function.name"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
+         "{\"n\":{\"type\":\"integer\",\"minimum\":1}}}}}],\"tool_choice\":\"required\"", "unsupported_value", "tools[0].function.parameters"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"response_format\":{\"type\":\"json_object\"}",
+         "invalid_value", "response_format"},
+        {"\"parallel_tool_calls\":1", "invalid_type", "parallel_tool_calls"},
         {"\"presence_penalty\":2.5", "invalid_value", "presence_penalty"},
         {"\"frequency_penalty\":\"1\"", "invalid_type", "frequency_penalty"},
         {"\"repetition_penalty\":0", "invalid_value", "repetition_penalty"},
@@ -404,6 +421,124 @@ static void test_chat_rejects(void **state) {
         snprintf(js, sizeof js, "{%s,%s}", m, cases[i].extra);
         expect_bad(js, cases[i].code, cases[i].param);
     }
+}
+
+/* tools: the prompt as the checkpoint's template renders a system message with tools, the schema
+ * a forced choice holds the answer to, history with calls and results, and reading calls back. */
+static void test_chat_tools(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+#define WEATHER "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\",\"parameters\":" \
+                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"],\"$defs\":{}}}}"
+#define SEARCH "{\"type\":\"function\",\"function\":{\"name\":\"search\"}}"
+    /* no system message: one with empty content carries the tools; auto mode holds nothing */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" WEATHER "," SEARCH "]}", &r, &e), 0);
+    assert_string_equal(r.prompt, "<|system|><|tool|>[{\"name\": \"get_weather\", \"description\": \"d\", \"parameters\": {\"type\": "
+                                  "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"], \"$defs\": {}}}, "
+                                  "{\"name\": \"search\"}]<|/tool|><|end|><|user|>Hi<|end|><|assistant|>");
+    assert_int_equal(r.tool_mode, SRV_TOOLS_AUTO);
+    assert_int_equal(r.format, PM_FORMAT_TEXT);
+    assert_null(r.json_schema);
+    srv_chat_req_free(&r);
+    /* the first system message (a developer one is one) carries them; none: no tools at all */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"developer\",\"content\":\"S\"}],"
+                           "\"tools\":[" SEARCH "]}", &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|system|>S<|tool|>[{\"name\": \"search\"}]<|/tool|><|end|><|assistant|>");
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" SEARCH "],\"tool_choice\":\"none\"}", &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|>");
+    assert_int_equal(r.tool_mode, SRV_TOOLS_OFF);
+    srv_chat_req_free(&r);
+    /* a named function: one call of it, arguments to its parameters, $defs at the root */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" WEATHER "," SEARCH "],"
+                           "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}", &r, &e), 0);
+    assert_int_equal(r.tool_mode, SRV_TOOLS_FORCED);
+    assert_int_equal(r.format, PM_FORMAT_JSON_SCHEMA);
+    assert_string_equal(r.json_schema, "{\"$defs\":{},\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"name\":"
+                                       "{\"const\":\"get_weather\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                                       "\"string\"}},\"required\":[\"city\"]}},\"required\":[\"name\",\"arguments\"]},\"minItems\":1,"
+                                       "\"maxItems\":1}");
+    srv_chat_req_free(&r);
+    /* required among two: a name of theirs, any object of arguments, as many calls as come */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" WEATHER "," SEARCH "],"
+                           "\"tool_choice\":\"required\"}", &r, &e), 0);
+    assert_string_equal(r.json_schema, "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"name\":{\"enum\":"
+                                       "[\"get_weather\",\"search\"]},\"arguments\":{\"type\":\"object\"}},\"required\":[\"name\","
+                                       "\"arguments\"]},\"minItems\":1}");
+    srv_chat_req_free(&r);
+    /* required with one tool without parameters, no parallel calls: [{"name": "search", "arguments": {}}] only */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" SEARCH "],\"tool_choice\":\"required\","
+                           "\"parallel_tool_calls\":false}", &r, &e), 0);
+    assert_string_equal(r.json_schema, "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"
+                                       "\"search\"},\"arguments\":{\"type\":\"object\",\"additionalProperties\":false}},\"required\":"
+                                       "[\"name\",\"arguments\"]},\"minItems\":1,\"maxItems\":1}");
+    srv_chat_req_free(&r);
+    /* history: an assistant's calls (content null) after its content, a tool's result as its role */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":null,"
+                           "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"search\",\"arguments\":"
+                           "\"{\\\"q\\\":\\\"x\\\"}\"}},{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"no json\"}}]},"
+                           "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"R\"},{\"role\":\"assistant\",\"content\":\"A\","
+                           "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}]}", &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|><|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}, "
+                                  "{\"name\": \"f\", \"arguments\": \"no json\"}]<|/tool_call|><|end|><|tool|>R<|end|><|assistant|>A"
+                                  "<|tool_call|>[{\"name\": \"g\", \"arguments\": {}}]<|/tool_call|><|end|><|assistant|>");
+    assert_int_equal(r.tool_mode, SRV_TOOLS_OFF);
+    srv_chat_req_free(&r);
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\",\"tool_calls\":[]}]}", "invalid_value", "messages[0].tool_calls");
+    expect_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]}]}", "invalid_type", "messages[0].tool_calls");
+    expect_bad("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+               "invalid_type", "messages[0].tool_calls[0].function");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "invalid_type", "messages[0].content");
+    expect_bad_as("{\"prompt\":\"x\",\"tools\":[" SEARCH "]}", 1, "unsupported_parameter", "tools");
+#undef WEATHER
+#undef SEARCH
+}
+
+static void test_tool_calls_find(void **state) {
+    (void)state;
+    size_t cl;
+    const char *id = "chatcmpl-abc";
+    /* forced: the whole text; a single object is a list of one; parameters read as arguments */
+    const char *t = "[{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\":\"g\",\"parameters\":{}}]";
+    json_t *c = srv_tool_calls_find(t, strlen(t), SRV_TOOLS_FORCED, SIZE_MAX, SIZE_MAX, id, 3, &cl);
+    assert_non_null(c);
+    assert_int_equal(cl, 0);
+    char *s = json_dumps(c, JSON_COMPACT);
+    assert_string_equal(s, "[{\"id\":\"call_abc_3_0\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":[1,2]}\"}},"
+                           "{\"id\":\"call_abc_3_1\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]");
+    free(s);
+    json_decref(c);
+    /* auto: after the <|tool_call|> token (the text before it is content, trailing space cut), up to <|/tool_call|> */
+    t = "Let me look. {\"name\": \"f\", \"arguments\": \"{}\"} and more";
+    size_t at = strlen("Let me look. "), end = strlen("Let me look. {\"name\": \"f\", \"arguments\": \"{}\"}");
+    c = srv_tool_calls_find(t, strlen(t), SRV_TOOLS_AUTO, at, end, id, 0, &cl);
+    assert_non_null(c);
+    assert_int_equal(cl, strlen("Let me look."));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(c, 0), "function"), "arguments")), "{}");
+    json_decref(c);
+    /* auto: a leading "functools" (vLLM's form), a nested list inside */
+    t = " functools[{\"name\": \"f\", \"arguments\": {\"tags\": [\"a\", \"b\"]}}] trailing";
+    c = srv_tool_calls_find(t, strlen(t), SRV_TOOLS_AUTO, SIZE_MAX, SIZE_MAX, id, 0, &cl);
+    assert_non_null(c);
+    assert_int_equal(cl, 0);
+    json_decref(c);
+    /* no calls: plain text, a marker over what is not a call, a bad name, arguments not an object, an empty list, text off */
+    const char *none[] = {"Paris is sunny.", "functools is a module", "[{\"name\": \"a b\"}]", "[{\"name\": \"f\", \"arguments\": 3}]", "[]",
+                          "[{\"arguments\": {}}]"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        assert_null(srv_tool_calls_find(none[i], strlen(none[i]), SRV_TOOLS_AUTO, SIZE_MAX, SIZE_MAX, id, 0, &cl));
+        assert_int_equal(cl, strlen(none[i]));
+        assert_null(srv_tool_calls_find(none[i], strlen(none[i]), SRV_TOOLS_AUTO, 0, SIZE_MAX, id, 0, &cl));
+    }
+    t = "[{\"name\": \"f\"}]";
+    assert_null(srv_tool_calls_find(t, strlen(t), SRV_TOOLS_OFF, 0, SIZE_MAX, id, 0, &cl));
+    /* streaming in auto mode: text that may still begin "functools" waits, the rest goes up to the marker */
+    assert_int_equal(srv_tool_content_ready("  func", 6, SIZE_MAX), 0);
+    assert_int_equal(srv_tool_content_ready("functools[", 10, SIZE_MAX), 0);
+    assert_int_equal(srv_tool_content_ready("  ", 2, SIZE_MAX), 0);
+    assert_int_equal(srv_tool_content_ready("fun times", 9, SIZE_MAX), 9);
+    assert_int_equal(srv_tool_content_ready("Hello there", 11, 5), 5);
 }
 
 static void test_chat_params(void **state) {
@@ -683,6 +818,7 @@ int main(void) {
         cmocka_unit_test(test_multipart_rejects),   cmocka_unit_test(test_json_guards),
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
+        cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),
     };

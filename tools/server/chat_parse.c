@@ -15,6 +15,7 @@
 #include "dataurl.h"
 #include "json_util.h"
 #include "local_media.h"
+#include "tool_calls.h"
 #include "engine/json_schema.h"
 #include "tok/chat.h"
 
@@ -61,6 +62,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->logit_bias);
     free(r->json_schema);
+    free(r->tools_text);
     memset(r, 0, sizeof *r);
 }
 
@@ -186,8 +188,8 @@ static int refuse_unsupported(const json_t *root, int completions, int n, srv_er
         if (got && best != n)
             return srv_bad(e, "best_of", "unsupported_value", "only best_of = n (every sample returned) is supported (got %lld, n %d)", best, n);
     }
-    if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
-        return srv_bad(e, "tools", "unsupported_parameter", "tools / function calling are not supported by this server");
+    if (completions && (v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
+        return srv_bad(e, "tools", "unsupported_parameter", "tools (function calling) belong to /v1/chat/completions");
     if ((v = json_object_get(root, "functions")) && !json_is_null(v))
         return srv_bad(e, "functions", "unsupported_parameter", "functions are not supported by this server");
     if ((v = json_object_get(root, "modalities")) && json_is_array(v)) {
@@ -195,6 +197,22 @@ static int refuse_unsupported(const json_t *root, int completions, int n, srv_er
         const json_t *m;
         json_array_foreach(v, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
             return srv_bad(e, "modalities", "unsupported_parameter", "this model only produces text (modalities: [\"text\"])");
+    }
+    return 0;
+}
+
+/* tools / tool_choice (tool_calls.h): a forced choice holds the answer to its calls' schema, so
+ * it and response_format cannot both shape it; auto mode would have its calls' markers masked. */
+static int parse_tools(const json_t *root, srv_chat_req *r, srv_error *e) {
+    char *schema = NULL;
+    if (srv_tools_parse(root, &r->tool_mode, &r->tools_text, &schema, e)) return -1;
+    if (r->tool_mode != SRV_TOOLS_OFF && r->format != PM_FORMAT_TEXT) {
+        free(schema);
+        return srv_bad(e, "response_format", "invalid_value", "response_format json_object / json_schema cannot be combined with tools (use tool_choice none)");
+    }
+    if (schema) {
+        r->format = PM_FORMAT_JSON_SCHEMA;
+        r->json_schema = schema;
     }
     return 0;
 }
@@ -238,7 +256,8 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         r->include_usage = iu;
     }
     if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e)) return -1;
-    return refuse_unsupported(root, completions, r->n, e);
+    if (refuse_unsupported(root, completions, r->n, e)) return -1;
+    return completions ? 0 : parse_tools(root, r, e);
 }
 
 /* ------------------------------------------------------------------ media */
@@ -339,7 +358,8 @@ static int audio_part(const json_t *part, const char *where, const srv_parse_lim
 /* ------------------------------------------------------------------ messages */
 
 static int role_ok(const char *role) {
-    return !strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user") || !strcmp(role, "assistant");
+    return !strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user") || !strcmp(role, "assistant") ||
+           !strcmp(role, "tool");
 }
 
 /* Pass 1: does any text hold an explicit placeholder? */
@@ -397,6 +417,20 @@ static int message_content(const json_t *m, size_t i, const char *role, const sr
     return 0;
 }
 
+/* An assistant message's tool_calls after its content (the content may then be null). */
+static int message_calls(const json_t *m, size_t i, const char *role, sbuf *b, srv_error *e) {
+    const json_t *calls = json_object_get(m, "tool_calls");
+    if (!calls || json_is_null(calls)) return 0;
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (strcmp(role, "assistant")) return srv_bad(e, param, "invalid_value", "%s: only assistant messages carry tool_calls", param);
+    char *text = NULL;
+    if (srv_tool_calls_render(calls, param, &text, e)) return -1;
+    int rc = sb_put(b, text, strlen(text)) ? srv_fail(e, 500, "server_error", NULL, NULL, "out of memory") : 0;
+    free(text);
+    return rc;
+}
+
 static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
     const json_t *msgs = json_object_get(root, "messages");
     if (!msgs || json_is_null(msgs)) return srv_bad(e, "messages", "missing_required_parameter", "messages is required");
@@ -405,10 +439,11 @@ static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_c
     if (n == 0) return srv_bad(e, "messages", "invalid_value", "messages must not be empty");
     if (n > SRV_MAX_MESSAGES) return srv_bad(e, "messages", "invalid_value", "at most %d messages are accepted", SRV_MAX_MESSAGES);
     r->explicit_placeholders = any_placeholder(msgs);
-    pm_chat_msg *cm = calloc(n, sizeof *cm);
+    /* one more: the system message that carries the tools when the conversation has none */
+    pm_chat_msg *all = calloc(n + 1, sizeof *all), *cm = all ? all + 1 : NULL;
     sbuf *texts = calloc(n, sizeof *texts);
     int rc = 0;
-    if (!cm || !texts) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!all || !texts) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n && !rc; i++) {
         const json_t *m = json_array_get(msgs, i);
         char where[64];
@@ -425,17 +460,34 @@ static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_c
         }
         const char *ro = json_string_value(role);
         if (!role_ok(ro)) {
-            rc = srv_bad(e, where, "invalid_value", "%s '%s' is not supported (system, developer, user, assistant)", where, ro);
+            rc = srv_bad(e, where, "invalid_value", "%s '%s' is not supported (system, developer, user, assistant, tool)", where, ro);
             break;
         }
-        if ((rc = message_content(m, i, ro, lim, r, &texts[i], e))) break;
+        const json_t *c = json_object_get(m, "content"), *calls = json_object_get(m, "tool_calls");
+        int calls_only = !strcmp(ro, "assistant") && calls && !json_is_null(calls) && (!c || json_is_null(c));
+        if (!calls_only && (rc = message_content(m, i, ro, lim, r, &texts[i], e))) break;
+        if ((rc = message_calls(m, i, ro, &texts[i], e))) break;
         if (!texts[i].p && sb_put(&texts[i], "", 0)) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         cm[i].role = !strcmp(ro, "developer") ? "system" : ro;
         cm[i].content = texts[i].p;
     }
     if (!rc) {
+        pm_chat_msg *first = cm;
+        int count = (int)n;
+        if (r->tools_text) { /* on the first system message, or on one of its own put first */
+            size_t s = 0;
+            while (s < n && strcmp(cm[s].role, "system")) s++;
+            if (s == n) {
+                first = all;
+                count++;
+                all[0].role = "system";
+                all[0].content = "";
+                s = (size_t)-1;
+            }
+            (s == (size_t)-1 ? &all[0] : &cm[s])->tools = r->tools_text;
+        }
         pm_err pe = {0};
-        if (pm_chat_render(cm, (int)n, 1, &r->prompt, &pe)) rc = srv_bad(e, "messages", "invalid_value", "%s", pe.msg);
+        if (pm_chat_render(first, count, 1, &r->prompt, &pe)) rc = srv_bad(e, "messages", "invalid_value", "%s", pe.msg);
     }
     if (!rc) {
         pm_err pe = {0};
@@ -447,7 +499,7 @@ static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_c
     }
     for (size_t i = 0; texts && i < n; i++) free(texts[i].p);
     free(texts);
-    free(cm);
+    free(all);
     return rc;
 }
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "server.h"
+#include "tool_calls.h"
 
 enum { SRV_MAX_STOP = 4, SRV_MAX_STOP_LEN = 256, SRV_MAX_MESSAGES = 4096, SRV_MAX_CHOICES = 16 };
 
@@ -48,6 +49,8 @@ typedef struct srv_chat_req {
     pm_format format;              /* response_format: text, json_object or json_schema */
     char *json_schema;             /* with json_schema: the schema as JSON text (malloc'd) */
     int min_tokens, ignore_eos;    /* the end tokens banned until min_tokens, or always */
+    srv_tool_mode tool_mode;       /* chat tools (tool_calls.h): off, auto or forced (then format is its schema) */
+    char *tools_text;              /* the tools' JSON list the system message carries (malloc'd) */
     int seed_given;
     char *stop[SRV_MAX_STOP];
     int n_stop;

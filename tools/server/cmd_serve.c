@@ -255,6 +255,8 @@ int pm_cmd_serve(int argc, char **argv) {
     else {
         pm_model_get_info(ctx->model, &info);
         ctx->max_context = info.max_position;
+        ctx->tool_call_open = pm_model_token_id(ctx->model, "<|tool_call|>");
+        ctx->tool_call_close = pm_model_token_id(ctx->model, "<|/tool_call|>");
         cli_compute_note("serve", &ctx->o.load, ctx->model);
         if (ctx->o.load.recache)
             fprintf(stderr, "phi4mm serve: re-read %.2f GB of checkpoint, %.2f GB of it in 2 MB pages\n", info.recache_bytes / 1e9,

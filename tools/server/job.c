@@ -2,6 +2,7 @@
 #include "job.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@ srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind) {
     j->kind = kind;
     j->mode = (pm_mode)-1;
     j->kv_need = -1;
+    j->tool_at = j->tool_end = SIZE_MAX;
     j->first_of_prompt = 1; /* choice 0 of one prompt, until the route says otherwise */
     atomic_init(&j->cancel, 0);
     j->t_arrival = srv_now();
@@ -216,6 +218,10 @@ int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
     if (j->t_first == 0) {
         j->t_first = srv_now();
         first = 1;
+    }
+    if (j->tool_mode == SRV_TOOLS_AUTO) { /* the markers are special tokens: they add no text */
+        if (token == j->ctx->tool_call_open && j->tool_at == SIZE_MAX) j->tool_at = j->text_len;
+        else if (token == j->ctx->tool_call_close && j->tool_at != SIZE_MAX && j->tool_end == SIZE_MAX) j->tool_end = j->text_len;
     }
     if (len) {
         text_append_locked(j, text, len);

@@ -68,6 +68,7 @@ struct srv_job {
     pm_format output_format;        /* text, a JSON object or a schema's value (response_format) */
     char *json_schema;              /* malloc'd */
     int min_tokens, ignore_eos;
+    srv_tool_mode tool_mode;        /* chat tools: the answer's calls come back as tool_calls (tool_calls.h) */
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;
@@ -106,6 +107,7 @@ struct srv_job {
     char finish_error[512];
     int prompt_tokens, completion_tokens;
     double t_first;                 /* first token, 0 until then */
+    size_t tool_at, tool_end;       /* text offsets where <|tool_call|> / <|/tool_call|> came (SIZE_MAX: not yet) */
 
     struct MHD_Connection *conn;    /* set while parked */
     int parked, wait_mask;

@@ -17,6 +17,7 @@
 #include "json_util.h"
 #include "logprobs.h"
 #include "scheduler.h"
+#include "tool_calls.h"
 
 static uint64_t random_seed(void) {
     uint64_t s = 0;
@@ -113,6 +114,7 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
     j->output_format = r->format;
     j->min_tokens = r->min_tokens;
     j->ignore_eos = r->ignore_eos;
+    j->tool_mode = r->tool_mode;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
     /* a prompt's samples draw apart: seed + sample when the seed is given, a seed each when not */
@@ -228,12 +230,22 @@ json_t *srv_choice_object(const srv_job *j, const char *object, const char *mode
     return o;
 }
 
+/* With tools, calls found in the answer come back as tool_calls (the text before them as
+ * content, null when there is none) and finish_reason "tool_calls"; an answer cut short by
+ * max_tokens stays text. */
 static json_t *chat_choice(const srv_job *j) {
-    json_t *msg = json_object();
+    const char *text = j->text ? j->text : "";
+    size_t content_len = j->text_len;
+    json_t *calls = NULL, *msg = json_object(), *ch = json_object();
+    if (j->tool_mode != SRV_TOOLS_OFF && j->finish == PM_FINISH_STOP)
+        calls = srv_tool_calls_find(text, j->text_len, j->tool_mode, j->tool_at, j->tool_end, j->id, j->index, &content_len);
     json_object_set_new(msg, "role", json_string("assistant"));
-    json_object_set_new(msg, "content", srv_json_text(j->text ? j->text : "", j->text_len));
+    json_object_set_new(msg, "content", calls && !content_len ? json_null() : srv_json_text(text, content_len));
     json_object_set_new(msg, "refusal", json_null());
-    json_t *ch = json_object();
+    if (calls) {
+        json_object_set_new(msg, "tool_calls", calls);
+        json_object_set_new(ch, "finish_reason", json_string("tool_calls"));
+    }
     json_object_set_new(ch, "message", msg);
     return ch;
 }
@@ -254,7 +266,7 @@ static char *result_body(srv_job *const *jobs, int n, const char *object, const 
         json_t *ch = choice_of(j);
         json_object_set_new(ch, "index", json_integer(j->index));
         json_object_set_new(ch, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
-        json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
+        if (!json_object_get(ch, "finish_reason")) json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
         json_array_append_new(choices, ch);
     }
     json_object_set_new(o, "usage", srv_usage_json(jobs, n));

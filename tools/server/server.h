@@ -83,6 +83,8 @@ typedef struct srv_ctx {
     pm_model *model;
     pm_limits limits;
     int max_context;            /* the model's max_position_embeddings: no request may ask for more */
+    int32_t tool_call_open;     /* the ids of <|tool_call|> and <|/tool_call|> (-1: the tokenizer has none) */
+    int32_t tool_call_close;
     srv_sched *sched;
     srv_metrics *metrics;
     atomic_int ready;

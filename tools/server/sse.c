@@ -28,6 +28,7 @@
 #include "http.h"
 #include "json_util.h"
 #include "logprobs.h"
+#include "tool_calls.h"
 
 typedef struct srv_stream {
     srv_job **jobs; /* the request's choices, streamed in turn (a reference each) */
@@ -110,22 +111,15 @@ static json_t *with_logprobs(srv_job *j, json_t *o) {
 /* A choice that ended well: the stream goes on to the next one, if any. */
 static int ended_well(const srv_job *j) { return !j->failed && (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH); }
 
-/* The new text as one chunk (with the log-probabilities recorded since the last); once the job is
- * done, the finish chunk, and after the stream's last choice the usage chunk (include_usage) and
- * [DONE]; or the error event and [DONE]. */
-static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *),
-                        const srv_stream *st) {
-    j->sse_phase = SSE_RUNNING;
-    if (j->text_len > j->sent) {
-        wire_event(j, with_logprobs(j, mk(j, model, srv_json_text(j->text + j->sent, j->text_len - j->sent), NULL)));
-        j->sent = j->text_len;
-    }
-    if (j->state != SRV_JS_DONE) return;
+/* Once the job is done: the finish chunk (finish_reason `finish`), and after the stream's last
+ * choice the usage chunk (include_usage) and [DONE]; or the error event and [DONE]. */
+static void fill_end(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *),
+                     const srv_stream *st, const char *finish) {
     j->sse_phase = SSE_END;
     if (!ended_well(j)) {
         wire_event(j, error_event(j));
     } else {
-        wire_event(j, with_logprobs(j, mk(j, model, NULL, srv_finish_name(j->finish))));
+        wire_event(j, with_logprobs(j, mk(j, model, NULL, finish)));
         if (st->cur + 1 < st->n) return; /* the next choice follows */
         if (j->include_usage) { /* every earlier choice has ended: the stream went through them */
             json_t *o = mk(j, model, NULL, NULL);
@@ -137,6 +131,49 @@ static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_j
     wire_put(j, "data: [DONE]\n\n", 14);
 }
 
+/* The new text as one chunk (with the log-probabilities recorded since the last), then the end. */
+static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *),
+                        const srv_stream *st) {
+    j->sse_phase = SSE_RUNNING;
+    if (j->text_len > j->sent) {
+        wire_event(j, with_logprobs(j, mk(j, model, srv_json_text(j->text + j->sent, j->text_len - j->sent), NULL)));
+        j->sent = j->text_len;
+    }
+    if (j->state == SRV_JS_DONE) fill_end(j, model, mk, st, srv_finish_name(j->finish));
+}
+
+/* A chat answer with tools (tool_calls.h): text goes out as content while it cannot be a call's
+ * start (auto) or not at all (forced); at the end the calls found come as one chunk of
+ * delta.tool_calls (each with its index) and the finish_reason is "tool_calls"; an answer without
+ * calls sends what was held back as content. */
+static void fill_chat_tools(srv_job *j, const char *model, const srv_stream *st) {
+    j->sse_phase = SSE_RUNNING;
+    const char *text = j->text ? j->text : "";
+    int done = j->state == SRV_JS_DONE;
+    size_t ready = j->tool_mode == SRV_TOOLS_AUTO ? srv_tool_content_ready(text, j->text_len, j->tool_at) : 0;
+    json_t *calls = NULL;
+    if (done) {
+        size_t content_len = j->text_len;
+        if (ended_well(j) && j->finish == PM_FINISH_STOP)
+            calls = srv_tool_calls_find(text, j->text_len, j->tool_mode, j->tool_at, j->tool_end, j->id, j->index, &content_len);
+        ready = content_len;
+    }
+    if (ready > j->sent) {
+        wire_event(j, with_logprobs(j, chat_chunk(j, model, srv_json_text(text + j->sent, ready - j->sent), NULL)));
+        j->sent = ready;
+    }
+    if (!done) return;
+    if (calls) {
+        size_t k;
+        json_t *c;
+        json_array_foreach(calls, k, c) json_object_set_new(c, "index", json_integer((json_int_t)k));
+        json_t *o = chat_chunk(j, model, NULL, NULL);
+        json_object_set_new(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta"), "tool_calls", calls);
+        wire_event(j, with_logprobs(j, o));
+    }
+    fill_end(j, model, chat_chunk, st, calls ? "tool_calls" : srv_finish_name(j->finish));
+}
+
 static void fill_chat(srv_job *j, const char *model, const srv_stream *st) {
     if (j->sse_phase == SSE_START && !j->failed) {
         json_t *o = chat_chunk(j, model, json_string(""), NULL);
@@ -144,7 +181,8 @@ static void fill_chat(srv_job *j, const char *model, const srv_stream *st) {
         json_object_set_new(d, "role", json_string("assistant"));
         wire_event(j, o);
     }
-    fill_openai(j, model, chat_chunk, st);
+    if (j->tool_mode != SRV_TOOLS_OFF) fill_chat_tools(j, model, st);
+    else fill_openai(j, model, chat_chunk, st);
 }
 
 static void fill_transcript(srv_job *j) {
