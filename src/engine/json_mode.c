@@ -260,6 +260,18 @@ static int number_byte(pm_json_state *s, unsigned c) {
     }
 }
 
+/* The value of a discriminated object's first property has ended (json_schema.h): the rest of the
+ * object follows the branch of the literal it matched. */
+static void pick_variant(pm_json_state *s) {
+    pm_json_frame *f = s->depth ? top(s) : NULL;
+    if (!f || !f->node->variant || f->last != 0 || s->pending != f->node->prop[0]) return;
+    for (int i = 0; i < s->pending->n_lits; i++)
+        if ((s->cand >> i & 1) && s->pending->lit_len[i] == s->pos) {
+            f->node = f->node->variant[i];
+            return;
+        }
+}
+
 /* A byte of an enum's value; one that continues none of them ends a complete one (handed back
  * with 1), as a number is ended. */
 static int enum_byte(pm_json_state *s, unsigned c) {
@@ -306,6 +318,7 @@ static int feed_byte(pm_json_state *s, unsigned c) {
     case M_ENUM: {
         int r = s->mode == M_NUMBER ? number_byte(s, c) : enum_byte(s, c);
         if (r <= 0) return r;
+        if (s->mode == M_ENUM) pick_variant(s);
         after_value(s); /* it ended: the byte is the container's (nothing follows a whole value) */
         if (s->mode == M_DONE) return -1;
         break;

@@ -122,26 +122,91 @@ static int classes_of(const pm_json_node *n, int *cls, const char *path, pm_err 
     return PM_OK;
 }
 
-/* The union of branches b[n]: the first byte of a value must pick one. */
+/* Objects o[m] whose first listed property is the same required key with a const / enum value, the
+ * values all different (a discriminated union: {"type": "a", ...} | {"type": "b", ...}), as one
+ * object: that property's value, the union of theirs, picks the object the rest follows
+ * (pm_json_node.variant). NULL without an error when they are not such objects. */
+static const pm_json_node *discriminated(pm_json_schema *s, const pm_json_node **o, int m) {
+    int n_lits = 0;
+    for (int i = 0; i < m; i++) {
+        const pm_json_node *b = o[i];
+        /* (an object still being compiled, reached again through a $ref, has no first property yet) */
+        if (b->kind != PM_JN_OBJECT || b->n_props < 1 || !b->prop[0] || !b->key[0] || !b->required[0] || b->prop[0]->kind != PM_JN_ENUM ||
+            b->key_len[0] != o[0]->key_len[0] ||
+            memcmp(b->key[0], o[0]->key[0], b->key_len[0]))
+            return NULL;
+        n_lits += b->prop[0]->n_lits;
+    }
+    if (n_lits > PM_JSON_MAX_ENUM) return NULL;
+    pm_json_node *d = new_node(s, PM_JN_OBJECT), *en = new_node(s, PM_JN_ENUM);
+    if (!d || !en) return NULL;
+    d->n_props = 1;
+    d->key = alloc(s, sizeof *d->key);
+    d->key_len = alloc(s, sizeof *d->key_len);
+    d->prop = alloc(s, sizeof *d->prop);
+    d->required = alloc(s, 1);
+    d->variant = alloc(s, sizeof *d->variant * (size_t)n_lits);
+    en->lit = alloc(s, sizeof *en->lit * (size_t)n_lits);
+    en->lit_len = alloc(s, sizeof *en->lit_len * (size_t)n_lits);
+    if (s->e->code) return NULL;
+    d->key[0] = o[0]->key[0];
+    d->key_len[0] = o[0]->key_len[0];
+    d->prop[0] = en;
+    d->required[0] = 1;
+    for (int i = 0; i < m; i++)
+        for (int k = 0; k < o[i]->prop[0]->n_lits; k++) {
+            const char *lit = o[i]->prop[0]->lit[k];
+            uint32_t len = o[i]->prop[0]->lit_len[k];
+            for (int j = 0; j < en->n_lits; j++)
+                if (en->lit_len[j] == len && !memcmp(en->lit[j], lit, len)) return NULL; /* two branches share a value */
+            en->lit[en->n_lits] = lit;
+            en->lit_len[en->n_lits] = len;
+            d->variant[en->n_lits++] = o[i];
+        }
+    return d;
+}
+
+/* The union of branches b[n]: the first byte of a value must pick one, or, among objects, the
+ * value of their first property (discriminated). */
 static const pm_json_node *make_union(pm_json_schema *s, const pm_json_node **b, int n, const char *path) {
     static const char *const cname[] = {"object", "array", "string", "number", "boolean", "null"};
     if (n == 1) return b[0];
     pm_json_node *u = new_node(s, PM_JN_UNION);
+    const pm_json_node *objs[PM_JSON_MAX_ENUM];
+    int n_objs = 0;
     if (!u) return NULL;
     for (int i = 0; i < n; i++) {
         int cls[PM_JC_COUNT];
         if (classes_of(b[i], cls, path, s->e)) return NULL;
+        if (b[i]->kind == PM_JN_OBJECT) {
+            if (n_objs == PM_JSON_MAX_ENUM)
+                return pm_errf(s->e, PM_ELIMIT, "JSON schema at %s: more than %d object branches", path, PM_JSON_MAX_ENUM), NULL;
+            objs[n_objs++] = b[i];
+        }
         for (int c = 0; c < PM_JC_COUNT; c++) {
             if (!cls[c]) continue;
-            if (u->alt[c]) {
+            if (u->alt[c] && !(c == PM_JC_OBJECT && b[i]->kind == PM_JN_OBJECT && u->alt[c]->kind == PM_JN_OBJECT)) {
                 pm_errf(s->e, PM_EINVAL,
-                        "JSON schema at %s: two branches both admit a %s; the branches of anyOf / oneOf / a type list must start "
-                        "differently (object, array, string, number, boolean, null)",
-                        path, cname[c]);
+                        "JSON schema at %s: two branches both admit %s %s; the branches of anyOf / oneOf / a type list must start "
+                        "differently (object, array, string, number, boolean, null), or be objects whose first property is "
+                        "the same required key with different const / enum values",
+                        path, c == PM_JC_OBJECT ? "an" : "a", cname[c]);
                 return NULL;
             }
             u->alt[c] = b[i];
         }
+    }
+    if (n_objs > 1) {
+        const pm_json_node *d = discriminated(s, objs, n_objs);
+        if (!d) {
+            if (!s->e->code)
+                pm_errf(s->e, PM_EINVAL,
+                        "JSON schema at %s: two branches both admit an object; object branches must list first the same required "
+                        "property with const / enum values that tell them apart",
+                        path);
+            return NULL;
+        }
+        u->alt[PM_JC_OBJECT] = d;
     }
     return u;
 }

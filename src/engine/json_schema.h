@@ -5,7 +5,9 @@
  *     optional ones may be), and no others: additionalProperties matters only for an object with
  *     no properties listed (then any keys, with its schema or any values, unless false);
  *   - anyOf / oneOf / a list of types: the branches must start differently (object, array,
- *     string, number, boolean, null: the value's first byte picks the branch);
+ *     string, number, boolean, null: the value's first byte picks the branch), except objects
+ *     that list first the same required property with const / enum values of their own (a
+ *     discriminated union: that value picks the branch);
  *   - enum / const: the values written compactly, byte for byte.
  * Enforced: type, properties, required, additionalProperties, items, minItems, maxItems,
  * minLength, maxLength (in characters; an escape counts one), enum, const, anyOf, oneOf, allOf of
@@ -41,6 +43,9 @@ struct pm_json_node {
     const pm_json_node **prop;
     uint8_t *required;
     const pm_json_node *extra;
+    /* OBJECT of a discriminated union: its one listed property's value (an ENUM) picks, by the
+     * literal it matched, the object the rest of the value follows (NULL: not one) */
+    const pm_json_node **variant;
     /* ARRAY */
     const pm_json_node *items;
     int min_items, max_items;          /* max < 0: none */

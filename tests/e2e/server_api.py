@@ -370,6 +370,23 @@ def main():
     report("streamed: the same call in one delta (index 0), no content, finish tool_calls",
            ok and st3 == 200 and done and finish == "tool_calls" and text == "" and len(deltas) == 1 and deltas[0]["index"] == 0
            and deltas[0]["function"] == calls[0]["function"], str(raw)[:400])
+    # required among several: each call's arguments follow its own function's parameters
+    sparams = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 8}}, "required": ["q"]}
+    tools2 = [tools[0], {"type": "function", "function": {"name": "search", "parameters": sparams}}]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": umsg, "tools": tools2, "tool_choice": "required", "max_tokens": 400,
+                                                      "parallel_tool_calls": False})
+    calls = d["choices"][0]["message"].get("tool_calls") if st == 200 else None
+    ok = bool(st == 200 and calls and d["choices"][0]["finish_reason"] == "tool_calls")
+    try:
+        for c in calls or []:
+            a = json.loads(c["function"]["arguments"])
+            if c["function"]["name"] == "search":
+                ok = ok and list(a) == ["q"] and isinstance(a["q"], str) and len(a["q"]) <= 8
+            else:
+                ok = ok and c["function"]["name"] == "get_weather" and list(a) == ["city", "unit"] and a["unit"] in "cf"
+    except ValueError:
+        ok = False
+    report("tool_choice required among two: each call's arguments of its own function", ok, str(d)[:400])
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": umsg, "tools": tools, "max_tokens": 8})
     st2, ev, raw = A.stream("/v1/chat/completions", {"messages": umsg, "tools": tools, "max_tokens": 8, "stream": True})
     ok = st == 200 and st2 == 200 and "tool_calls" not in d["choices"][0]["message"] and d["choices"][0]["finish_reason"] == "length" \

@@ -181,6 +181,14 @@ static void test_schemas(void **state) {
         {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{}", "{\"any\":1,\"key\":2}"}, {"{\"k\":"},
          {"{\"k\":\"v\"}"}},
         {"{\"type\":\"string\",\"nullable\":true}", {"null", "\"s\""}, {"nu"}, {"1"}},
+        /* a discriminated union: the first property's value picks the object the rest follows */
+        {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}},\"required\":[\"t\",\"x\"]},"
+         "{\"type\":\"object\",\"properties\":{\"t\":{\"enum\":[\"b\",\"ab\"]},\"y\":{\"type\":\"string\"}},\"required\":[\"t\"]},"
+         "{\"type\":\"string\"}]}",
+         {"{\"t\":\"a\",\"x\":1}", "{\"t\":\"b\"}", "{\"t\":\"ab\",\"y\":\"s\"}", "{\"t\":\"b\" , \"y\":\"\"}", "\"s\""},
+         {"{\"t\":\"a\"", "{\"t\":\"a\",\"x\":1"},
+         {"{\"t\":\"a\",\"y\":\"s\"}", "{\"t\":\"a\"}", "{\"t\":\"b\",\"x\":1}", "{\"t\":\"c\"}", "{\"x\":1}", "{}",
+          "{\"t\":\"ab\",\"x\":1}"}},
         {"true", {"[1,{\"a\":null}]", "\"x\"", "-0.5e-3", "false"}, {"tr"}, {"tru1"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -203,6 +211,13 @@ static void test_schema_refusals(void **state) {
         {"{\"properties\":{\"a\":{\"minimum\":1}}}", "#/properties/a"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"x\"]}]}", "both admit a string"},
         {"{\"type\":[\"integer\",\"number\"]}", "both admit a number"},
+        {"{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\"}]}", "tell them apart"},
+        {"{\"anyOf\":[{\"properties\":{\"t\":{\"const\":1}},\"required\":[\"t\"]},{\"properties\":{\"t\":{\"const\":1}},"
+         "\"required\":[\"t\"]}]}", "tell them apart"},
+        {"{\"anyOf\":[{\"properties\":{\"t\":{\"const\":1}}},{\"properties\":{\"t\":{\"const\":2}}}]}", "tell them apart"},
+        {"{\"anyOf\":[{\"properties\":{\"t\":{\"const\":1}},\"required\":[\"t\"]},{\"properties\":{\"u\":{\"const\":2}},"
+         "\"required\":[\"u\"]}]}", "tell them apart"},
+        {"{\"anyOf\":[{\"properties\":{\"t\":{\"const\":1}},\"required\":[\"t\"]},{}]}", "both admit an object"},
         {"{\"type\":\"object\",\"required\":[\"q\"]}", "'q' is not among"},
         {"{\"$ref\":\"#/$defs/missing\"}", "points nowhere"},
         {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "deeper than"},
@@ -244,6 +259,10 @@ static void test_mask(void **state) {
     pm_json_schema *sch = compile_ok("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3},"
                                      "\"e\":{\"enum\":[\"ab\",\"abc\",5]},\"n\":{\"type\":\"number\"}},\"required\":[\"s\",\"e\"]}");
     pm_json_schema *num = compile_ok("{\"type\":\"integer\"}");
+    pm_json_schema *calls = compile_ok("{\"type\":\"array\",\"items\":{\"anyOf\":[{\"properties\":{\"name\":{\"const\":\"get\"},\"arguments\":"
+                                       "{\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}},\"required\":[\"name\",\"arguments\"]},"
+                                       "{\"properties\":{\"name\":{\"const\":\"getall\"},\"arguments\":{\"properties\":{\"q\":{\"type\":\"string\"}}}},"
+                                       "\"required\":[\"name\",\"arguments\"]}]}}");
     const struct {
         const pm_json_node *root;
         const char *text;
@@ -259,6 +278,9 @@ static void test_mask(void **state) {
         {pm_json_any_object(), "{\"a\":                        "}, /* 24: none more */
         {pm_json_schema_root(sch), "{\"s\":\"\" ,\n "}, {pm_json_schema_root(sch), "{\"s\":\"\",\"e\":5"},
         {pm_json_any_object(), "{\"a\": 12"}, {pm_json_any_object(), "{\"a\": 1.5e3"}, {pm_json_any_object(), "{\"a\": [0"},
+        {pm_json_schema_root(calls), "[{\"name\": \"get"}, {pm_json_schema_root(calls), "[{\"name\": \"get\""},
+        {pm_json_schema_root(calls), "[{\"name\": \"getall\", \"arguments\": {"},
+        {pm_json_schema_root(calls), "[{\"name\": \"get\", \"arguments\": {"},
         {pm_json_any_object(), "{\"x\": {}}"},
     };
     size_t n_cases = sizeof cases / sizeof cases[0];
@@ -290,6 +312,7 @@ static void test_mask(void **state) {
     }
     pm_json_schema_free(sch);
     pm_json_schema_free(num);
+    pm_json_schema_free(calls);
     free(lg);
     free(allow);
     pm_json_vocab_free(jv);

@@ -430,12 +430,15 @@ static void test_chat_tools(void **state) {
     srv_chat_req r;
     srv_error e;
 #define WEATHER "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\",\"parameters\":" \
-                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"],\"$defs\":{}}}}"
+                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"],\"$defs\":{\"u\":{\"type\":\"string\"}}}}}"
 #define SEARCH "{\"type\":\"function\",\"function\":{\"name\":\"search\"}}"
+#define WEATHER2 "{\"type\":\"function\",\"function\":{\"name\":\"w2\",\"parameters\":{\"type\":\"object\",\"$defs\":{\"u\":{}}}}}"
+#define TREE "{\"type\":\"function\",\"function\":{\"name\":\"tree\",\"parameters\":{\"type\":\"object\",\"properties\":" \
+             "{\"kid\":{\"$ref\":\"#\"}}}}}"
     /* no system message: one with empty content carries the tools; auto mode holds nothing */
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" WEATHER "," SEARCH "]}", &r, &e), 0);
     assert_string_equal(r.prompt, "<|system|><|tool|>[{\"name\": \"get_weather\", \"description\": \"d\", \"parameters\": {\"type\": "
-                                  "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"], \"$defs\": {}}}, "
+                                  "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"], \"$defs\": {\"u\": {\"type\": \"string\"}}}}, "
                                   "{\"name\": \"search\"}]<|/tool|><|end|><|user|>Hi<|end|><|assistant|>");
     assert_int_equal(r.tool_mode, SRV_TOOLS_AUTO);
     assert_int_equal(r.format, PM_FORMAT_TEXT);
@@ -455,17 +458,26 @@ static void test_chat_tools(void **state) {
                            "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}", &r, &e), 0);
     assert_int_equal(r.tool_mode, SRV_TOOLS_FORCED);
     assert_int_equal(r.format, PM_FORMAT_JSON_SCHEMA);
-    assert_string_equal(r.json_schema, "{\"$defs\":{},\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"name\":"
+    assert_string_equal(r.json_schema, "{\"$defs\":{\"u\":{\"type\":\"string\"}},\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"name\":"
                                        "{\"const\":\"get_weather\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
                                        "\"string\"}},\"required\":[\"city\"]}},\"required\":[\"name\",\"arguments\"]},\"minItems\":1,"
                                        "\"maxItems\":1}");
     srv_chat_req_free(&r);
-    /* required among two: a name of theirs, any object of arguments, as many calls as come */
+    /* required among two: the calls of either, told apart by the name, as many as come */
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" WEATHER "," SEARCH "],"
                            "\"tool_choice\":\"required\"}", &r, &e), 0);
-    assert_string_equal(r.json_schema, "{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"name\":{\"enum\":"
-                                       "[\"get_weather\",\"search\"]},\"arguments\":{\"type\":\"object\"}},\"required\":[\"name\","
-                                       "\"arguments\"]},\"minItems\":1}");
+    assert_string_equal(r.json_schema, "{\"$defs\":{\"u\":{\"type\":\"string\"}},\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"object\",\"properties\":"
+                                       "{\"name\":{\"const\":\"get_weather\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"city\":"
+                                       "{\"type\":\"string\"}},\"required\":[\"city\"]}},\"required\":[\"name\",\"arguments\"]},{\"type\":"
+                                       "\"object\",\"properties\":{\"name\":{\"const\":\"search\"},\"arguments\":{\"type\":\"object\","
+                                       "\"additionalProperties\":false}},\"required\":[\"name\",\"arguments\"]}]},\"minItems\":1}");
+    srv_chat_req_free(&r);
+    /* $defs of two functions under one name, a reference to the parameters' own root: any object for the later ones */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" WEATHER "," WEATHER2 "," TREE "],"
+                           "\"tool_choice\":\"required\"}", &r, &e), 0);
+    assert_non_null(strstr(r.json_schema, "\"$defs\":{\"u\":{\"type\":\"string\"}}"));
+    assert_non_null(strstr(r.json_schema, "{\"name\":{\"const\":\"w2\"},\"arguments\":{\"type\":\"object\"}}"));
+    assert_non_null(strstr(r.json_schema, "{\"name\":{\"const\":\"tree\"},\"arguments\":{\"type\":\"object\"}}"));
     srv_chat_req_free(&r);
     /* required with one tool without parameters, no parallel calls: [{"name": "search", "arguments": {}}] only */
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" SEARCH "],\"tool_choice\":\"required\","
@@ -493,6 +505,8 @@ static void test_chat_tools(void **state) {
     expect_bad_as("{\"prompt\":\"x\",\"tools\":[" SEARCH "]}", 1, "unsupported_parameter", "tools");
 #undef WEATHER
 #undef SEARCH
+#undef WEATHER2
+#undef TREE
 }
 
 static void test_tool_calls_find(void **state) {

@@ -78,30 +78,73 @@ static int parse_tool(const json_t *t, size_t i, json_t *list, const char **name
     return 0;
 }
 
-/* The schema a forced answer is held to: a list of calls, each {"name", "arguments"}; with one
- * function possible (fn: its prompt object) the arguments follow its parameters (their $defs
- * moved to the root, where their "#/$defs/..." references point), else any object. */
-static json_t *calls_schema(const json_t *fn, const json_t *names, int one_call) {
-    json_t *root = json_object(), *call = json_object(), *props = json_object(), *args;
-    const json_t *p = fn ? json_object_get(fn, "parameters") : NULL;
+/* Whether v holds a "$ref" into its document elsewhere than its $defs / definitions (such as "#"
+ * itself): moved under a call's "arguments" it would point somewhere else. */
+static int refs_elsewhere(const json_t *v) {
+    const char *k;
+    size_t i;
+    json_t *x;
+    if (json_is_object(v)) {
+        json_t *r = json_object_get(v, "$ref");
+        if (json_is_string(r)) {
+            const char *t = json_string_value(r);
+            if (t[0] == '#' && strncmp(t, "#/$defs/", 8) && strncmp(t, "#/definitions/", 14)) return 1;
+        }
+        json_object_foreach((json_t *)v, k, x) if (refs_elsewhere(x)) return 1;
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, x) if (refs_elsewhere(x)) return 1;
+    }
+    return 0;
+}
+
+/* One call of function fn: {"name": its name, "arguments": its parameters}, the parameters' $defs
+ * (or definitions) moved to root, where their "#/$defs/..." references point; when another
+ * function's already sit there under a name of these, or a reference points elsewhere in the
+ * parameters, its arguments are any object instead. */
+static json_t *call_schema(const json_t *fn, json_t *root) {
+    const json_t *p = json_object_get(fn, "parameters");
+    json_t *args;
     if (p) {
         args = json_deep_copy(p);
         const char *defs[] = {"$defs", "definitions"};
-        for (int k = 0; k < 2; k++)
-            if (json_object_get(args, defs[k])) {
-                json_object_set(root, defs[k], json_object_get(args, defs[k]));
-                json_object_del(args, defs[k]);
-            }
+        int clash = refs_elsewhere(args);
+        for (int k = 0; k < 2; k++) {
+            const char *name;
+            json_t *d = json_object_get(args, defs[k]), *v, *have = json_object_get(root, defs[k]);
+            json_object_foreach(json_is_object(d) && json_is_object(have) ? d : NULL, name, v) clash |= json_object_get(have, name) != NULL;
+        }
+        for (int k = 0; k < 2 && !clash; k++) {
+            json_t *d = json_object_get(args, defs[k]);
+            if (!d) continue;
+            if (!json_object_get(root, defs[k])) json_object_set_new(root, defs[k], json_object());
+            if (json_is_object(d)) json_object_update(json_object_get(root, defs[k]), d);
+            json_object_del(args, defs[k]);
+        }
+        if (clash) {
+            json_decref(args);
+            args = json_pack("{s:s}", "type", "object");
+        }
     } else {
-        args = json_pack(fn ? "{s:s, s:b}" : "{s:s}", "type", "object", "additionalProperties", 0); /* no parameters: {} */
+        args = json_pack("{s:s, s:b}", "type", "object", "additionalProperties", 0); /* no parameters: {} */
     }
-    json_object_set_new(props, "name", fn ? json_pack("{s:O}", "const", json_object_get(fn, "name")) : json_pack("{s:O}", "enum", names));
-    json_object_set_new(props, "arguments", args);
-    json_object_set_new(call, "type", json_string("object"));
-    json_object_set_new(call, "properties", props);
-    json_object_set_new(call, "required", json_pack("[s, s]", "name", "arguments"));
+    return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties", "name", "const", json_object_get(fn, "name"),
+                     "arguments", args, "required", "name", "arguments");
+}
+
+/* The schema a forced answer is held to: a list of calls of the functions list[which] (-1: any of
+ * them, told apart by their names), one call only with one_call. */
+static json_t *calls_schema(const json_t *list, int which, int one_call) {
+    json_t *root = json_object(), *items;
+    if (which >= 0) {
+        items = call_schema(json_array_get(list, (size_t)which), root);
+    } else {
+        items = json_pack("{s:[]}", "anyOf");
+        size_t i;
+        json_t *fn;
+        json_array_foreach(list, i, fn) json_array_append_new(json_object_get(items, "anyOf"), call_schema(fn, root));
+    }
     json_object_set_new(root, "type", json_string("array"));
-    json_object_set_new(root, "items", call);
+    json_object_set_new(root, "items", items);
     json_object_set_new(root, "minItems", json_integer(1));
     if (one_call) json_object_set_new(root, "maxItems", json_integer(1));
     return root;
@@ -118,20 +161,22 @@ static int check_schema(const char *text, const char *param, srv_error *e) {
     return 0;
 }
 
-static int forced_schema(const json_t *list, const json_t *names, int which, int one_call, char **schema, srv_error *e) {
-    const json_t *fn = which >= 0 ? json_array_get(list, (size_t)which) : NULL;
-    if (fn && json_object_get(fn, "parameters")) { /* its own mistakes named on its own path first */
+static int forced_schema(const json_t *list, int which, int one_call, char **schema, srv_error *e) {
+    size_t i;
+    json_t *fn;
+    json_array_foreach(list, i, fn) { /* each callable function's mistakes named on its own path first */
+        if ((which >= 0 && (size_t)which != i) || !json_object_get(fn, "parameters")) continue;
         char param[64], *t = json_dumps(json_object_get(fn, "parameters"), JSON_COMPACT);
-        snprintf(param, sizeof param, "tools[%d].function.parameters", which);
+        snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
         int rc = t ? check_schema(t, param, e) : oom(e);
         free(t);
         if (rc) return rc;
     }
-    json_t *s = calls_schema(fn, names, one_call);
+    json_t *s = calls_schema(list, which, one_call);
     *schema = s ? json_dumps(s, JSON_COMPACT) : NULL;
     json_decref(s);
     if (!*schema) return oom(e);
-    return check_schema(*schema, which >= 0 ? "tools" : "tool_choice", e);
+    return check_schema(*schema, "tools", e);
 }
 
 int srv_tools_parse(const json_t *root, srv_tool_mode *mode, char **tools_text, char **schema, srv_error *e) {
@@ -150,7 +195,7 @@ int srv_tools_parse(const json_t *root, srv_tool_mode *mode, char **tools_text, 
     }
     if (forced && !n) return srv_bad(e, "tool_choice", "invalid_value", "tool_choice %s needs tools", want ? "with a function" : "'required'");
     if (!n || none) return 0;
-    json_t *list = json_array(), *names = json_array();
+    json_t *list = json_array(), *names = json_array(); /* names: to find a duplicate */
     int rc = list && names ? 0 : oom(e), which = -1;
     for (size_t i = 0; i < n && !rc; i++) {
         const char *name = NULL;
@@ -167,7 +212,7 @@ int srv_tools_parse(const json_t *root, srv_tool_mode *mode, char **tools_text, 
     if (!rc && want && which < 0)
         rc = srv_bad(e, "tool_choice.function.name", "invalid_value", "tool_choice names '%.64s', which is none of the tools", want);
     if (!rc && forced && !want && n == 1) which = 0;
-    if (!rc && forced) rc = forced_schema(list, names, which, want || !parallel, schema, e);
+    if (!rc && forced) rc = forced_schema(list, which, want || !parallel, schema, e);
     if (!rc && !(*tools_text = dump_spaced(list))) rc = oom(e);
     if (!rc) *mode = forced ? SRV_TOOLS_FORCED : SRV_TOOLS_AUTO;
     json_decref(list);

@@ -9,8 +9,8 @@
  * runtimes read it either between its <|tool_call|> and <|/tool_call|> tokens (llama.cpp) or after
  * a leading "functools" (vLLM's phi4_mini_json). So:
  *   - tool_choice "required" or a named function: the answer is held (JSON mode, json_schema.h)
- *     to a list of calls [{"name": ..., "arguments": {...}}] — the arguments to the function's
- *     parameters schema when only one function can be called, to any object otherwise — and
+ *     to a list of calls [{"name": ..., "arguments": {...}}], each call's arguments to its
+ *     function's parameters schema (a union of the functions' calls told apart by the name), and
  *     comes back as tool_calls, whatever the model would have written on its own;
  *   - "auto" (the default with tools): the answer is free; calls written in either form above
  *     (a list of such objects, or one) come back as tool_calls, the text before them as content;
