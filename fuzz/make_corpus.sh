@@ -198,8 +198,12 @@ schemas = [
     {"$defs": {"t": {"type": "object", "properties": {"v": {"const": 1}, "k": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}},
      "$ref": "#/$defs/t"},
     {"anyOf": [{"type": "string", "minLength": 2}, {"type": "boolean"}, {"type": "object", "additionalProperties": {"type": "number"}}]},
+    {"type": "array", "items": {"anyOf": [  # a discriminated union (forced tool calls)
+        {"properties": {"name": {"const": "a"}, "arguments": {"properties": {"n": {"type": "integer"}}, "required": ["n"]}}, "required": ["name", "arguments"]},
+        {"properties": {"name": {"enum": ["b", "ab"]}, "arguments": {"type": "object"}}, "required": ["name", "arguments"]}]}},
 ]
-docs = [{"name": "Ada", "age": 36, "tags": ["a", 3], "n": None}, {"v": 1, "k": [{"v": 1, "k": []}]}, "xy"]
+docs = [{"name": "Ada", "age": 36, "tags": ["a", 3], "n": None}, {"v": 1, "k": [{"v": 1, "k": []}]}, "xy",
+        [{"name": "a", "arguments": {"n": 2}}, {"name": "ab", "arguments": {"x": [1]}}]]
 for i, (sc, d) in enumerate(zip(schemas, docs)):
     put("json_schema", f"schema{i}", json.dumps(sc).encode() + b"\x00" + json.dumps(d).encode())
 put("json_schema", "object", '{"a": [1, -2.5e+3, true, null, {"b": "\\u00e9\\uD83D\\uDE00\\n"}], "c": "\u4e2d"}'.encode())
