@@ -295,8 +295,24 @@ typedef struct pm_engine_opts {
      * official model keeps its cache so when it runs in bf16). 0 (default): fp32, which the parity
      * fixtures hold to. */
     int kv_bf16;
+    /* Prompt (prefix) cache: the KV of ended sequences' prompts is kept, in whole prefill chunks,
+     * and a later prompt that begins with the same rows (token ids; media rows by content; the
+     * same adapter and RoPE factors) starts its prefill past them (src/engine/prefix_cache.h).
+     * Exact: the tokens are the same bits as without it. 0 (default): off; > 0: at most this many
+     * bytes of KV pages, on top of kv_budget; < 0: a quarter of the automatic kv_budget, taken
+     * from it (off when kv_budget is given). A prompt scored with prompt_logprobs computes every
+     * position. */
+    int64_t prefix_cache;
 } pm_engine_opts;
 void pm_engine_opts_default(pm_engine_opts *o);
+
+/* What the prompt cache did so far (all 0 when it is off). */
+typedef struct pm_prefix_stats {
+    int64_t lookups, hits;  /* prompts looked up, and those that started past a kept prefix */
+    int64_t reused;         /* positions not computed again */
+    int64_t bytes, cap;     /* KV bytes held now, and the cap */
+    int entries;
+} pm_prefix_stats;
 
 int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char *err, size_t errlen);
 void pm_engine_free(pm_engine *eng);
@@ -344,6 +360,7 @@ int pm_engine_step(pm_engine *eng);
 /* Marks a sequence cancelled; it finishes (on_done CANCELLED) and frees its memory at the next step. */
 int pm_engine_cancel(pm_engine *eng, int64_t seq_id);
 int pm_engine_live(const pm_engine *eng);
+void pm_engine_prefix_stats(const pm_engine *eng, pm_prefix_stats *st);
 /* The KV bytes a request would reserve, computed without running any encoder; fails as
  * pm_engine_submit would on a malformed request or one larger than the budget (PM_ELIMIT). */
 int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen);

@@ -22,6 +22,7 @@
 #include "engine/json_mode.h"
 #include "engine/kv_budget.h"
 #include "engine/model.h"
+#include "engine/prefix_cache.h"
 #include "engine/prepare.h"
 #include "engine/prompt_lp.h"
 #include "engine/engine_internal.h"
@@ -69,6 +70,7 @@ struct pm_engine {
     int64_t kv_budget;      /* < 0: none */
     int64_t kv_reserved;    /* sum over the live sequences */
     pm_fault fault;         /* test-only (engine_internal.h) */
+    pm_prefix_cache *prefix;   /* ended prompts' KV (pm_engine_opts.prefix_cache); NULL: off */
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     uint8_t *json_allow;    /* the mask's scratch [vocab] */
 };
@@ -80,6 +82,7 @@ void pm_engine_opts_default(pm_engine_opts *o) {
     pm_limits_default(&o->limits);
     o->kv_budget = 0;
     o->kv_bf16 = 0;
+    o->prefix_cache = 0;
 }
 
 static void set_err(char *err, size_t errlen, const pm_err *e) {
@@ -106,6 +109,17 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
     }
     eng->next_id = 1;
     eng->kv_budget = eng->o.kv_budget < 0 ? -1 : eng->o.kv_budget > 0 ? eng->o.kv_budget : pm_kv_budget_auto(m);
+    int64_t cap = eng->o.prefix_cache > 0 ? eng->o.prefix_cache : eng->o.prefix_cache < 0 && eng->o.kv_budget == 0 ? eng->kv_budget / 4 : 0;
+    if (cap > 0) {
+        if (!(eng->prefix = pm_prefix_cache_new(cap))) {
+            free(eng->seqs);
+            free(eng);
+            pm_errf(&e, PM_ENOMEM, "out of memory for the prompt cache");
+            set_err(err, errlen, &e);
+            return e.code;
+        }
+        if (eng->o.prefix_cache < 0) eng->kv_budget -= cap; /* a quarter of the automatic budget */
+    }
     *out = eng;
     return PM_OK;
 }
@@ -127,9 +141,38 @@ static void seq_free(pm_seq *s) {
     free(s);
 }
 
+/* An ending sequence's whole prefill chunks of its prompt go to the prompt cache (their pages
+ * move there when kept). */
+static void offer_prefix(pm_engine *eng, pm_seq *s) {
+    int chunk = eng->o.prefill_chunk, len = s->kv.len < s->n_prompt ? s->kv.len : s->n_prompt;
+    len -= len % chunk;
+    if (!eng->prefix || s->parked || len <= 0) return;
+    pm_err e = {0};
+    uint64_t *keys = NULL;
+    if (pm_prefix_keys(&s->prep, len, eng->m->llm.c.hidden, &keys, &e)) return;
+    if (!pm_prefix_cache_put(eng->prefix, keys, len, s->prep.adapter, s->rope_long, &s->kv)) free(keys);
+}
+
+/* A prompt's start from the prompt cache into kv (empty): the positions it starts past (0: none). */
+static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, int rope_long, pm_kv_cache *kv, pm_err *e) {
+    if (!eng->prefix || prep->n < 2 || kv->len) return 0;
+    uint64_t *keys = NULL;
+    if (pm_prefix_keys(prep, prep->n, eng->m->llm.c.hidden, &keys, e)) return e->code;
+    int got = pm_prefix_cache_take(eng->prefix, keys, prep->n, prep->n - 1, eng->o.prefill_chunk, prep->adapter, rope_long, &eng->m->llm.c,
+                                   kv, e);
+    free(keys);
+    return got;
+}
+
+void pm_engine_prefix_stats(const pm_engine *eng, pm_prefix_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (eng && eng->prefix) pm_prefix_cache_stats(eng->prefix, st);
+}
+
 static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
     pm_seq *s = eng->seqs[i];
     eng->kv_reserved -= s->kv_reserved;
+    if (why != PM_FINISH_ERROR) offer_prefix(eng, s);
     if (s->cb.on_done) s->cb.on_done(s->cb.user, why, s->n_prompt, s->n_gen, error);
     seq_free(s);
     eng->seqs[i] = eng->seqs[--eng->n];
@@ -138,6 +181,7 @@ static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) 
 
 void pm_engine_free(pm_engine *eng) {
     if (!eng) return;
+    pm_prefix_cache_free(eng->prefix);
     while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
     pm_json_vocab_free(eng->json_vocab);
     free(eng->json_allow);
@@ -266,8 +310,12 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
         goto out;
     }
     if (!enc->logits && !(enc->logits = pm_malloc(sizeof(float) * (size_t)llm->c.vocab, &e))) goto out;
-    /* what pm_engine_step decides at a sequence's first step */
-    if (enc->kv.len == 0) enc->rope_long = n_prompt > llm->c.orig_max_pos;
+    /* what pm_engine_step decides at a sequence's first step; a request's prompt starts past what
+     * the prompt cache holds of it (not one scored: each position's score needs its rows) */
+    if (enc->kv.len == 0) {
+        enc->rope_long = n_prompt > llm->c.orig_max_pos;
+        if (!enc->seq_id && !pm_prompt_lp_pending(&enc->plp) && reuse_prefix(eng, &enc->prep, enc->rope_long, &enc->kv, &e) < 0) goto out;
+    }
     /* the chunks pm_engine_step would run, one forward each: the same numbers */
     while (enc->kv.len < n_prompt && max_rows > 0) {
         int p0 = enc->kv.len, n = n_prompt - p0;
@@ -413,6 +461,11 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     } else {
         pm_kv_free(&enc->kv);
         free(enc->logits);
+        /* prefilled by the steps: past what the prompt cache holds of it, with the RoPE factors
+         * the first step would choose */
+        int rope_long = s->n_prompt > eng->m->llm.c.orig_max_pos;
+        if (!pm_prompt_lp_pending(&s->plp) && reuse_prefix(eng, &s->prep, rope_long, &s->kv, e) > 0) s->rope_long = rope_long;
+        pm_err_clear(e);
     }
     free(enc);
     *encp = NULL;

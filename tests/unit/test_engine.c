@@ -15,7 +15,8 @@
  *  - prompt log-probabilities agree with the generated tokens' (teacher forcing), whatever the chunks;
  *  - logit biases and penalties apply their definitions to the model's logits (teacher forcing);
  *  - JSON mode keeps the output a prefix of an object and ends it with the end token;
- *  - min_tokens and ignore_eos hold the end token back. */
+ *  - min_tokens and ignore_eos hold the end token back;
+ *  - the prompt cache starts a prompt past an ended one's whole chunks with the same bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1097,6 +1098,123 @@ static void test_encode_beside_steps(void **state) {
 }
 
 
+/* Runs request i of r alone in eng (which may hold a prompt cache), recording its steps' logits;
+ * with prefill, encoded and prefilled before admission, as the server's prompt thread does. */
+static void run_in(pm_engine *eng, run *r, int i, int prefill) {
+    char err[512];
+    rec c = {eng, r, i, 0};
+    pm_callbacks cb = {.on_token = rec_token, .user = &c};
+    if (prefill) {
+        pm_encoded *enc = NULL;
+        int rc;
+        assert_int_equal(pm_engine_encode(eng, &r->req[i], &enc, err, sizeof err), 0);
+        while ((rc = pm_engine_prefill(eng, enc, 16, err, sizeof err)) == 0) {}
+        assert_int_equal(rc, 1);
+        assert_int_equal(pm_engine_submit_encoded(eng, enc, &r->req[i], &cb, &r->id[i], err, sizeof err), 0);
+    } else {
+        assert_int_equal(pm_engine_submit(eng, &r->req[i], &cb, &r->id[i], err, sizeof err), 0);
+    }
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    assert_int_equal(c.step, STEPS);
+}
+
+/* The prompt cache (pm_engine_opts.prefix_cache): a prompt that begins as an ended one did starts
+ * past its whole prefill chunks, inline or prefilled beside the steps, and every step's logits are
+ * an engine's without the cache, bit for bit; the same clip reuses its rows, another adapter or
+ * another clip does not; a scored prompt computes every position. */
+static void test_prefix_cache(void **state) {
+    fx *f = *state;
+    int V = f->m->llm.c.vocab;
+    pm_engine_opts o, plain;
+    pm_engine_opts_default(&o);
+    o.prefill_chunk = 16;
+    plain = o;
+    o.prefix_cache = (int64_t)256 << 20;
+    int32_t *a = text_ids(70, 21), *b = text_ids(75, 22);
+    memcpy(b, a, sizeof(int32_t) * 50); /* 50 ids in common: 48 reusable in chunks of 16 */
+    b[50] = a[50] == 1000 ? 1001 : 1000;
+    static const char *said = "<|user|>Please listen to the following recording very carefully, then write down every word of it, in "
+                              "order, and nothing else at all, no comments and no notes. ";
+    char aud[512], txt[512];
+    snprintf(aud, sizeof aud, "%s<|audio_1|>Now transcribe.<|end|><|assistant|>", said);
+    snprintf(txt, sizeof txt, "%sThere is no recording.<|end|><|assistant|>", said);
+    run ref = {0}, got = {0};
+    for (run *r = &ref; r; r = r == &ref ? &got : NULL) {
+        pm_request ra = {.ids = a, .n_ids = 70, .max_tokens = STEPS}, rb = {.ids = b, .n_ids = 75, .max_tokens = STEPS};
+        r->req[0] = ra;
+        r->req[1] = rb;
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    }
+    char err[512];
+    pm_engine *eng, *eng0;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    assert_int_equal(pm_engine_new(&eng0, f->m, &plain, err, sizeof err), 0);
+    pm_prefix_stats st;
+    run_in(eng0, &ref, 1, 0);
+    run_in(eng, &got, 0, 0);
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.lookups == 1 && st.hits == 0 && st.entries == 1 && st.bytes > 0 && st.bytes <= st.cap);
+    run_in(eng, &got, 1, 0); /* inline: 48 positions from the cache */
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.hits == 1 && st.reused == 48);
+    assert_memory_equal(ref.logits[1], got.logits[1], sizeof(float) * (size_t)STEPS * V);
+    run_in(eng, &got, 1, 1); /* prefilled beside the steps: the same again */
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.hits == 2 && st.reused == 48 + 64); /* b's own 64 positions were kept meanwhile */
+    assert_memory_equal(ref.logits[1], got.logits[1], sizeof(float) * (size_t)STEPS * V);
+    pm_engine_prefix_stats(eng0, &st);
+    assert_true(st.lookups == 0 && st.cap == 0);
+
+    /* media: the same clip twice reuses its rows too; a text prompt with the same words before the
+     * clip does not (no adapter against the speech one) */
+    run aref = {0}, agot = {0};
+    for (run *r = &aref; r; r = r == &aref ? &agot : NULL) {
+        pm_request ra = {.prompt = aud, .audios = &f->clip, .n_audios = 1, .max_tokens = STEPS}, rt = {.prompt = txt, .max_tokens = STEPS};
+        r->req[0] = ra;
+        r->req[1] = rt;
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    }
+    run_in(eng0, &aref, 0, 0);
+    run_in(eng0, &aref, 1, 0);
+    pm_engine_prefix_stats(eng, &st);
+    int64_t hits = st.hits, reused = st.reused;
+    run_in(eng, &agot, 0, 0);
+    run_in(eng, &agot, 1, 0);
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.hits == hits && st.reused == reused); /* the text prompt met the speech one's: no reuse */
+    run_in(eng, &agot, 0, 1);
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.hits == hits + 1 && st.reused > reused + 16);
+    for (int i = 0; i < 2; i++) assert_memory_equal(aref.logits[i], agot.logits[i], sizeof(float) * (size_t)STEPS * V);
+    /* another clip under the same words: reuse stops where the rows differ */
+    pm_audio_in other = f->clip;
+    double *half = malloc(sizeof(double) * f->clip.n_samples);
+    for (size_t k = 0; k < f->clip.n_samples; k++) half[k] = 0.5 * f->clip.samples[k];
+    other.samples = half;
+    agot.req[0].audios = aref.req[0].audios = &other;
+    run_in(eng0, &aref, 0, 0);
+    reused = st.reused;
+    run_in(eng, &agot, 0, 0);
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.reused - reused < 48); /* at most the words before the clip */
+    assert_memory_equal(aref.logits[0], agot.logits[0], sizeof(float) * (size_t)STEPS * V);
+    free(half);
+    /* a scored prompt is not looked up (prefilled beside the steps: scored as its chunks run) */
+    int64_t lookups = st.lookups;
+    got.req[1].prompt_logprobs = 1;
+    run_in(eng, &got, 1, 1);
+    pm_engine_prefix_stats(eng, &st);
+    assert_int_equal(st.lookups, lookups);
+    int64_t reserved;
+    pm_engine_kv_usage(eng, &reserved, NULL);
+    assert_int_equal(reserved, 0);
+    pm_engine_free(eng);
+    pm_engine_free(eng0);
+    for (int i = 0; i < 2; i++) { free(ref.logits[i]); free(got.logits[i]); free(aref.logits[i]); free(agot.logits[i]); }
+    free(a);
+    free(b);
+}
+
 /* One request encoded and prefilled before admission (rows per pm_engine_prefill call: `rows`). */
 static void execute_prefilled(fx *f, run *r, int i, int rows) {
     pm_engine *eng;
@@ -1372,6 +1490,7 @@ int main(void) {
         cmocka_unit_test(test_recompute_beside_steps),
         cmocka_unit_test(test_recompute_cancel_and_error),
         cmocka_unit_test(test_encode_stop_hook),
+        cmocka_unit_test(test_prefix_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,193 @@
+/* prefix_cache.c — see prefix_cache.h. A few entries (a conversation or two, a system prompt),
+ * so lookups compare keys linearly. */
+#include "prefix_cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "tok/chat.h"
+
+enum { MAX_ENTRIES = 64 };
+
+typedef struct entry {
+    uint64_t *keys;
+    int len, adapter, rope_long, bf16;
+    pm_kv_cache kv;   /* pages [0, ceil(len / PM_KV_PAGE)) */
+    int64_t bytes;
+    uint64_t used;    /* the cache's clock when last put or taken */
+} entry;
+
+struct pm_prefix_cache {
+    pthread_mutex_t mu;
+    entry e[MAX_ENTRIES];
+    int n;
+    int64_t bytes, cap;
+    uint64_t clock;
+    int64_t lookups, hits, reused;
+};
+
+pm_prefix_cache *pm_prefix_cache_new(int64_t cap_bytes) {
+    pm_prefix_cache *pc = calloc(1, sizeof *pc);
+    if (!pc) return NULL;
+    pthread_mutex_init(&pc->mu, NULL);
+    pc->cap = cap_bytes;
+    return pc;
+}
+
+static void drop(pm_prefix_cache *pc, int i) {
+    entry *x = &pc->e[i];
+    pc->bytes -= x->bytes;
+    pm_kv_free(&x->kv);
+    free(x->keys);
+    pc->e[i] = pc->e[--pc->n];
+}
+
+void pm_prefix_cache_free(pm_prefix_cache *pc) {
+    if (!pc) return;
+    while (pc->n) drop(pc, pc->n - 1);
+    pthread_mutex_destroy(&pc->mu);
+    free(pc);
+}
+
+/* FNV-1a over a row's bytes, with the top bit set so that no token id collides with it. */
+static uint64_t row_hash(const float *row, int n) {
+    const unsigned char *b = (const unsigned char *)row;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(float) * (size_t)n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h | 1ull << 63;
+}
+
+int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, pm_err *e) {
+    uint64_t *k = pm_malloc(sizeof *k * (size_t)(n > 0 ? n : 1), e);
+    if (!k) return e->code;
+    for (int p = 0; p < n; p++) {
+        int32_t id = prep->ids[p];
+        int media = id == PM_TOK_IMAGE_ID || id == PM_TOK_AUDIO_ID;
+        if (media && !prep->embeds) {
+            free(k);
+            return pm_errf(e, PM_ESTATE, "prefix keys: the media rows are gone");
+        }
+        k[p] = media ? row_hash(prep->embeds + (size_t)p * hidden, hidden) : (uint64_t)(uint32_t)id;
+    }
+    *out = k;
+    return PM_OK;
+}
+
+static int common(const uint64_t *a, int na, const uint64_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, int len, int adapter, int rope_long, pm_kv_cache *kv) {
+    if (!pc || len <= 0 || kv->len < len) return 0;
+    int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE;
+    int64_t bytes = (int64_t)pages * (int64_t)kv->page_bytes;
+    if (bytes > pc->cap) return 0;
+    pthread_mutex_lock(&pc->mu);
+    int kept = 0;
+    for (int i = 0; i < pc->n; i++) { /* one that holds all of it already: keep that one */
+        entry *x = &pc->e[i];
+        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && x->len >= len &&
+            common(x->keys, x->len, keys, len) == len) {
+            x->used = ++pc->clock;
+            goto out;
+        }
+    }
+    for (int i = pc->n - 1; i >= 0; i--) { /* ones it holds all of go */
+        entry *x = &pc->e[i];
+        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && common(x->keys, x->len, keys, len) == x->len)
+            drop(pc, i);
+    }
+    while (pc->n && (pc->n == MAX_ENTRIES || pc->bytes + bytes > pc->cap)) { /* the least recently used go */
+        int lru = 0;
+        for (int i = 1; i < pc->n; i++)
+            if (pc->e[i].used < pc->e[lru].used) lru = i;
+        drop(pc, lru);
+    }
+    for (int p = pages; p < kv->n_pages; p++) munmap(kv->pages[p], kv->page_bytes);
+    kv->n_pages = pages;
+    if (kv->n_huge > pages) kv->n_huge = pages;
+    kv->cap = pages * PM_KV_PAGE;
+    kv->len = len;
+    entry *x = &pc->e[pc->n++];
+    x->keys = keys;
+    x->len = len;
+    x->adapter = adapter;
+    x->rope_long = rope_long;
+    x->bf16 = kv->bf16;
+    x->kv = *kv;
+    x->bytes = bytes;
+    x->used = ++pc->clock;
+    pc->bytes += bytes;
+    memset(kv, 0, sizeof *kv);
+    kept = 1;
+out:
+    pthread_mutex_unlock(&pc->mu);
+    return kept;
+}
+
+/* Positions [0, len) of src into dst (reserved for them): whole pages at once, the last one's runs
+ * (one per layer, K / V and head) up to len. */
+static void copy_positions(pm_kv_cache *dst, const pm_kv_cache *src, int len) {
+    size_t runs = (size_t)src->n_layers * 2 * (size_t)src->n_heads;
+    size_t pos_bytes = src->page_bytes / (runs * PM_KV_PAGE); /* one position of one run */
+    for (int p = 0; p * PM_KV_PAGE < len; p++) {
+        int in_page = len - p * PM_KV_PAGE;
+        if (in_page >= PM_KV_PAGE) {
+            memcpy(dst->pages[p], src->pages[p], src->page_bytes);
+            continue;
+        }
+        for (size_t r = 0; r < runs; r++)
+            memcpy((char *)dst->pages[p] + r * PM_KV_PAGE * pos_bytes, (const char *)src->pages[p] + r * PM_KV_PAGE * pos_bytes,
+                   (size_t)in_page * pos_bytes);
+    }
+}
+
+int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, int n, int max_len, int chunk, int adapter, int rope_long,
+                         const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
+    if (!pc || chunk <= 0) return 0;
+    pthread_mutex_lock(&pc->mu);
+    pc->lookups++;
+    int best = -1, best_len = 0;
+    for (int i = 0; i < pc->n; i++) {
+        entry *x = &pc->e[i];
+        if (x->adapter != adapter || x->rope_long != rope_long || x->bf16 != dst->bf16) continue;
+        int l = common(x->keys, x->len, keys, n);
+        if (l > max_len) l = max_len;
+        l -= l % chunk;
+        if (l > best_len) {
+            best = i;
+            best_len = l;
+        }
+    }
+    int rc = 0;
+    if (best >= 0) {
+        entry *x = &pc->e[best];
+        if (!(rc = pm_kv_reserve(dst, c, best_len, e))) {
+            copy_positions(dst, &x->kv, best_len);
+            dst->len = best_len;
+            x->used = ++pc->clock;
+            pc->hits++;
+            pc->reused += best_len;
+            rc = best_len;
+        }
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return rc;
+}
+
+void pm_prefix_cache_stats(pm_prefix_cache *pc, pm_prefix_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (!pc) return;
+    pthread_mutex_lock(&pc->mu);
+    st->lookups = pc->lookups;
+    st->hits = pc->hits;
+    st->reused = pc->reused;
+    st->bytes = pc->bytes;
+    st->cap = pc->cap;
+    st->entries = pc->n;
+    pthread_mutex_unlock(&pc->mu);
+}

@@ -1,0 +1,50 @@
+/* prefix_cache.h — the KV of prompts whose sequences have ended, kept so that a later prompt that
+ * begins the same way (a conversation's next turn resends the whole history; many requests share
+ * a system prompt) starts its prefill past them instead of computing them again.
+ *
+ * Exact by construction: a prefill runs in chunks of the engine's prefill_chunk rows from
+ * position 0, and a chunk's numbers depend on its rows and on the cache before it, so a
+ * prompt's whole chunks are the very bits a fresh prefill of any prompt that begins with the same
+ * rows computes. Only those are kept (positions [0, k * chunk) of the prompt, never a generated
+ * token's, which the decode path computed row by row), and a reuse ends on a chunk boundary, from
+ * where the prefill goes on in the same chunks as a fresh one: the tokens come out bit for bit as
+ * without the cache. A position's key is its token id, or, for a media row, a hash of the row
+ * itself (the same clip or image gives the same rows); the adapter and the RoPE factor set must
+ * match too (the speech and vision LoRAs change every position's K and V).
+ *
+ * Thread-safe (a mutex): the stepping thread puts, the prompt thread takes. */
+#ifndef PM_PREFIX_CACHE_H
+#define PM_PREFIX_CACHE_H
+
+#include <stdint.h>
+
+#include "phi4mm.h"
+#include "engine/prepare.h"
+#include "model/llm.h"
+
+typedef struct pm_prefix_cache pm_prefix_cache;
+
+/* A cache of at most cap_bytes of KV pages; NULL when out of memory. */
+pm_prefix_cache *pm_prefix_cache_new(int64_t cap_bytes);
+void pm_prefix_cache_free(pm_prefix_cache *pc);
+
+/* The keys of positions [0, n) of a prompt (prep's ids; the rows of media placeholders hashed
+ * from prep->embeds, which must hold them). *out malloc'd. */
+int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, pm_err *e);
+
+/* Offers an ended sequence's cache, whose positions [0, len) are whole prefill chunks of keys
+ * (len > 0). Kept: its pages move in (*kv emptied; pages past len freed) and keys is taken;
+ * otherwise (too large, already held) nothing changes and the caller frees both. Returns 1 when
+ * kept. Older entries that the new one covers go, and the least recently used ones while the
+ * cache is over its cap. */
+int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, int len, int adapter, int rope_long, pm_kv_cache *kv);
+
+/* The longest kept prefix of keys[0, n) under the same adapter, RoPE factors and element type,
+ * cut to a multiple of chunk and to at most max_len positions, copied into dst (an empty cache;
+ * dst->bf16 set): returns the positions copied (dst->len), 0 when none, < 0 on error. */
+int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, int n, int max_len, int chunk, int adapter, int rope_long,
+                         const pm_llm_config *c, pm_kv_cache *dst, pm_err *e);
+
+void pm_prefix_cache_stats(pm_prefix_cache *pc, pm_prefix_stats *st);
+
+#endif
