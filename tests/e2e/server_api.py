@@ -579,6 +579,27 @@ def main():
     report("short text request past a busy prompt thread (inline prefill) equals CLI", ok,
            "busy %s, status %s/%s, inline admissions %s -> %s, preparing after %s: %r" % (busy, st, lst, before, after, still, str(d)[:200]))
 
+    # the prompt cache (server D: chunks of 2 rows): every case, asked again, starts past the kept
+    # chunks of its first asking and still equals the CLI; a conversation's next turn starts past
+    # the history and equals server C's answer (no prompt cache there: an explicit --kv-budget)
+    h0, r0 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_prompt_cache_reused_tokens_total")
+    same = []
+    for name, (msgs, _) in cases.items():
+        for _ in range(2):
+            st, _, d = D.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
+            same.append(st == 200 and chat_content(d) == expected[name])
+    h1, r1 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_prompt_cache_reused_tokens_total")
+    turn2 = cases["text"][0] + [{"role": "assistant", "content": expected["text"]}, {"role": "user", "content": "And of Italy?"}]
+    st, _, d = D.json("POST", "/v1/chat/completions", {"messages": turn2, "max_tokens": 12})
+    h2, r2 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_prompt_cache_reused_tokens_total")
+    st3, _, d3 = C.json("POST", "/v1/chat/completions", {"messages": turn2, "max_tokens": 12})
+    report("prompt cache: each case asked twice equals the CLI, the second time past its first asking",
+           all(same) and len(same) == 8 and h1 >= h0 + 4 and r1 - r0 >= 4 * 16 and C.metric("phi4mm_prompt_cache_cap_bytes") == 0,
+           "same %s, hits %s -> %s, reused %s -> %s" % (same, h0, h1, r0, r1))
+    report("prompt cache: a next turn starts past the history, as server C answers it without a cache",
+           st == 200 and st3 == 200 and chat_content(d) == chat_content(d3) and h2 == h1 + 1 and r2 - r1 >= 16,
+           "%r / %r, hits %s -> %s, reused %s -> %s" % (str(d)[:200], str(d3)[:200], h1, h2, r1, r2))
+
     # local media path inside --allow-media-dir gives the same answer as the data: URL
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + I + "/image.png"}},
                                          {"type": "text", "text": "Describe the image in detail."}]}]

@@ -35,6 +35,7 @@ void srv_opts_default(srv_opts *o) {
     o->inline_prompt_max = 64;
     o->max_body = (size_t)64 << 20;
     o->retry_after = 1;
+    o->prompt_cache = -1;
 }
 
 double srv_now(void) {
@@ -88,6 +89,10 @@ static void usage(void) {
             "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
             "                          (default auto: memory less the weights and a headroom); a request that\n"
             "                          does not fit waits in the queue, one larger than the budget gets 400\n"
+            "  --prompt-cache SIZE|auto|off  ended prompts' KV kept so that a prompt that begins the same way (a\n"
+            "                          conversation's next turn) skips their prefill, in whole --prefill-chunk\n"
+            "                          blocks; exact (the same tokens as without it); default auto: a quarter of\n"
+            "                          the automatic KV budget (off with --kv-budget SIZE); SIZE: on top of it\n"
             "  --kv-cache f32|bf16     KV cache elements (default f32; bf16: half the memory per position, K/V\n"
             "                          rounded to bf16 as they are stored)\n"
             "  --compute f32|bf16      products of many rows (prompts, encoders): fp32 (default) or inputs\n"
@@ -167,6 +172,11 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             if (cli_weights(cmd, v, &o->load)) return 1;
         } else if (!strcmp(a, "--kv-budget")) {
             if (cli_kv_budget(cmd, v, &o->kv_budget)) return 1;
+        } else if (!strcmp(a, "--prompt-cache")) {
+            size_t b = 0;
+            if (strcmp(v, "auto") && strcmp(v, "off") && (cli_size(v, &b) || b == 0))
+                return cli_fail(cmd, "--prompt-cache must be auto, off or a size like 2G, got '%s'", v);
+            o->prompt_cache = !strcmp(v, "auto") ? -1 : !strcmp(v, "off") ? 0 : (int64_t)b;
         } else if (!strcmp(a, "--compute")) {
             if (cli_compute(cmd, v, &o->load.compute_bf16)) return 1;
         } else if (!strcmp(a, "--kv-cache")) {
@@ -271,8 +281,11 @@ int pm_cmd_serve(int argc, char **argv) {
         else
             snprintf(kv, sizeof kv, "KV budget %.2f GiB%s (%s cache)", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)",
                      ctx->o.kv_bf16 ? "bf16" : "fp32");
-        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s, %s products, request memory %.0f MiB%s\n",
-                ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, info.compute_bf16 ? "bf16" : "fp32",
+        int64_t pc = srv_sched_prompt_cache(ctx->sched);
+        char pcs[48] = ", no prompt cache";
+        if (pc > 0) snprintf(pcs, sizeof pcs, ", prompt cache %.2f GiB", (double)pc / (1 << 30));
+        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s%s, %s products, request memory %.0f MiB%s\n",
+                ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, pcs, info.compute_bf16 ? "bf16" : "fp32",
                 (double)ctx->req_budget / (1 << 20), ctx->o.api_key ? ", API key required" : "");
         int sig = 0;
         sigset_t wait;

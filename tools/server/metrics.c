@@ -26,6 +26,7 @@ struct srv_metrics {
     unsigned long long finish[4];
     int queue_depth, active, preparing;
     long long kv_reserved, kv_budget;
+    pm_prefix_stats prefix;     /* the prompt cache's (srv_metrics_prefix) */
     unsigned long long prompt_tokens, gen_tokens;
     long long ring_sec[RING];
     unsigned long long ring_tok[RING];
@@ -98,6 +99,12 @@ void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget) {
     pthread_mutex_lock(&m->mu);
     m->kv_reserved = (long long)reserved;
     m->kv_budget = (long long)budget;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_prefix(srv_metrics *m, const pm_prefix_stats *st) {
+    pthread_mutex_lock(&m->mu);
+    m->prefix = *st;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -245,6 +252,18 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     put(&o, "# HELP phi4mm_inline_admissions_total Short text requests admitted while the prompt thread was busy, prefilled by the steps.\n"
             "# TYPE phi4mm_inline_admissions_total counter\nphi4mm_inline_admissions_total %llu\n",
         m->inline_admissions);
+    put(&o, "# HELP phi4mm_prompt_cache_lookups_total Prompts looked up in the prompt cache.\n"
+            "# TYPE phi4mm_prompt_cache_lookups_total counter\nphi4mm_prompt_cache_lookups_total %lld\n"
+            "# HELP phi4mm_prompt_cache_hits_total Prompts that started their prefill past a kept prefix.\n"
+            "# TYPE phi4mm_prompt_cache_hits_total counter\nphi4mm_prompt_cache_hits_total %lld\n"
+            "# HELP phi4mm_prompt_cache_reused_tokens_total Prompt positions taken from the prompt cache instead of computed.\n"
+            "# TYPE phi4mm_prompt_cache_reused_tokens_total counter\nphi4mm_prompt_cache_reused_tokens_total %lld\n"
+            "# HELP phi4mm_prompt_cache_bytes KV bytes the prompt cache holds.\n# TYPE phi4mm_prompt_cache_bytes gauge\n"
+            "phi4mm_prompt_cache_bytes %lld\n"
+            "# HELP phi4mm_prompt_cache_cap_bytes The prompt cache's cap (0: off).\n# TYPE phi4mm_prompt_cache_cap_bytes gauge\n"
+            "phi4mm_prompt_cache_cap_bytes %lld\n",
+        (long long)m->prefix.lookups, (long long)m->prefix.hits, (long long)m->prefix.reused, (long long)m->prefix.bytes,
+        (long long)m->prefix.cap);
     put(&o, "# HELP phi4mm_time_to_first_token_seconds Time from request arrival to the first generated token.\n"
             "# TYPE phi4mm_time_to_first_token_seconds histogram\n");
     for (int i = 0; i < N_BUCKETS; i++)

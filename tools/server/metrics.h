@@ -14,6 +14,10 @@
  *                                                     whose cache the prompt thread recomputed
  *   phi4mm_inline_admissions_total                    counter: short text requests admitted while the
  *                                                     prompt thread was busy (--inline-prompt-max)
+ *   phi4mm_prompt_cache_lookups_total, _hits_total, _reused_tokens_total   counters: prompts
+ *                                                     looked up in the prompt cache, those that
+ *                                                     started past a kept prefix, positions skipped
+ *   phi4mm_prompt_cache_bytes, phi4mm_prompt_cache_cap_bytes   gauges (cap 0: off)
  *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
  *   phi4mm_model_ready                                gauge: 1 once the model is loaded
  * Thread-safe (one mutex); owned by the server context. */
@@ -45,6 +49,7 @@ void srv_metrics_recompute(srv_metrics *m);
 /* A short text request admitted past a busy prompt thread. */
 void srv_metrics_inline_admission(srv_metrics *m);
 void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget);
+void srv_metrics_prefix(srv_metrics *m, const pm_prefix_stats *st);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);
 void srv_metrics_audio(srv_metrics *m, double seconds);

@@ -116,6 +116,12 @@ int srv_sched_queue_depth(srv_sched *s) {
     return n;
 }
 
+int64_t srv_sched_prompt_cache(const srv_sched *s) {
+    pm_prefix_stats ps;
+    pm_engine_prefix_stats(s->eng, &ps);
+    return ps.cap;
+}
+
 int64_t srv_sched_kv_budget(const srv_sched *s) {
     int64_t budget;
     pm_engine_kv_usage(s->eng, NULL, &budget); /* set at pm_engine_new, never changed */
@@ -202,6 +208,9 @@ static void kv_metrics(srv_sched *s) {
     int64_t reserved, budget;
     pm_engine_kv_usage(s->eng, &reserved, &budget);
     srv_metrics_kv(s->ctx->metrics, reserved, budget);
+    pm_prefix_stats ps;
+    pm_engine_prefix_stats(s->eng, &ps);
+    srv_metrics_prefix(s->ctx->metrics, &ps);
 }
 
 /* The encoders' stop hook (pm_request.should_stop), asked between their blocks: the server stops,
@@ -672,6 +681,7 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     eo.limits = ctx->limits;
     eo.kv_budget = ctx->o.kv_budget;
     eo.kv_bf16 = ctx->o.kv_bf16;
+    eo.prefix_cache = ctx->o.prompt_cache;
     eo.recompute_beside = ctx->o.prompt_threads != 0; /* the prompt thread runs it (else the steps do) */
     int rc = pm_engine_new(&s->eng, ctx->model, &eo, err, errlen);
     if (rc) {

@@ -29,6 +29,8 @@ void srv_sched_poke(srv_sched *s);
 int srv_sched_queue_depth(srv_sched *s);
 /* The engine's KV budget in bytes (< 0: none); fixed once started. */
 int64_t srv_sched_kv_budget(const srv_sched *s);
+/* The prompt cache's cap (0: off). */
+int64_t srv_sched_prompt_cache(const srv_sched *s);
 
 /* Refuses new jobs, ends queued ones with 503, cancels live ones (each gets its final event),
  * joins the thread and frees the engine. Enqueueing afterwards answers PM_ESTATE. */
