@@ -298,10 +298,11 @@ typedef struct pm_engine_opts {
     /* Prompt (prefix) cache: the KV of ended sequences' prompts is kept, in whole prefill chunks,
      * and a later prompt that begins with the same rows (token ids; media rows by content; the
      * same adapter and RoPE factors) starts its prefill past them (src/engine/prefix_cache.h).
-     * Exact: the tokens are the same bits as without it. 0 (default): off; > 0: at most this many
-     * bytes of KV pages, on top of kv_budget; < 0: a quarter of the automatic kv_budget, taken
-     * from it (off when kv_budget is given). A prompt scored with prompt_logprobs computes every
-     * position. */
+     * Exact: the tokens are the same bits as without it. An eighth of it keeps the encoders'
+     * outputs of recent media (src/engine/media_cache.h: the same image or clips again skip their
+     * encoders). 0 (default): off; > 0: at most this many bytes, on top of kv_budget; < 0: a
+     * quarter of the automatic kv_budget, taken from it (off when kv_budget is given). A prompt
+     * scored with prompt_logprobs computes every position. */
     int64_t prefix_cache;
 } pm_engine_opts;
 void pm_engine_opts_default(pm_engine_opts *o);
@@ -312,6 +313,9 @@ typedef struct pm_prefix_stats {
     int64_t reused;         /* positions not computed again */
     int64_t bytes, cap;     /* KV bytes held now, and the cap */
     int entries;
+    /* the encoder outputs kept beside it (src/engine/media_cache.h): requests' media looked up
+     * (each image, each request's clips together), found, and the bytes held */
+    int64_t media_lookups, media_hits, media_bytes;
 } pm_prefix_stats;
 
 int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char *err, size_t errlen);

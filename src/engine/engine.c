@@ -22,6 +22,7 @@
 #include "engine/json_mode.h"
 #include "engine/kv_budget.h"
 #include "engine/model.h"
+#include "engine/media_cache.h"
 #include "engine/prefix_cache.h"
 #include "engine/prepare.h"
 #include "engine/prompt_lp.h"
@@ -71,6 +72,7 @@ struct pm_engine {
     int64_t kv_reserved;    /* sum over the live sequences */
     pm_fault fault;         /* test-only (engine_internal.h) */
     pm_prefix_cache *prefix;   /* ended prompts' KV (pm_engine_opts.prefix_cache); NULL: off */
+    pm_media_cache *media;     /* and their media's encoder outputs, beside it */
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     uint8_t *json_allow;    /* the mask's scratch [vocab] */
 };
@@ -111,7 +113,12 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
     eng->kv_budget = eng->o.kv_budget < 0 ? -1 : eng->o.kv_budget > 0 ? eng->o.kv_budget : pm_kv_budget_auto(m);
     int64_t cap = eng->o.prefix_cache > 0 ? eng->o.prefix_cache : eng->o.prefix_cache < 0 && eng->o.kv_budget == 0 ? eng->kv_budget / 4 : 0;
     if (cap > 0) {
-        if (!(eng->prefix = pm_prefix_cache_new(cap))) {
+        /* an eighth of it for encoder outputs: a 1344x896 image's 1,841 rows are 22.6 MB (with its
+         * pixels, 3.6 MB) at Phi-4-mini's width, its K/V 460 MB */
+        eng->media = pm_media_cache_new(cap / 8);
+        if (!(eng->prefix = pm_prefix_cache_new(cap - cap / 8)) || !eng->media) {
+            pm_media_cache_free(eng->media);
+            pm_prefix_cache_free(eng->prefix);
             free(eng->seqs);
             free(eng);
             pm_errf(&e, PM_ENOMEM, "out of memory for the prompt cache");
@@ -150,7 +157,8 @@ static void offer_prefix(pm_engine *eng, pm_seq *s) {
     pm_err e = {0};
     uint64_t *keys = NULL;
     if (pm_prefix_keys(&s->prep, len, eng->m->llm.c.hidden, &keys, &e)) return;
-    if (!pm_prefix_cache_put(eng->prefix, keys, len, s->prep.adapter, s->rope_long, &s->kv)) free(keys);
+    if (!pm_prefix_cache_put(eng->prefix, keys, s->prep.embeds, eng->m->llm.c.hidden, len, s->prep.adapter, s->rope_long, &s->kv))
+        free(keys);
 }
 
 /* A prompt's start from the prompt cache into kv (empty): the positions it starts past (0: none). */
@@ -158,8 +166,8 @@ static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, int rope_
     if (!eng->prefix || prep->n < 2 || kv->len) return 0;
     uint64_t *keys = NULL;
     if (pm_prefix_keys(prep, prep->n, eng->m->llm.c.hidden, &keys, e)) return e->code;
-    int got = pm_prefix_cache_take(eng->prefix, keys, prep->n, prep->n - 1, eng->o.prefill_chunk, prep->adapter, rope_long, &eng->m->llm.c,
-                                   kv, e);
+    int got = pm_prefix_cache_take(eng->prefix, keys, prep->embeds, prep->n, prep->n - 1, eng->o.prefill_chunk, prep->adapter, rope_long,
+                                   &eng->m->llm.c, kv, e);
     free(keys);
     return got;
 }
@@ -167,6 +175,7 @@ static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, int rope_
 void pm_engine_prefix_stats(const pm_engine *eng, pm_prefix_stats *st) {
     memset(st, 0, sizeof *st);
     if (eng && eng->prefix) pm_prefix_cache_stats(eng->prefix, st);
+    if (eng && eng->media) pm_media_cache_stats(eng->media, &st->media_lookups, &st->media_hits, &st->media_bytes);
 }
 
 static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
@@ -181,8 +190,11 @@ static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) 
 
 void pm_engine_free(pm_engine *eng) {
     if (!eng) return;
-    pm_prefix_cache_free(eng->prefix);
+    pm_prefix_cache *prefix = eng->prefix;
+    eng->prefix = NULL; /* the sequences ended here keep nothing */
     while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
+    pm_prefix_cache_free(prefix);
+    pm_media_cache_free(eng->media);
     pm_json_vocab_free(eng->json_vocab);
     free(eng->json_allow);
     free(eng->seqs);
@@ -366,7 +378,7 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
     ft.fault = eng->fault;
     enc->need = need;
     enc->max_tokens = req->max_tokens;
-    if (pm_prepare_finish(eng->m, req, plan, &enc->prep, eng->fault ? &ft : NULL, e)) {
+    if (pm_prepare_finish(eng->m, req, plan, &enc->prep, eng->fault ? &ft : NULL, eng->fault ? NULL : eng->media, e)) {
         free(enc);
         return e->code;
     }

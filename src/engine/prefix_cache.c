@@ -13,7 +13,8 @@ enum { MAX_ENTRIES = 64 };
 
 typedef struct entry {
     uint64_t *keys;
-    int len, adapter, rope_long, bf16;
+    float *media;     /* the media positions' rows, in order [n_media][hidden]: a key match is checked on them */
+    int len, adapter, rope_long, bf16, hidden;
     pm_kv_cache kv;   /* pages [0, ceil(len / PM_KV_PAGE)) */
     int64_t bytes;
     uint64_t used;    /* the cache's clock when last put or taken */
@@ -41,6 +42,7 @@ static void drop(pm_prefix_cache *pc, int i) {
     pc->bytes -= x->bytes;
     pm_kv_free(&x->kv);
     free(x->keys);
+    free(x->media);
     pc->e[i] = pc->e[--pc->n];
 }
 
@@ -51,7 +53,8 @@ void pm_prefix_cache_free(pm_prefix_cache *pc) {
     free(pc);
 }
 
-/* FNV-1a over a row's bytes, with the top bit set so that no token id collides with it. */
+/* FNV-1a over a row's bytes, with the top bit set so that no token id collides with it: a quick
+ * filter; a match is confirmed on the rows themselves (media_same). */
 static uint64_t row_hash(const float *row, int n) {
     const unsigned char *b = (const unsigned char *)row;
     uint64_t h = 1469598103934665603ull;
@@ -75,30 +78,41 @@ int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, p
     return PM_OK;
 }
 
-static int common(const uint64_t *a, int na, const uint64_t *b, int nb) {
-    int n = na < nb ? na : nb, i = 0;
-    while (i < n && a[i] == b[i]) i++;
+static int is_media(uint64_t key) { return key >> 63 != 0; }
+
+/* How many leading positions x and the prompt (keys, its rows `rows` [n][hidden], NULL to compare
+ * keys alone) share: equal keys, and at media positions equal rows. */
+static int common(const entry *x, const uint64_t *keys, const float *rows, int n) {
+    int m = x->len < n ? x->len : n, i = 0;
+    size_t mi = 0, hb = sizeof(float) * (size_t)x->hidden;
+    for (; i < m && x->keys[i] == keys[i]; i++)
+        if (is_media(keys[i]) && rows && memcmp(x->media + mi++ * x->hidden, rows + (size_t)i * x->hidden, hb)) break;
     return i;
 }
 
-int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, int len, int adapter, int rope_long, pm_kv_cache *kv) {
+int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, int hidden, int len, int adapter, int rope_long,
+                        pm_kv_cache *kv) {
     if (!pc || len <= 0 || kv->len < len) return 0;
-    int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE;
-    int64_t bytes = (int64_t)pages * (int64_t)kv->page_bytes;
+    int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE, n_media = 0;
+    for (int i = 0; i < len; i++) n_media += is_media(keys[i]);
+    int64_t bytes = (int64_t)pages * (int64_t)kv->page_bytes + (int64_t)n_media * hidden * (int64_t)sizeof(float);
     if (bytes > pc->cap) return 0;
+    float *media = n_media ? malloc(sizeof(float) * (size_t)n_media * hidden) : NULL;
+    if (n_media && !media) return 0;
+    for (int i = 0, k = 0; i < len; i++)
+        if (is_media(keys[i])) memcpy(media + (size_t)k++ * hidden, rows + (size_t)i * hidden, sizeof(float) * hidden);
     pthread_mutex_lock(&pc->mu);
     int kept = 0;
     for (int i = 0; i < pc->n; i++) { /* one that holds all of it already: keep that one */
         entry *x = &pc->e[i];
-        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && x->len >= len &&
-            common(x->keys, x->len, keys, len) == len) {
+        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && x->len >= len && common(x, keys, rows, len) == len) {
             x->used = ++pc->clock;
             goto out;
         }
     }
     for (int i = pc->n - 1; i >= 0; i--) { /* ones it holds all of go */
         entry *x = &pc->e[i];
-        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && common(x->keys, x->len, keys, len) == x->len)
+        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && x->len <= len && common(x, keys, rows, len) == x->len)
             drop(pc, i);
     }
     while (pc->n && (pc->n == MAX_ENTRIES || pc->bytes + bytes > pc->cap)) { /* the least recently used go */
@@ -114,6 +128,9 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, int len, int adapte
     kv->len = len;
     entry *x = &pc->e[pc->n++];
     x->keys = keys;
+    x->media = media;
+    media = NULL;
+    x->hidden = hidden;
     x->len = len;
     x->adapter = adapter;
     x->rope_long = rope_long;
@@ -126,6 +143,7 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, int len, int adapte
     kept = 1;
 out:
     pthread_mutex_unlock(&pc->mu);
+    free(media);
     return kept;
 }
 
@@ -146,8 +164,8 @@ static void copy_positions(pm_kv_cache *dst, const pm_kv_cache *src, int len) {
     }
 }
 
-int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, int n, int max_len, int chunk, int adapter, int rope_long,
-                         const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
+int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,
+                         int rope_long, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
     if (!pc || chunk <= 0) return 0;
     pthread_mutex_lock(&pc->mu);
     pc->lookups++;
@@ -155,7 +173,7 @@ int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, int n, int m
     for (int i = 0; i < pc->n; i++) {
         entry *x = &pc->e[i];
         if (x->adapter != adapter || x->rope_long != rope_long || x->bf16 != dst->bf16) continue;
-        int l = common(x->keys, x->len, keys, n);
+        int l = common(x, keys, rows, n);
         if (l > max_len) l = max_len;
         l -= l % chunk;
         if (l > best_len) {

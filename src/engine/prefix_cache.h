@@ -9,8 +9,10 @@
  * token's, which the decode path computed row by row), and a reuse ends on a chunk boundary, from
  * where the prefill goes on in the same chunks as a fresh one: the tokens come out bit for bit as
  * without the cache. A position's key is its token id, or, for a media row, a hash of the row
- * itself (the same clip or image gives the same rows); the adapter and the RoPE factor set must
- * match too (the speech and vision LoRAs change every position's K and V).
+ * itself, and a match there is confirmed on the rows, which an entry keeps (12 KiB a position
+ * against 256 KiB of K/V at Phi-4-mini's dims), so that no crafted input can pass for another;
+ * the adapter and the RoPE factor set must match too (the speech and vision LoRAs change every
+ * position's K and V).
  *
  * Thread-safe (a mutex): the stepping thread puts, the prompt thread takes. */
 #ifndef PM_PREFIX_CACHE_H
@@ -33,17 +35,18 @@ void pm_prefix_cache_free(pm_prefix_cache *pc);
 int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, pm_err *e);
 
 /* Offers an ended sequence's cache, whose positions [0, len) are whole prefill chunks of keys
- * (len > 0). Kept: its pages move in (*kv emptied; pages past len freed) and keys is taken;
- * otherwise (too large, already held) nothing changes and the caller frees both. Returns 1 when
- * kept. Older entries that the new one covers go, and the least recently used ones while the
- * cache is over its cap. */
-int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, int len, int adapter, int rope_long, pm_kv_cache *kv);
+ * (len > 0) over the input rows `rows` [len][hidden] (the media ones are copied). Kept: its pages
+ * move in (*kv emptied; pages past len freed) and keys is taken; otherwise (too large, already
+ * held) nothing changes and the caller frees both. Returns 1 when kept. Older entries that the
+ * new one covers go, and the least recently used ones while the cache is over its cap. */
+int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, int hidden, int len, int adapter, int rope_long,
+                        pm_kv_cache *kv);
 
-/* The longest kept prefix of keys[0, n) under the same adapter, RoPE factors and element type,
+/* The longest kept prefix of keys[0, n) (input rows `rows` [n][hidden]) under the same adapter, RoPE factors and element type,
  * cut to a multiple of chunk and to at most max_len positions, copied into dst (an empty cache;
  * dst->bf16 set): returns the positions copied (dst->len), 0 when none, < 0 on error. */
-int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, int n, int max_len, int chunk, int adapter, int rope_long,
-                         const pm_llm_config *c, pm_kv_cache *dst, pm_err *e);
+int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,
+                         int rope_long, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e);
 
 void pm_prefix_cache_stats(pm_prefix_cache *pc, pm_prefix_stats *st);
 

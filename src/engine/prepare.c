@@ -51,7 +51,62 @@ void pm_prep_trace_free(pm_prep_trace *t) {
 
 /* Audio: features per clip, one batched encoder pass, projection; rows[k] = clip k's first
  * sizes[k] projected frames, concatenated. */
-static int encode_audio(const pm_model *m, const pm_request *req, int branch, float **rows, int *sizes, pm_prep_trace *tr, pm_err *e) {
+/* The media cache's key of a request's clips (all of them: one padded batch) under a projection
+ * branch: the branch, the count, each clip's rate and length, then the samples. */
+static void *audio_key(const pm_request *req, int branch, size_t *len) {
+    size_t n = 2 * sizeof(int32_t);
+    for (int k = 0; k < req->n_audios; k++) n += sizeof(int32_t) + sizeof(uint64_t) + sizeof(double) * req->audios[k].n_samples;
+    unsigned char *key = malloc(n), *p = key;
+    if (!key) return NULL;
+    int32_t head[2] = {branch, req->n_audios};
+    memcpy(p, head, sizeof head);
+    p += sizeof head;
+    for (int k = 0; k < req->n_audios; k++) {
+        int32_t rate = req->audios[k].sample_rate;
+        uint64_t ns = req->audios[k].n_samples;
+        memcpy(p, &rate, sizeof rate);
+        memcpy(p + sizeof rate, &ns, sizeof ns);
+        p += sizeof rate + sizeof ns;
+    }
+    for (int k = 0; k < req->n_audios; k++) {
+        memcpy(p, req->audios[k].samples, sizeof(double) * req->audios[k].n_samples);
+        p += sizeof(double) * req->audios[k].n_samples;
+    }
+    *len = n;
+    return key;
+}
+
+/* An image's: its size, then its pixels. */
+static void *image_key(const pm_image_in *im, size_t *len) {
+    size_t px = (size_t)im->width * im->height * 3;
+    unsigned char *key = malloc(2 * sizeof(int32_t) + px);
+    if (!key) return NULL;
+    int32_t head[2] = {im->width, im->height};
+    memcpy(key, head, sizeof head);
+    memcpy(key + sizeof head, im->rgb, px);
+    *len = sizeof head + px;
+    return key;
+}
+
+static int encode_audio_run(const pm_model *m, const pm_request *req, int branch, float **rows, int *sizes, pm_prep_trace *tr, pm_err *e);
+
+/* The clips' rows: from the media cache when it holds these clips under this branch, else from
+ * the encoders (and then kept). Never cached while tracing (the parity tool wants every stage). */
+static int encode_audio(const pm_model *m, const pm_request *req, int branch, float **rows, int *sizes, pm_prep_trace *tr,
+                        pm_media_cache *mc, pm_err *e) {
+    size_t kl = 0;
+    void *key = mc && !tr ? audio_key(req, branch, &kl) : NULL;
+    int got = key ? pm_media_cache_get(mc, key, kl, m->llm.c.hidden, rows, sizes, req->n_audios, e) : 0;
+    if (got == 0 && !encode_audio_run(m, req, branch, rows, sizes, tr, e) && key) {
+        int total = 0;
+        for (int k = 0; k < req->n_audios; k++) total += sizes[k];
+        pm_media_cache_put(mc, key, kl, m->llm.c.hidden, *rows, total, sizes, req->n_audios);
+    }
+    free(key);
+    return e->code;
+}
+
+static int encode_audio_run(const pm_model *m, const pm_request *req, int branch, float **rows, int *sizes, pm_prep_trace *tr, pm_err *e) {
     int na = req->n_audios, H = m->llm.c.hidden, NM = m->conf_cfg.input_size;
     pm_logmel *mels = pm_calloc((size_t)na, sizeof *mels, e);
     int *frames = pm_calloc((size_t)na, sizeof(int), e);
@@ -117,13 +172,22 @@ done:
     return e->code;
 }
 
-static int encode_images(const pm_model *m, const pm_request *req, float **rows, int *sizes, pm_prep_trace *tr, pm_err *e) {
+static int encode_images(const pm_model *m, const pm_request *req, float **rows, int *sizes, pm_prep_trace *tr, pm_media_cache *mc,
+                         pm_err *e) {
     int ni = req->n_images, H = m->llm.c.hidden;
     float **per = pm_calloc((size_t)ni, sizeof(float *), e);
     if (!per) return e->code;
     int total = 0;
     for (int k = 0; k < ni && !e->code; k++) {
         const pm_image_in *im = &req->images[k];
+        size_t kl = 0;
+        void *key = mc && !tr ? image_key(im, &kl) : NULL; /* each image alone: the media cache's first */
+        int got = key ? pm_media_cache_get(mc, key, kl, H, &per[k], &sizes[k], 1, e) : 0;
+        if (got != 0) {
+            free(key);
+            if (got > 0) total += sizes[k];
+            continue;
+        }
         pm_image img = {(uint8_t *)im->rgb, im->width, im->height};
         pm_hd_image hd = {0};
         if (pm_hd_preprocess(&img, m->dynamic_hd, m->crop_size, &hd, e)) {
@@ -137,6 +201,8 @@ static int encode_images(const pm_model *m, const pm_request *req, float **rows,
             pm_errf(e, PM_ESTATE, "image %d: the processor counts %d tokens but the vision tower produced %d", k + 1, hd.num_tokens, ntok);
         sizes[k] = ntok;
         total += ntok;
+        if (key && !e->code) pm_media_cache_put(mc, key, kl, H, per[k], ntok, &sizes[k], 1);
+        free(key);
         if (tr && tr->want_image && k == 0) {
             tr->hd = hd;
             if (!e->code && (tr->img_tokens = pm_malloc(sizeof(float) * (size_t)ntok * H, e)))
@@ -263,7 +329,8 @@ fail:
     return e->code;
 }
 
-int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, pm_prepared *out, pm_prep_trace *tr, pm_err *e) {
+int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, pm_prepared *out, pm_prep_trace *tr, pm_media_cache *mc,
+                      pm_err *e) {
     memset(out, 0, sizeof *out);
     int H = m->llm.c.hidden;
     out->audio_seconds = plan->audio_seconds;
@@ -277,8 +344,8 @@ int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, p
     float *arows = NULL, *irows = NULL;
     int branch = out->mode == PM_MODE_VISION_SPEECH ? 1 : 0; /* any image -> the vision branch */
     if (fault == PM_FAULT_WRONG_PROJ) branch = !branch;
-    if (!e->code && req->n_audios) encode_audio(m, req, branch, &arows, asz, tr, e);
-    if (!e->code && req->n_images) encode_images(m, req, &irows, isz, tr, e);
+    if (!e->code && req->n_audios) encode_audio(m, req, branch, &arows, asz, tr, mc, e);
+    if (!e->code && req->n_images) encode_images(m, req, &irows, isz, tr, mc, e);
     for (int k = 0; !e->code && k < req->n_audios; k++)
         if (asz[k] != plan->audio_tokens[k])
             pm_errf(e, PM_ESTATE, "audio %d: %d tokens planned but the features give %d", k + 1, plan->audio_tokens[k], asz[k]);
@@ -320,7 +387,7 @@ int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, p
     pm_plan plan;
     memset(out, 0, sizeof *out);
     if (pm_prepare_plan(m, req, lim, &plan, e)) return e->code;
-    int rc = pm_prepare_finish(m, req, &plan, out, tr, e);
+    int rc = pm_prepare_finish(m, req, &plan, out, tr, NULL, e);
     pm_plan_free(&plan);
     return rc;
 }

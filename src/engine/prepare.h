@@ -5,6 +5,7 @@
 #ifndef PM_PREPARE_H
 #define PM_PREPARE_H
 
+#include "engine/media_cache.h"
 #include "engine/model.h"
 #include "model/conformer.h"
 #include "vision/hd.h"
@@ -63,8 +64,10 @@ typedef struct pm_plan {
 } pm_plan;
 
 int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_plan *out, pm_err *e);
-/* Runs the encoders (their token counts must match the plan's) and merges; takes plan->ids. */
-int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, pm_prepared *out, pm_prep_trace *trace, pm_err *e);
+/* Runs the encoders (their token counts must match the plan's) and merges; takes plan->ids. With
+ * mc (and no trace), media it holds skip their encoders and new ones are kept in it. */
+int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, pm_prepared *out, pm_prep_trace *trace,
+                      pm_media_cache *mc, pm_err *e);
 void pm_plan_free(pm_plan *p);
 /* Both in one. */
 int pm_prepare(const pm_model *m, const pm_request *req, const pm_limits *lim, pm_prepared *out, pm_prep_trace *trace, pm_err *e);

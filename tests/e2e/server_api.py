@@ -583,19 +583,22 @@ def main():
     # chunks of its first asking and still equals the CLI; a conversation's next turn starts past
     # the history and equals server C's answer (no prompt cache there: an explicit --kv-budget)
     h0, r0 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_prompt_cache_reused_tokens_total")
+    m0 = D.metric("phi4mm_media_cache_hits_total")
     same = []
     for name, (msgs, _) in cases.items():
         for _ in range(2):
             st, _, d = D.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
             same.append(st == 200 and chat_content(d) == expected[name])
     h1, r1 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_prompt_cache_reused_tokens_total")
+    m1 = D.metric("phi4mm_media_cache_hits_total")
     turn2 = cases["text"][0] + [{"role": "assistant", "content": expected["text"]}, {"role": "user", "content": "And of Italy?"}]
     st, _, d = D.json("POST", "/v1/chat/completions", {"messages": turn2, "max_tokens": 12})
     h2, r2 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_prompt_cache_reused_tokens_total")
     st3, _, d3 = C.json("POST", "/v1/chat/completions", {"messages": turn2, "max_tokens": 12})
-    report("prompt cache: each case asked twice equals the CLI, the second time past its first asking",
-           all(same) and len(same) == 8 and h1 >= h0 + 4 and r1 - r0 >= 4 * 16 and C.metric("phi4mm_prompt_cache_cap_bytes") == 0,
-           "same %s, hits %s -> %s, reused %s -> %s" % (same, h0, h1, r0, r1))
+    report("prompt cache: each case asked twice equals the CLI, the second time past its first asking and its media's encoders",
+           all(same) and len(same) == 8 and h1 >= h0 + 4 and r1 - r0 >= 4 * 16 and m1 >= m0 + 3
+           and C.metric("phi4mm_prompt_cache_cap_bytes") == 0,
+           "same %s, hits %s -> %s, reused %s -> %s, media hits %s -> %s" % (same, h0, h1, r0, r1, m0, m1))
     report("prompt cache: a next turn starts past the history, as server C answers it without a cache",
            st == 200 and st3 == 200 and chat_content(d) == chat_content(d3) and h2 == h1 + 1 and r2 - r1 >= 16,
            "%r / %r, hits %s -> %s, reused %s -> %s" % (str(d)[:200], str(d3)[:200], h1, h2, r1, r2))

@@ -1182,9 +1182,11 @@ static void test_prefix_cache(void **state) {
     run_in(eng, &agot, 1, 0);
     pm_engine_prefix_stats(eng, &st);
     assert_true(st.hits == hits && st.reused == reused); /* the text prompt met the speech one's: no reuse */
+    assert_true(st.media_lookups == 1 && st.media_hits == 0 && st.media_bytes > 0);
     run_in(eng, &agot, 0, 1);
     pm_engine_prefix_stats(eng, &st);
     assert_true(st.hits == hits + 1 && st.reused > reused + 16);
+    assert_true(st.media_lookups == 2 && st.media_hits == 1); /* the clip's rows came from the media cache */
     for (int i = 0; i < 2; i++) assert_memory_equal(aref.logits[i], agot.logits[i], sizeof(float) * (size_t)STEPS * V);
     /* another clip under the same words: reuse stops where the rows differ */
     pm_audio_in other = f->clip;
@@ -1197,8 +1199,43 @@ static void test_prefix_cache(void **state) {
     run_in(eng, &agot, 0, 0);
     pm_engine_prefix_stats(eng, &st);
     assert_true(st.reused - reused < 48); /* at most the words before the clip */
+    assert_true(st.media_lookups == 3 && st.media_hits == 1);
     assert_memory_equal(aref.logits[0], agot.logits[0], sizeof(float) * (size_t)STEPS * V);
     free(half);
+    /* an image twice: its encoder output kept, the whole prompt but its last chunk reused; the
+     * second one with a clip too (the vision adapter for both: the image's rows match, the clip's
+     * rows start where the first prompt ended) */
+    char ip[2048], ierr[256];
+    snprintf(ip, sizeof ip, "%s/phi4mm-tiny/inputs/image.png", tu_fixtures());
+    size_t ilen = 0;
+    uint8_t *ibytes = tu_slurp(ip, &ilen);
+    assert_non_null(ibytes);
+    pm_image_in img;
+    assert_int_equal(pm_image_decode(ibytes, ilen, ip, 0, &img, ierr, sizeof ierr), 0);
+    free(ibytes);
+    run iref = {0}, igot = {0};
+    for (run *r = &iref; r; r = r == &iref ? &igot : NULL) {
+        pm_request ri = {.prompt = "<|user|><|image_1|>Describe the image.<|end|><|assistant|>", .images = &img, .n_images = 1,
+                         .max_tokens = STEPS};
+        pm_request rm = {.prompt = "<|user|><|image_1|>Describe the image.<|audio_1|><|end|><|assistant|>", .images = &img, .n_images = 1,
+                         .audios = &f->clip, .n_audios = 1, .max_tokens = STEPS};
+        r->req[0] = ri;
+        r->req[1] = rm;
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    }
+    run_in(eng0, &iref, 0, 0);
+    run_in(eng0, &iref, 1, 0);
+    pm_engine_prefix_stats(eng, &st);
+    int64_t mh = st.media_hits;
+    reused = st.reused;
+    run_in(eng, &igot, 0, 0);
+    run_in(eng, &igot, 0, 1);
+    run_in(eng, &igot, 1, 1);
+    pm_engine_prefix_stats(eng, &st);
+    for (int i = 0; i < 2; i++) assert_memory_equal(iref.logits[i], igot.logits[i], sizeof(float) * (size_t)STEPS * V);
+    assert_true(st.media_hits == mh + 2 && st.reused - reused > 2 * 16);
+    pm_image_in_free(&img);
+    for (int i = 0; i < 2; i++) { free(iref.logits[i]); free(igot.logits[i]); }
     /* a scored prompt is not looked up (prefilled beside the steps: scored as its chunks run) */
     int64_t lookups = st.lookups;
     got.req[1].prompt_logprobs = 1;

@@ -260,10 +260,16 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
             "# TYPE phi4mm_prompt_cache_reused_tokens_total counter\nphi4mm_prompt_cache_reused_tokens_total %lld\n"
             "# HELP phi4mm_prompt_cache_bytes KV bytes the prompt cache holds.\n# TYPE phi4mm_prompt_cache_bytes gauge\n"
             "phi4mm_prompt_cache_bytes %lld\n"
-            "# HELP phi4mm_prompt_cache_cap_bytes The prompt cache's cap (0: off).\n# TYPE phi4mm_prompt_cache_cap_bytes gauge\n"
-            "phi4mm_prompt_cache_cap_bytes %lld\n",
+            "# HELP phi4mm_prompt_cache_cap_bytes The prompt cache's cap for K/V (0: off).\n# TYPE phi4mm_prompt_cache_cap_bytes gauge\n"
+            "phi4mm_prompt_cache_cap_bytes %lld\n"
+            "# HELP phi4mm_media_cache_lookups_total Requests' media looked up among the kept encoder outputs.\n"
+            "# TYPE phi4mm_media_cache_lookups_total counter\nphi4mm_media_cache_lookups_total %lld\n"
+            "# HELP phi4mm_media_cache_hits_total Media whose encoders were skipped: their outputs were kept.\n"
+            "# TYPE phi4mm_media_cache_hits_total counter\nphi4mm_media_cache_hits_total %lld\n"
+            "# HELP phi4mm_media_cache_bytes Bytes of kept encoder outputs and their inputs.\n# TYPE phi4mm_media_cache_bytes gauge\n"
+            "phi4mm_media_cache_bytes %lld\n",
         (long long)m->prefix.lookups, (long long)m->prefix.hits, (long long)m->prefix.reused, (long long)m->prefix.bytes,
-        (long long)m->prefix.cap);
+        (long long)m->prefix.cap, (long long)m->prefix.media_lookups, (long long)m->prefix.media_hits, (long long)m->prefix.media_bytes);
     put(&o, "# HELP phi4mm_time_to_first_token_seconds Time from request arrival to the first generated token.\n"
             "# TYPE phi4mm_time_to_first_token_seconds histogram\n");
     for (int i = 0; i < N_BUCKETS; i++)

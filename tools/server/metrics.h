@@ -18,6 +18,9 @@
  *                                                     looked up in the prompt cache, those that
  *                                                     started past a kept prefix, positions skipped
  *   phi4mm_prompt_cache_bytes, phi4mm_prompt_cache_cap_bytes   gauges (cap 0: off)
+ *   phi4mm_media_cache_lookups_total, _hits_total     counters: media looked up among the kept
+ *                                                     encoder outputs, and found
+ *   phi4mm_media_cache_bytes                          gauge
  *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
  *   phi4mm_model_ready                                gauge: 1 once the model is loaded
  * Thread-safe (one mutex); owned by the server context. */
