@@ -148,17 +148,22 @@ static void seq_free(pm_seq *s) {
     free(s);
 }
 
-/* An ending sequence's whole prefill chunks of its prompt go to the prompt cache (their pages
- * move there when kept). */
-static void offer_prefix(pm_engine *eng, pm_seq *s) {
-    int chunk = eng->o.prefill_chunk, len = s->kv.len < s->n_prompt ? s->kv.len : s->n_prompt;
+/* A prompt's whole prefill chunks in kv go to the prompt cache: copied when its prefill has just
+ * completed (the sequence goes on), moved when its sequence ends (kept unless a copy holds them). */
+static void offer_prompt(const pm_engine *eng, const pm_prepared *prep, int n_prompt, pm_kv_cache *kv, int rope_long, int copy) {
+    int chunk = eng->o.prefill_chunk, len = kv->len < n_prompt ? kv->len : n_prompt;
     len -= len % chunk;
-    if (!eng->prefix || s->parked || len <= 0) return;
+    if (!eng->prefix || len <= 0) return;
     pm_err e = {0};
     uint64_t *keys = NULL;
-    if (pm_prefix_keys(&s->prep, len, eng->m->llm.c.hidden, &keys, &e)) return;
-    if (!pm_prefix_cache_put(eng->prefix, keys, s->prep.embeds, eng->m->llm.c.hidden, len, s->prep.adapter, s->rope_long, &s->kv))
+    if (pm_prefix_keys(prep, len, eng->m->llm.c.hidden, &keys, &e)) return;
+    if (!pm_prefix_cache_put(eng->prefix, keys, prep->embeds, eng->m->llm.c.hidden, len, prep->adapter, rope_long, kv,
+                             copy ? &eng->m->llm.c : NULL))
         free(keys);
+}
+
+static void offer_prefix(pm_engine *eng, pm_seq *s) {
+    if (!s->parked) offer_prompt(eng, &s->prep, s->n_prompt, &s->kv, s->rope_long, 0);
 }
 
 /* A prompt's start from the prompt cache into kv (empty): the positions it starts past (0: none). */
@@ -350,6 +355,7 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
         if (e.code) goto out;
         max_rows -= n;
     }
+    if (!enc->seq_id && enc->kv.len == n_prompt) offer_prompt(eng, &enc->prep, n_prompt, &enc->kv, enc->rope_long, 1);
 out:
     set_err(err, errlen, &e);
     return e.code ? e.code : enc->kv.len == n_prompt;
@@ -710,6 +716,7 @@ int pm_engine_step(pm_engine *eng) {
             pm_prompt_lp_report(&s->plp, s->tokens, &s->cb);
             pm_prompt_lp_free(&s->plp);
         }
+        if (ch[i].n > 0 && s->n_gen == 0) offer_prompt(eng, &s->prep, s->n_prompt, &s->kv, s->rope_long, 1); /* its prompt is in */
         if (s->max_tokens == 0) { /* a scoring request: nothing to generate */
             seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
             continue;

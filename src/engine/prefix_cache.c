@@ -90,8 +90,25 @@ static int common(const entry *x, const uint64_t *keys, const float *rows, int n
     return i;
 }
 
+/* Positions [0, len) of src into dst (reserved for them): whole pages at once, the last one's runs
+ * (one per layer, K / V and head) up to len. */
+static void copy_positions(pm_kv_cache *dst, const pm_kv_cache *src, int len) {
+    size_t runs = (size_t)src->n_layers * 2 * (size_t)src->n_heads;
+    size_t pos_bytes = src->page_bytes / (runs * PM_KV_PAGE); /* one position of one run */
+    for (int p = 0; p * PM_KV_PAGE < len; p++) {
+        int in_page = len - p * PM_KV_PAGE;
+        if (in_page >= PM_KV_PAGE) {
+            memcpy(dst->pages[p], src->pages[p], src->page_bytes);
+            continue;
+        }
+        for (size_t r = 0; r < runs; r++)
+            memcpy((char *)dst->pages[p] + r * PM_KV_PAGE * pos_bytes, (const char *)src->pages[p] + r * PM_KV_PAGE * pos_bytes,
+                   (size_t)in_page * pos_bytes);
+    }
+}
+
 int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, int hidden, int len, int adapter, int rope_long,
-                        pm_kv_cache *kv) {
+                        pm_kv_cache *kv, const pm_llm_config *copy) {
     if (!pc || len <= 0 || kv->len < len) return 0;
     int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE, n_media = 0;
     for (int i = 0; i < len; i++) n_media += is_media(keys[i]);
@@ -121,11 +138,25 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, 
             if (pc->e[i].used < pc->e[lru].used) lru = i;
         drop(pc, lru);
     }
-    for (int p = pages; p < kv->n_pages; p++) munmap(kv->pages[p], kv->page_bytes);
-    kv->n_pages = pages;
-    if (kv->n_huge > pages) kv->n_huge = pages;
-    kv->cap = pages * PM_KV_PAGE;
-    kv->len = len;
+    pm_kv_cache held = {0};
+    if (copy) { /* the sequence goes on with its own */
+        pm_err e = {0};
+        held.bf16 = kv->bf16;
+        if (pm_kv_reserve(&held, copy, len, &e)) {
+            pm_kv_free(&held);
+            goto out;
+        }
+        copy_positions(&held, kv, len);
+        held.len = len;
+    } else {
+        for (int p = pages; p < kv->n_pages; p++) munmap(kv->pages[p], kv->page_bytes);
+        kv->n_pages = pages;
+        if (kv->n_huge > pages) kv->n_huge = pages;
+        kv->cap = pages * PM_KV_PAGE;
+        kv->len = len;
+        held = *kv;
+        memset(kv, 0, sizeof *kv);
+    }
     entry *x = &pc->e[pc->n++];
     x->keys = keys;
     x->media = media;
@@ -135,33 +166,15 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, 
     x->adapter = adapter;
     x->rope_long = rope_long;
     x->bf16 = kv->bf16;
-    x->kv = *kv;
+    x->kv = held;
     x->bytes = bytes;
     x->used = ++pc->clock;
     pc->bytes += bytes;
-    memset(kv, 0, sizeof *kv);
     kept = 1;
 out:
     pthread_mutex_unlock(&pc->mu);
     free(media);
     return kept;
-}
-
-/* Positions [0, len) of src into dst (reserved for them): whole pages at once, the last one's runs
- * (one per layer, K / V and head) up to len. */
-static void copy_positions(pm_kv_cache *dst, const pm_kv_cache *src, int len) {
-    size_t runs = (size_t)src->n_layers * 2 * (size_t)src->n_heads;
-    size_t pos_bytes = src->page_bytes / (runs * PM_KV_PAGE); /* one position of one run */
-    for (int p = 0; p * PM_KV_PAGE < len; p++) {
-        int in_page = len - p * PM_KV_PAGE;
-        if (in_page >= PM_KV_PAGE) {
-            memcpy(dst->pages[p], src->pages[p], src->page_bytes);
-            continue;
-        }
-        for (size_t r = 0; r < runs; r++)
-            memcpy((char *)dst->pages[p] + r * PM_KV_PAGE * pos_bytes, (const char *)src->pages[p] + r * PM_KV_PAGE * pos_bytes,
-                   (size_t)in_page * pos_bytes);
-    }
 }
 
 int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,

@@ -2,6 +2,10 @@
  * begins the same way (a conversation's next turn resends the whole history; many requests share
  * a system prompt) starts its prefill past them instead of computing them again.
  *
+ * A prompt is offered twice: copied once its prefill completes (the next choices of the same
+ * prompt, a request with the same system prompt, need not wait), and moved when its sequence ends
+ * (dropped then when the copy still holds it).
+ *
  * Exact by construction: a prefill runs in chunks of the engine's prefill_chunk rows from
  * position 0, and a chunk's numbers depend on its rows and on the cache before it, so a
  * prompt's whole chunks are the very bits a fresh prefill of any prompt that begins with the same
@@ -34,13 +38,16 @@ void pm_prefix_cache_free(pm_prefix_cache *pc);
  * from prep->embeds, which must hold them). *out malloc'd. */
 int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, pm_err *e);
 
-/* Offers an ended sequence's cache, whose positions [0, len) are whole prefill chunks of keys
- * (len > 0) over the input rows `rows` [len][hidden] (the media ones are copied). Kept: its pages
- * move in (*kv emptied; pages past len freed) and keys is taken; otherwise (too large, already
- * held) nothing changes and the caller frees both. Returns 1 when kept. Older entries that the
- * new one covers go, and the least recently used ones while the cache is over its cap. */
+/* Offers a cache whose positions [0, len) are whole prefill chunks of keys (len > 0) over the
+ * input rows `rows` [len][hidden] (the media ones are copied). Kept: keys is taken, and kv's pages
+ * move in (an ended sequence's: *kv emptied, pages past len freed) or, with copy (the model's
+ * config), are copied (a live sequence's, whose prompt was just prefilled: the next choices of the
+ * same prompt, or another request with the same system prompt, need not wait for it to end);
+ * otherwise (too large, already held) nothing changes and the caller frees both. Returns 1 when
+ * kept. Older entries that the new one covers go, and the least recently used ones while the cache
+ * is over its cap. */
 int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, int hidden, int len, int adapter, int rope_long,
-                        pm_kv_cache *kv);
+                        pm_kv_cache *kv, const pm_llm_config *copy);
 
 /* The longest kept prefix of keys[0, n) (input rows `rows` [n][hidden]) under the same adapter, RoPE factors and element type,
  * cut to a multiple of chunk and to at most max_len positions, copied into dst (an empty cache;

@@ -1164,6 +1164,29 @@ static void test_prefix_cache(void **state) {
     assert_memory_equal(ref.logits[1], got.logits[1], sizeof(float) * (size_t)STEPS * V);
     pm_engine_prefix_stats(eng0, &st);
     assert_true(st.lookups == 0 && st.cap == 0);
+    /* a live sequence's prompt is offered once prefilled: the same prompt submitted while it still
+     * decodes (a request's next choice) starts past it */
+    {
+        pm_engine *e2;
+        assert_int_equal(pm_engine_new(&e2, f->m, &o, err, sizeof err), 0);
+        run two = {0};
+        two.req[0] = got.req[1];
+        two.req[1] = got.req[1];
+        for (int i = 0; i < 2; i++) two.logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+        rec c0 = {e2, &two, 0, 0}, c1 = {e2, &two, 1, 0};
+        pm_callbacks cb0 = {.on_token = rec_token, .user = &c0}, cb1 = {.on_token = rec_token, .user = &c1};
+        assert_int_equal(pm_engine_submit(e2, &two.req[0], &cb0, &two.id[0], err, sizeof err), 0);
+        while (c0.step == 0) assert_true(pm_engine_step(e2) > 0); /* its prompt's chunks, and its first token */
+        assert_int_equal(pm_engine_submit(e2, &two.req[1], &cb1, &two.id[1], err, sizeof err), 0);
+        pm_engine_prefix_stats(e2, &st);
+        assert_true(st.hits == 1 && st.reused == 64 && pm_engine_live(e2) == 2);
+        while (pm_engine_live(e2) > 0) assert_true(pm_engine_step(e2) >= 0);
+        for (int i = 0; i < 2; i++) assert_memory_equal(ref.logits[1], two.logits[i], sizeof(float) * (size_t)STEPS * V);
+        pm_engine_prefix_stats(e2, &st);
+        assert_int_equal(st.entries, 1); /* the ended ones were held already */
+        pm_engine_free(e2);
+        for (int i = 0; i < 2; i++) free(two.logits[i]);
+    }
 
     /* media: the same clip twice reuses its rows too; a text prompt with the same words before the
      * clip does not (no adapter against the speech one) */
