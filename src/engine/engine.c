@@ -71,7 +71,7 @@ struct pm_engine {
     int64_t kv_budget;      /* < 0: none */
     int64_t kv_reserved;    /* sum over the live sequences */
     pm_fault fault;         /* test-only (engine_internal.h) */
-    pm_prefix_cache *prefix;   /* ended prompts' KV (pm_engine_opts.prefix_cache); NULL: off */
+    pm_prefix_cache *prefix;   /* prefilled prompts' KV (pm_engine_opts.prefix_cache); NULL: off */
     pm_media_cache *media;     /* and their media's encoder outputs, beside it */
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     uint8_t *json_allow;    /* the mask's scratch [vocab] */
