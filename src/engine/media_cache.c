@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
+
 enum { MAX_ENTRIES = 32 };
 
 typedef struct entry {
@@ -51,13 +53,6 @@ void pm_media_cache_free(pm_media_cache *mc) {
     free(mc);
 }
 
-static uint64_t fnv1a(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static int find(const pm_media_cache *mc, uint64_t h, const void *key, size_t key_len, int hidden, int n_sizes) {
     for (int i = 0; i < mc->n; i++) {
         const entry *x = &mc->e[i];
@@ -68,7 +63,7 @@ static int find(const pm_media_cache *mc, uint64_t h, const void *key, size_t ke
 
 int pm_media_cache_get(pm_media_cache *mc, const void *key, size_t key_len, int hidden, float **rows, int *sizes, int n_sizes, pm_err *e) {
     if (!mc) return 0;
-    uint64_t h = fnv1a(key, key_len);
+    uint64_t h = pm_hash_bytes(key, key_len);
     pthread_mutex_lock(&mc->mu);
     mc->lookups++;
     int i = find(mc, h, key, key_len, hidden, n_sizes), n = 0;
@@ -91,7 +86,7 @@ void pm_media_cache_put(pm_media_cache *mc, const void *key, size_t key_len, int
     if (!mc || n <= 0) return;
     int64_t bytes = (int64_t)key_len + (int64_t)sizeof(float) * n * hidden + (int64_t)sizeof(int) * n_sizes;
     if (bytes > mc->cap) return;
-    entry x = {fnv1a(key, key_len), malloc(key_len ? key_len : 1), key_len, malloc(sizeof(float) * (size_t)n * hidden), n, hidden,
+    entry x = {pm_hash_bytes(key, key_len), malloc(key_len ? key_len : 1), key_len, malloc(sizeof(float) * (size_t)n * hidden), n, hidden,
                n_sizes, malloc(sizeof(int) * (size_t)(n_sizes ? n_sizes : 1)), bytes, 0};
     if (!x.key || !x.rows || !x.sizes) {
         free(x.key);

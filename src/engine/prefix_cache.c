@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "tok/chat.h"
+#include "util/hash.h"
 
 enum { MAX_ENTRIES = 64 };
 
@@ -53,14 +54,9 @@ void pm_prefix_cache_free(pm_prefix_cache *pc) {
     free(pc);
 }
 
-/* FNV-1a over a row's bytes, with the top bit set so that no token id collides with it: a quick
- * filter; a match is confirmed on the rows themselves (media_same). */
-static uint64_t row_hash(const float *row, int n) {
-    const unsigned char *b = (const unsigned char *)row;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(float) * (size_t)n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h | 1ull << 63;
-}
+/* A row's hash with the top bit set, so that no token id equals it: a quick filter; a match is
+ * confirmed on the rows themselves (common). */
+static uint64_t row_hash(const float *row, int n) { return pm_hash_bytes(row, sizeof(float) * (size_t)n) | 1ull << 63; }
 
 int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, pm_err *e) {
     uint64_t *k = pm_malloc(sizeof *k * (size_t)(n > 0 ? n : 1), e);
