@@ -446,8 +446,9 @@ static void test_chat_tools(void **state) {
     srv_chat_req_free(&r);
     /* the first system message (a developer one is one) carries them; none: no tools at all */
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"developer\",\"content\":\"S\"}],"
-                           "\"tools\":[" SEARCH "]}", &r, &e), 0);
-    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|system|>S<|tool|>[{\"name\": \"search\"}]<|/tool|><|end|><|assistant|>");
+                           "\"tools\":[" SEARCH ",{\"type\":\"function\",\"function\":{\"name\":\"m\",\"description\":\"caf\u00e9\"}}]}", &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|system|>S<|tool|>[{\"name\": \"search\"}, {\"name\": \"m\", \"description\": "
+                                  "\"caf\\u00e9\"}]<|/tool|><|end|><|assistant|>");
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" SEARCH "],\"tool_choice\":\"none\"}", &r, &e), 0);
     assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|>");

@@ -12,8 +12,21 @@
 
 static const char CALL_OPEN[] = "<|tool_call|>", CALL_CLOSE[] = "<|/tool_call|>", FUNCTOOLS[] = "functools";
 
-/* Python's json.dumps separators (", " and ": "), as the model card's tool lists are written. */
-static char *dump_spaced(const json_t *v) { return json_dumps(v, JSON_ENCODE_ANY); }
+/* As Python's json.dumps writes it by default (the model card's tool lists): ", " and ": " between
+ * items, non-ASCII escaped as \uXXXX. (Floats differ: jansson writes 17 significant digits where
+ * Python writes the shortest repr.) */
+static char *dump_spaced(const json_t *v) {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+    for (char *p = s; p && *p; p++) /* jansson's \u00E9 is Python's \u00e9 */
+        if (*p == '\\' && p[1] == 'u') {
+            int k = 2;
+            for (; k < 6 && p[k]; k++) p[k] = (char)tolower((unsigned char)p[k]);
+            p += k - 1;
+        } else if (*p == '\\' && p[1]) {
+            p++;
+        }
+    return s;
+}
 
 static int oom(srv_error *e) { return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
 
