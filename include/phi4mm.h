@@ -239,7 +239,14 @@ typedef struct pm_request {
      * max_tokens or a stop string. A complete JSON value still ends a JSON-mode request. */
     int min_tokens;
     int ignore_eos;
+    /* Optional: the prompt and media caches (pm_engine_opts.prefix_cache) keep this request's
+     * entries apart: only a request with the same salt reuses them, and it reuses no one else's
+     * (vLLM's cache_salt: on a server shared by several clients a cache hit shows in the time to
+     * the first token, so each tenant salts with a secret of its own). NULL or "": the unsalted
+     * entries; at most PM_MAX_CACHE_SALT bytes. */
+    const char *cache_salt;
 } pm_request;
+enum { PM_MAX_CACHE_SALT = 256 };
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->
  * VISION, audio -> SPEECH, neither -> LANGUAGE. */

@@ -157,7 +157,7 @@ static void offer_prompt(const pm_engine *eng, const pm_prepared *prep, int n_pr
     pm_err e = {0};
     uint64_t *keys = NULL;
     if (pm_prefix_keys(prep, len, eng->m->llm.c.hidden, &keys, &e)) return;
-    if (!pm_prefix_cache_put(eng->prefix, keys, prep->embeds, eng->m->llm.c.hidden, len, prep->adapter, rope_long, kv,
+    if (!pm_prefix_cache_put(eng->prefix, keys, prep->embeds, eng->m->llm.c.hidden, len, prep->adapter, rope_long, prep->salt, kv,
                              copy ? &eng->m->llm.c : NULL))
         free(keys);
 }
@@ -172,7 +172,7 @@ static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, int rope_
     uint64_t *keys = NULL;
     if (pm_prefix_keys(prep, prep->n, eng->m->llm.c.hidden, &keys, e)) return e->code;
     int got = pm_prefix_cache_take(eng->prefix, keys, prep->embeds, prep->n, prep->n - 1, eng->o.prefill_chunk, prep->adapter, rope_long,
-                                   &eng->m->llm.c, kv, e);
+                                   prep->salt, &eng->m->llm.c, kv, e);
     free(keys);
     return got;
 }
@@ -232,6 +232,8 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         }
         pm_json_schema_free(sch);
     }
+    if (req->cache_salt && strlen(req->cache_salt) > PM_MAX_CACHE_SALT)
+        return pm_errf(e, PM_EINVAL, "cache_salt holds at most %d bytes (got %zu)", PM_MAX_CACHE_SALT, strlen(req->cache_salt));
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
         return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
     for (int i = 0; i < req->n_logit_bias; i++)

@@ -16,6 +16,7 @@ typedef struct entry {
     uint64_t *keys;
     float *media;     /* the media positions' rows, in order [n_media][hidden]: a key match is checked on them */
     int len, adapter, rope_long, bf16, hidden;
+    char salt[PM_MAX_CACHE_SALT + 1]; /* the requests' cache_salt ("" none): only the same one reuses it */
     pm_kv_cache kv;   /* pages [0, ceil(len / PM_KV_PAGE)) */
     int64_t bytes;
     uint64_t used;    /* the cache's clock when last put or taken */
@@ -76,6 +77,11 @@ int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, p
 
 static int is_media(uint64_t key) { return key >> 63 != 0; }
 
+/* An entry serves a prompt under the same adapter, RoPE factors, K/V element type and salt. */
+static int same_scope(const entry *x, int adapter, int rope_long, int bf16, const char *salt) {
+    return x->adapter == adapter && x->rope_long == rope_long && x->bf16 == bf16 && !strcmp(x->salt, salt ? salt : "");
+}
+
 /* How many leading positions x and the prompt (keys, its rows `rows` [n][hidden], NULL to compare
  * keys alone) share: equal keys, and at media positions equal rows. */
 static int common(const entry *x, const uint64_t *keys, const float *rows, int n) {
@@ -104,8 +110,9 @@ static void copy_positions(pm_kv_cache *dst, const pm_kv_cache *src, int len) {
 }
 
 int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, int hidden, int len, int adapter, int rope_long,
-                        pm_kv_cache *kv, const pm_llm_config *copy) {
-    if (!pc || len <= 0 || kv->len < len) return 0;
+                        const char *salt, pm_kv_cache *kv, const pm_llm_config *copy) {
+    if (!salt) salt = "";
+    if (!pc || len <= 0 || kv->len < len || strlen(salt) > PM_MAX_CACHE_SALT) return 0;
     int pages = (len + PM_KV_PAGE - 1) / PM_KV_PAGE, n_media = 0;
     for (int i = 0; i < len; i++) n_media += is_media(keys[i]);
     int64_t bytes = (int64_t)pages * (int64_t)kv->page_bytes + (int64_t)n_media * hidden * (int64_t)sizeof(float);
@@ -118,14 +125,14 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, 
     int kept = 0;
     for (int i = 0; i < pc->n; i++) { /* one that holds all of it already: keep that one */
         entry *x = &pc->e[i];
-        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && x->len >= len && common(x, keys, rows, len) == len) {
+        if (same_scope(x, adapter, rope_long, kv->bf16, salt) && x->len >= len && common(x, keys, rows, len) == len) {
             x->used = ++pc->clock;
             goto out;
         }
     }
     for (int i = pc->n - 1; i >= 0; i--) { /* ones it holds all of go */
         entry *x = &pc->e[i];
-        if (x->adapter == adapter && x->rope_long == rope_long && x->bf16 == kv->bf16 && x->len <= len && common(x, keys, rows, len) == x->len)
+        if (same_scope(x, adapter, rope_long, kv->bf16, salt) && x->len <= len && common(x, keys, rows, len) == x->len)
             drop(pc, i);
     }
     while (pc->n && (pc->n == MAX_ENTRIES || pc->bytes + bytes > pc->cap)) { /* the least recently used go */
@@ -162,6 +169,7 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, 
     x->adapter = adapter;
     x->rope_long = rope_long;
     x->bf16 = kv->bf16;
+    strcpy(x->salt, salt);
     x->kv = held;
     x->bytes = bytes;
     x->used = ++pc->clock;
@@ -174,14 +182,14 @@ out:
 }
 
 int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,
-                         int rope_long, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
+                         int rope_long, const char *salt, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
     if (!pc || chunk <= 0) return 0;
     pthread_mutex_lock(&pc->mu);
     pc->lookups++;
     int best = -1, best_len = 0;
     for (int i = 0; i < pc->n; i++) {
         entry *x = &pc->e[i];
-        if (x->adapter != adapter || x->rope_long != rope_long || x->bf16 != dst->bf16) continue;
+        if (!same_scope(x, adapter, rope_long, dst->bf16, salt)) continue;
         int l = common(x, keys, rows, n);
         if (l > max_len) l = max_len;
         l -= l % chunk;

@@ -16,7 +16,7 @@
  * itself, and a match there is confirmed on the rows, which an entry keeps (12 KiB a position
  * against 256 KiB of K/V at Phi-4-mini's dims), so that no crafted input can pass for another;
  * the adapter and the RoPE factor set must match too (the speech and vision LoRAs change every
- * position's K and V).
+ * position's K and V), and so must the requests' cache salt (pm_request.cache_salt: tenants apart).
  *
  * Thread-safe (a mutex): the stepping thread puts, the prompt thread takes. */
 #ifndef PM_PREFIX_CACHE_H
@@ -47,13 +47,13 @@ int pm_prefix_keys(const pm_prepared *prep, int n, int hidden, uint64_t **out, p
  * kept. Older entries that the new one covers go, and the least recently used ones while the cache
  * is over its cap. */
 int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, int hidden, int len, int adapter, int rope_long,
-                        pm_kv_cache *kv, const pm_llm_config *copy);
+                        const char *salt, pm_kv_cache *kv, const pm_llm_config *copy);
 
-/* The longest kept prefix of keys[0, n) (input rows `rows` [n][hidden]) under the same adapter, RoPE factors and element type,
+/* The longest kept prefix of keys[0, n) (input rows `rows` [n][hidden]) under the same adapter, RoPE factors, element type and salt,
  * cut to a multiple of chunk and to at most max_len positions, copied into dst (an empty cache;
  * dst->bf16 set): returns the positions copied (dst->len), 0 when none, < 0 on error. */
 int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,
-                         int rope_long, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e);
+                         int rope_long, const char *salt, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e);
 
 void pm_prefix_cache_stats(pm_prefix_cache *pc, pm_prefix_stats *st);
 

@@ -51,12 +51,27 @@ void pm_prep_trace_free(pm_prep_trace *t) {
 
 /* Audio: features per clip, one batched encoder pass, projection; rows[k] = clip k's first
  * sizes[k] projected frames, concatenated. */
+/* A media cache key of `body` bytes after the request's cache salt (its length, then its bytes:
+ * a salted request neither finds nor leaves entries an unsalted one could use); *body_at is where
+ * the body goes. */
+static unsigned char *key_new(const pm_request *req, size_t body, size_t *len, unsigned char **body_at) {
+    uint32_t sl = req->cache_salt ? (uint32_t)strlen(req->cache_salt) : 0;
+    size_t n = sizeof sl + sl + body;
+    unsigned char *key = malloc(n);
+    if (!key) return NULL;
+    memcpy(key, &sl, sizeof sl);
+    if (sl) memcpy(key + sizeof sl, req->cache_salt, sl);
+    *body_at = key + sizeof sl + sl;
+    *len = n;
+    return key;
+}
+
 /* The media cache's key of a request's clips (all of them: one padded batch) under a projection
  * branch: the branch, the count, each clip's rate and length, then the samples. */
 static void *audio_key(const pm_request *req, int branch, size_t *len) {
     size_t n = 2 * sizeof(int32_t);
     for (int k = 0; k < req->n_audios; k++) n += sizeof(int32_t) + sizeof(uint64_t) + sizeof(double) * req->audios[k].n_samples;
-    unsigned char *key = malloc(n), *p = key;
+    unsigned char *p, *key = key_new(req, n, len, &p);
     if (!key) return NULL;
     int32_t head[2] = {branch, req->n_audios};
     memcpy(p, head, sizeof head);
@@ -72,19 +87,17 @@ static void *audio_key(const pm_request *req, int branch, size_t *len) {
         memcpy(p, req->audios[k].samples, sizeof(double) * req->audios[k].n_samples);
         p += sizeof(double) * req->audios[k].n_samples;
     }
-    *len = n;
     return key;
 }
 
 /* An image's: its size, then its pixels. */
-static void *image_key(const pm_image_in *im, size_t *len) {
+static void *image_key(const pm_request *req, const pm_image_in *im, size_t *len) {
     size_t px = (size_t)im->width * im->height * 3;
-    unsigned char *key = malloc(2 * sizeof(int32_t) + px);
-    if (!key) return NULL;
     int32_t head[2] = {im->width, im->height};
-    memcpy(key, head, sizeof head);
-    memcpy(key + sizeof head, im->rgb, px);
-    *len = sizeof head + px;
+    unsigned char *p, *key = key_new(req, sizeof head + px, len, &p);
+    if (!key) return NULL;
+    memcpy(p, head, sizeof head);
+    memcpy(p + sizeof head, im->rgb, px);
     return key;
 }
 
@@ -181,7 +194,7 @@ static int encode_images(const pm_model *m, const pm_request *req, float **rows,
     for (int k = 0; k < ni && !e->code; k++) {
         const pm_image_in *im = &req->images[k];
         size_t kl = 0;
-        void *key = mc && !tr ? image_key(im, &kl) : NULL; /* each image alone: the media cache's first */
+        void *key = mc && !tr ? image_key(req, im, &kl) : NULL; /* each image alone: the media cache's first */
         int got = key ? pm_media_cache_get(mc, key, kl, H, &per[k], &sizes[k], 1, e) : 0;
         if (got != 0) {
             free(key);
@@ -334,6 +347,9 @@ int pm_prepare_finish(const pm_model *m, const pm_request *req, pm_plan *plan, p
     memset(out, 0, sizeof *out);
     int H = m->llm.c.hidden;
     out->audio_seconds = plan->audio_seconds;
+    if (req->cache_salt && strlen(req->cache_salt) > PM_MAX_CACHE_SALT)
+        return pm_errf(e, PM_EINVAL, "cache_salt holds at most %d bytes", PM_MAX_CACHE_SALT);
+    if (req->cache_salt) strcpy(out->salt, req->cache_salt);
     out->mode = pm_request_mode(req);
     out->adapter = out->mode == PM_MODE_LANGUAGE ? PM_ADAPTER_NONE : out->mode == PM_MODE_SPEECH ? PM_ADAPTER_SPEECH : PM_ADAPTER_VISION;
     pm_fault fault = tr ? tr->fault : PM_FAULT_NONE;

@@ -31,6 +31,7 @@ typedef struct pm_prepared {
     int n;
     float *embeds;     /* [n, hidden] merged input embeddings */
     double audio_seconds;
+    char salt[PM_MAX_CACHE_SALT + 1]; /* pm_request.cache_salt ("" none): the prompt cache's scope */
 } pm_prepared;
 
 /* Optional captures for the parity tool. Set the pointers you want (conf/vit trace members as

@@ -602,6 +602,23 @@ def main():
     report("prompt cache: a next turn starts past the history, as server C answers it without a cache",
            st == 200 and st3 == 200 and chat_content(d) == chat_content(d3) and h2 == h1 + 1 and r2 - r1 >= 16,
            "%r / %r, hits %s -> %s, reused %s -> %s" % (str(d)[:200], str(d3)[:200], h1, h2, r1, r2))
+    # cache_salt: the same turn salted reuses nothing the unsalted ones left, nor its media's rows;
+    # asked again under the same salt it does; the answers stay the CLI's; a bad salt is a 400
+    salted = []
+    for salt in ("tenant-a", "tenant-a"):
+        salted.append(D.json("POST", "/v1/chat/completions", {"messages": cases["image"][0], "max_tokens": 12, "cache_salt": salt}))
+        salted.append((D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_media_cache_hits_total")))
+    (sa, _, da), (ha, ma), (sb, _, db), (hb, mb) = salted
+    h3, m3 = D.metric("phi4mm_prompt_cache_hits_total"), D.metric("phi4mm_media_cache_hits_total")
+    bad = [D.json("POST", "/v1/chat/completions", {"messages": cases["text"][0], "max_tokens": 2, "cache_salt": v})
+           for v in ("", 7, "x" * 257)]
+    sc, _, dc = D.json("POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "cache_salt": "tenant-b"})
+    report("cache_salt: a salted request reuses only its own salt's prompt and media entries; bad salts are 400",
+           sa == 200 and sb == 200 and chat_content(da) == expected["image"] and chat_content(db) == expected["image"]
+           and ha == h2 and ma == m1 and hb == h2 + 1 and mb == m1 + 1
+           and all(s == 400 and b["error"]["param"] == "cache_salt" for s, _, b in bad) and sc == 200,
+           "%s %s, hits %s -> %s -> %s, media %s -> %s -> %s, bad %s, completions %s" %
+           (sa, sb, h2, ha, hb, m1, ma, mb, [(s, str(b)[:80]) for s, _, b in bad], sc))
 
     # local media path inside --allow-media-dir gives the same answer as the data: URL
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + I + "/image.png"}},

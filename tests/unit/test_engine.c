@@ -1188,6 +1188,37 @@ static void test_prefix_cache(void **state) {
         for (int i = 0; i < 2; i++) free(two.logits[i]);
     }
 
+    /* a cache salt: a salted prompt reuses neither the unsalted entries nor another salt's, and its
+     * own only under the same salt (the same bits again) */
+    {
+        pm_engine *e2;
+        assert_int_equal(pm_engine_new(&e2, f->m, &o, err, sizeof err), 0);
+        run_in(e2, &got, 0, 0);
+        got.req[1].cache_salt = "tenant-a";
+        run_in(e2, &got, 1, 0);
+        pm_engine_prefix_stats(e2, &st);
+        assert_true(st.lookups == 2 && st.hits == 0 && st.entries == 2);
+        got.req[1].cache_salt = "tenant-b";
+        run_in(e2, &got, 1, 0);
+        pm_engine_prefix_stats(e2, &st);
+        assert_true(st.hits == 0 && st.entries == 3);
+        got.req[1].cache_salt = "tenant-a";
+        run_in(e2, &got, 1, 1);
+        pm_engine_prefix_stats(e2, &st);
+        assert_true(st.hits == 1 && st.reused == 64);
+        assert_memory_equal(ref.logits[1], got.logits[1], sizeof(float) * (size_t)STEPS * V);
+        char big[PM_MAX_CACHE_SALT + 2];
+        memset(big, 's', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        got.req[1].cache_salt = big;
+        int64_t id;
+        pm_callbacks none = {0};
+        assert_int_equal(pm_engine_submit(e2, &got.req[1], &none, &id, err, sizeof err), PM_EINVAL);
+        assert_non_null(strstr(err, "cache_salt"));
+        got.req[1].cache_salt = NULL;
+        pm_engine_free(e2);
+    }
+
     /* media: the same clip twice reuses its rows too; a text prompt with the same words before the
      * clip does not (no adapter against the speech one) */
     run aref = {0}, agot = {0};
@@ -1257,6 +1288,16 @@ static void test_prefix_cache(void **state) {
     pm_engine_prefix_stats(eng, &st);
     for (int i = 0; i < 2; i++) assert_memory_equal(iref.logits[i], igot.logits[i], sizeof(float) * (size_t)STEPS * V);
     assert_true(st.media_hits == mh + 2 && st.reused - reused > 2 * 16);
+    /* salted, the same image is encoded again (a miss) and then found under that salt */
+    igot.req[0].cache_salt = "tenant-a";
+    int64_t ml = st.media_lookups;
+    run_in(eng, &igot, 0, 0);
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.media_lookups == ml + 1 && st.media_hits == mh + 2);
+    run_in(eng, &igot, 0, 0);
+    pm_engine_prefix_stats(eng, &st);
+    assert_true(st.media_lookups == ml + 2 && st.media_hits == mh + 3);
+    assert_memory_equal(iref.logits[0], igot.logits[0], sizeof(float) * (size_t)STEPS * V);
     pm_image_in_free(&img);
     for (int i = 0; i < 2; i++) { free(iref.logits[i]); free(igot.logits[i]); }
     /* a scored prompt is not looked up (prefilled beside the steps: scored as its chunks run) */

@@ -62,6 +62,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->logit_bias);
     free(r->json_schema);
+    free(r->cache_salt);
     free(r->tools_text);
     memset(r, 0, sizeof *r);
 }
@@ -201,6 +202,19 @@ static int refuse_unsupported(const json_t *root, int completions, int n, srv_er
     return 0;
 }
 
+/* cache_salt (vLLM's): a non-empty string of at most PM_MAX_CACHE_SALT bytes; the prompt cache and
+ * the media cache then reuse only what requests with the same salt left (pm_request.cache_salt). */
+static int parse_cache_salt(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const char *salt = NULL;
+    int got = srv_get_str(root, "cache_salt", &salt, e);
+    if (got <= 0) return got;
+    size_t n = strlen(salt);
+    if (n == 0 || n > PM_MAX_CACHE_SALT || n != json_string_length(json_object_get(root, "cache_salt")))
+        return srv_bad(e, "cache_salt", "invalid_value", "cache_salt must be a non-empty string of at most %d bytes without NUL", PM_MAX_CACHE_SALT);
+    if (!(r->cache_salt = strdup(salt))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    return 0;
+}
+
 /* tools / tool_choice (tool_calls.h): a forced choice holds the answer to its calls' schema, so
  * it and response_format cannot both shape it; auto mode would have its calls' markers masked. */
 static int parse_tools(const json_t *root, srv_chat_req *r, srv_error *e) {
@@ -256,7 +270,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         r->include_usage = iu;
     }
     if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e)) return -1;
-    if (refuse_unsupported(root, completions, r->n, e)) return -1;
+    if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e)) return -1;
     return completions ? 0 : parse_tools(root, r, e);
 }
 

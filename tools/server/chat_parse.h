@@ -49,6 +49,7 @@ typedef struct srv_chat_req {
     pm_format format;              /* response_format: text, json_object or json_schema */
     char *json_schema;             /* with json_schema: the schema as JSON text (malloc'd) */
     int min_tokens, ignore_eos;    /* the end tokens banned until min_tokens, or always */
+    char *cache_salt;              /* cache_salt (vLLM's): the prompt and media caches' scope (malloc'd; NULL: none) */
     srv_tool_mode tool_mode;       /* chat tools (tool_calls.h): off, auto or forced (then format is its schema) */
     char *tools_text;              /* the tools' JSON list the system message carries (malloc'd) */
     int seed_given;

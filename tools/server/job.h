@@ -68,6 +68,7 @@ struct srv_job {
     pm_format output_format;        /* text, a JSON object or a schema's value (response_format) */
     char *json_schema;              /* malloc'd */
     int min_tokens, ignore_eos;
+    char *cache_salt;               /* malloc'd; NULL: none */
     srv_tool_mode tool_mode;        /* chat tools: the answer's calls come back as tool_calls (tool_calls.h) */
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */

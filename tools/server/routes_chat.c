@@ -101,6 +101,7 @@ static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind,
     if (r->n_logit_bias && (j->logit_bias = copy_of(r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias, &oom)))
         j->n_logit_bias = r->n_logit_bias;
     if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;
+    if (r->cache_salt && !(j->cache_salt = strdup(r->cache_salt))) oom = 1;
     if (oom) {
         srv_job_unref(j);
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");

@@ -247,6 +247,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->json_schema = j->json_schema;
     rq->min_tokens = j->min_tokens;
     rq->ignore_eos = j->ignore_eos;
+    rq->cache_salt = j->cache_salt;
     rq->should_stop = job_should_stop;
     rq->stop_user = j;
 }
