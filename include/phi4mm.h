@@ -234,6 +234,14 @@ typedef struct pm_request {
      * string ends mid-value. */
     pm_format format;
     const char *json_schema;
+    /* Lazy (with format JSON_OBJECT or JSON_SCHEMA and json_lazy != 0): the answer is free until
+     * the model itself writes the token json_open; what follows is held to a value as above, after
+     * which only json_close or an end token may come, and either ends the request (its text is the
+     * model's, markers included as their tokens). This is how a chat server holds tool calls with
+     * tool_choice auto, which Phi-4 writes as <|tool_call|>[...]<|/tool_call|>, to their schema
+     * without forcing one. Both tokens in [0, vocab), different. */
+    int json_lazy;
+    int32_t json_open, json_close;
     /* The end tokens are banned (logit -inf) until min_tokens tokens have come, or for the whole
      * request with ignore_eos (as llama.cpp's ignore_eos and vLLM's min_tokens): it then runs to
      * max_tokens or a stop string. A complete JSON value still ends a JSON-mode request. */

@@ -54,7 +54,9 @@ typedef struct pm_seq {
     int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
     int min_tokens;         /* the end tokens are banned until this many have come */
-    int json;               /* JSON mode: json_state holds the output so far */
+    int json;               /* the mask holds the output now (JSON mode, or a lazy value begun): json_state has the value so far */
+    int32_t json_open;      /* lazy JSON mode: the tokens that begin and end a held value (-1: not lazy) */
+    int32_t json_close;
     pm_json_schema *schema; /* with a schema: its graph, which json_state points into */
     pm_json_state json_state;
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
@@ -224,6 +226,10 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
     if (req->min_tokens < 0) return pm_errf(e, PM_EINVAL, "min_tokens must be >= 0 (got %d)", req->min_tokens);
     if (req->format != PM_FORMAT_TEXT && req->format != PM_FORMAT_JSON_OBJECT && req->format != PM_FORMAT_JSON_SCHEMA)
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
+    if (req->json_lazy && (req->format == PM_FORMAT_TEXT || req->json_open < 0 || req->json_open >= vocab || req->json_close < 0 ||
+                           req->json_close >= vocab || req->json_open == req->json_close))
+        return pm_errf(e, PM_EINVAL, "lazy JSON mode needs a JSON format and two different tokens in [0, %d) (got %d, %d)", vocab,
+                       (int)req->json_open, (int)req->json_close);
     if (req->format == PM_FORMAT_JSON_SCHEMA) {
         pm_json_schema *sch;
         if (pm_json_schema_compile(req->json_schema, &sch, e)) {
@@ -440,10 +446,12 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     }
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     s->logprobs_eos = req->logprobs_eos;
-    s->json = req->format != PM_FORMAT_TEXT;
+    s->json = req->format != PM_FORMAT_TEXT && !req->json_lazy;
+    s->json_open = req->json_lazy ? req->json_open : -1;
+    s->json_close = req->json_lazy ? req->json_close : -1;
     if (req->format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(req->json_schema, &s->schema, e)) goto fail;
     pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
-    if (s->json && !eng->json_vocab) {
+    if (req->format != PM_FORMAT_TEXT && !eng->json_vocab) {
         eng->json_vocab = pm_json_vocab_new(eng->m->tok, eng->m->llm.c.vocab);
         eng->json_allow = malloc((size_t)eng->m->llm.c.vocab);
         if (!eng->json_vocab || !eng->json_allow) {
@@ -456,7 +464,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         }
     }
     s->min_tokens = req->ignore_eos ? INT_MAX : req->min_tokens;
-    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || s->json || s->min_tokens > 0) &&
+    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, 1);
@@ -725,7 +733,13 @@ int pm_engine_step(pm_engine *eng) {
         }
         const float *raw = s->logits; /* the model's logits, for the log-probabilities */
         if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
-        if (s->json) pm_json_mask(&s->json_state, eng->json_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
+        if (s->json) { /* the end tokens, and a lazy value's closing one, once the value is complete */
+            int32_t ends[PM_MAX_EOS + 1];
+            int n_ends = llm->c.n_eos;
+            memcpy(ends, llm->c.eos_ids, sizeof(int32_t) * (size_t)n_ends);
+            if (s->json_close >= 0) ends[n_ends++] = s->json_close;
+            pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
+        }
         if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)))
             for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
         int32_t t = pm_sampler_next(&s->sampler, s->logits);
@@ -750,14 +764,18 @@ int pm_engine_step(pm_engine *eng) {
             seq_finish(eng, i, PM_FINISH_ERROR, "out of memory for the penalties' table of the generated tokens");
             continue;
         }
-        if (s->json) { /* the mask let only continuations through */
+        int closed = s->json && t == s->json_close; /* a lazy value's end: the request's too */
+        if (s->json && !closed) { /* the mask let only continuations through */
             size_t bl = 0;
             const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
             pm_json_feed(&s->json_state, b, bl);
+        } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
+            s->json = 1;
+            pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
         }
         char *txt = NULL;
         size_t tl = 0;
-        int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context;
+        int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context || closed;
         if (pm_tok_stream_push(s->stream, t, &txt, &tl, &e)) goto fail;
         if (last) { /* flush what the detokenizer still holds */
             char *t2 = NULL;
@@ -774,7 +792,7 @@ int pm_engine_step(pm_engine *eng) {
         }
         stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
         free(txt);
-        if (stopped) seq_finish(eng, i, PM_FINISH_STOP, NULL);
+        if (stopped || closed) seq_finish(eng, i, PM_FINISH_STOP, NULL);
         else if (cancel) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
         else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
     }

@@ -392,6 +392,31 @@ def main():
     ok = st == 200 and st2 == 200 and "tool_calls" not in d["choices"][0]["message"] and d["choices"][0]["finish_reason"] == "length" \
         and stream_content(ev)[:2] == (chat_content(d), "length")
     report("tools, auto: the tiny model's text comes back as content, streamed the same", ok, "%s / %s" % (str(d)[:200], str(raw)[:200]))
+    # auto, the model made to write <|tool_call|> (a logit bias): what follows is held to the calls
+    # (a list or one call); the same prompt with the marker and that schema through /v1/completions
+    # give the very calls
+    added = {t["content"]: t["id"] for t in json.load(open(M + "/tokenizer.json"))["added_tokens"]}
+    push = {str(added["<|tool_call|>"]): 100}
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": umsg, "tools": tools, "max_tokens": 300, "logit_bias": push,
+                                                      "parallel_tool_calls": False})
+    calls = d["choices"][0]["message"].get("tool_calls") if st == 200 else None
+    ok = bool(st == 200 and calls and len(calls) == 1 and d["choices"][0]["finish_reason"] == "tool_calls"
+              and d["choices"][0]["message"]["content"] is None)
+    call = lambda f: {"type": "object", "properties": {"name": {"const": f["name"]}, "arguments": f.get(
+        "parameters", {"type": "object", "additionalProperties": False})}, "required": ["name", "arguments"]}
+    lschema = {"anyOf": [{"type": "array", "items": {"anyOf": [call(f) for f in fns]}, "minItems": 1, "maxItems": 1}]
+               + [call(f) for f in fns]}
+    st2, _, d2 = A.json("POST", "/v1/completions", {"prompt": tprompt + "<|tool_call|>", "max_tokens": 300, "logit_bias": push,
+                                                   "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": lschema}}})
+    try:
+        want = json.loads(d2["choices"][0]["text"]) if st2 == 200 else None
+        want = want if isinstance(want, list) else [want]
+        got = [{"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])} for c in calls or []]
+        ok = ok and got == want and d2["choices"][0]["finish_reason"] == "stop"
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    report("tools, auto: once the model writes <|tool_call|>, the calls are held to their schema (= completions under it)", ok,
+           "%s / %s" % (str(d)[:300], str(d2)[:300]))
     hist = umsg + [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
         "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}]

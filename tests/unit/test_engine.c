@@ -572,6 +572,59 @@ static void test_json_mode(void **state) {
     submit_refused(f, &r, "response format");
 }
 
+/* Lazy JSON mode (pm_request.json_lazy, tool calls on auto): until the model writes the opening
+ * token the answer is the plain one, token for token; pushed to write it, what follows is a value
+ * of the schema, then the closing or an end token, which ends the request. */
+static void test_json_lazy(void **state) {
+    fx *f = *state;
+    const pm_tokenizer *tok = f->m->tok;
+    int32_t ids[] = {200021, 2028, 553, 261, 10297, 13, 200020, 200019};
+    int32_t open = pm_model_token_id(f->m, "<|tool_call|>"), close = pm_model_token_id(f->m, "<|/tool_call|>");
+    assert_true(open > 0 && close > 0 && open != close);
+    pm_request plain = {.ids = ids, .n_ids = 8, .max_tokens = STEPS};
+    pm_request r = plain;
+    r.format = PM_FORMAT_JSON_SCHEMA;
+    r.json_schema = "{\"enum\": [\"yes\", \"no\"]}";
+    r.json_lazy = 1;
+    r.json_open = open;
+    r.json_close = close;
+    pen_rec a, b;
+    run_pen(f, &plain, &a);
+    run_pen(f, &r, &b);
+    for (int k = 0; k < a.n; k++) assert_int_not_equal(a.tok[k], open); /* the model does not open on its own here */
+    assert_int_equal(a.n, b.n);
+    assert_memory_equal(a.tok, b.tok, sizeof(int32_t) * (size_t)a.n);
+    assert_int_equal(a.why, b.why);
+    pen_free(&a);
+    pen_free(&b);
+    /* made to open at once: the opening token, the value, then the closing or an end token, last */
+    pm_logit_bias push = {open, 100.0f};
+    r.logit_bias = &push;
+    r.n_logit_bias = 1;
+    r.max_tokens = 40;
+    run_pen(f, &r, &b);
+    assert_int_equal(b.done, 1);
+    assert_int_equal(b.why, PM_FINISH_STOP);
+    assert_true(b.n >= 3 && b.n <= STEPS && b.tok[0] == open);
+    assert_true(b.tok[b.n - 1] == close || is_end(f, b.tok[b.n - 1]));
+    char out[256] = "";
+    for (int k = 1; k + 1 < b.n; k++) {
+        size_t len;
+        const char *t = pm_tok_token_bytes(tok, b.tok[k], &len);
+        strncat(out, t, len);
+    }
+    assert_true(!strcmp(out, "\"yes\"") || !strcmp(out, "\"no\""));
+    pen_free(&b);
+    /* refused at submit: lazy without a JSON format, the same token twice, an id outside the vocabulary */
+    r.format = PM_FORMAT_TEXT;
+    submit_refused(f, &r, "lazy JSON");
+    r.format = PM_FORMAT_JSON_OBJECT;
+    r.json_close = open;
+    submit_refused(f, &r, "lazy JSON");
+    r.json_close = 200064;
+    submit_refused(f, &r, "lazy JSON");
+}
+
 static void test_adapter_policy(void **state) {
     fx *f = *state;
     pm_request r = {0};
@@ -1579,6 +1632,7 @@ int main(void) {
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_json_mode),
+        cmocka_unit_test(test_json_lazy),
         cmocka_unit_test(test_min_tokens),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),

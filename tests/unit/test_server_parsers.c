@@ -441,6 +441,33 @@ static void test_chat_tools(void **state) {
                                   "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"], \"$defs\": {\"u\": {\"type\": \"string\"}}}}, "
                                   "{\"name\": \"search\"}]<|/tool|><|end|><|user|>Hi<|end|><|assistant|>");
     assert_int_equal(r.tool_mode, SRV_TOOLS_AUTO);
+    /* auto: what follows the model's <|tool_call|> is held to a list of calls or one call (lazy) */
+    assert_int_equal(r.format, PM_FORMAT_JSON_SCHEMA);
+    assert_string_equal(r.json_schema, "{\"$defs\":{\"u\":{\"type\":\"string\"}},\"anyOf\":[{\"type\":\"array\",\"items\":{\"anyOf\":["
+                                       "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get_weather\"},\"arguments\":{\"type\":"
+                                       "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}},\"required\":"
+                                       "[\"name\",\"arguments\"]},{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"search\"},"
+                                       "\"arguments\":{\"type\":\"object\",\"additionalProperties\":false}},\"required\":[\"name\",\"arguments\"]}]},"
+                                       "\"minItems\":1},{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get_weather\"},"
+                                       "\"arguments\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":"
+                                       "[\"city\"]}},\"required\":[\"name\",\"arguments\"]},{\"type\":\"object\",\"properties\":{\"name\":"
+                                       "{\"const\":\"search\"},\"arguments\":{\"type\":\"object\",\"additionalProperties\":false}},"
+                                       "\"required\":[\"name\",\"arguments\"]}]}");
+    srv_chat_req_free(&r);
+    /* one function, no parallel calls: a list of one or the call alone; a parameters keyword the
+     * mask cannot hold leaves auto reading only */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[" SEARCH "],"
+                           "\"parallel_tool_calls\":false}", &r, &e), 0);
+    assert_string_equal(r.json_schema, "{\"anyOf\":[{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":"
+                                       "{\"const\":\"search\"},\"arguments\":{\"type\":\"object\",\"additionalProperties\":false}},"
+                                       "\"required\":[\"name\",\"arguments\"]}]},\"minItems\":1,\"maxItems\":1},{\"type\":\"object\","
+                                       "\"properties\":{\"name\":{\"const\":\"search\"},\"arguments\":{\"type\":\"object\","
+                                       "\"additionalProperties\":false}},\"required\":[\"name\",\"arguments\"]}]}");
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+                           "{\"name\":\"n\",\"parameters\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\","
+                           "\"minimum\":1}}}}}]}", &r, &e), 0);
+    assert_int_equal(r.tool_mode, SRV_TOOLS_AUTO);
     assert_int_equal(r.format, PM_FORMAT_TEXT);
     assert_null(r.json_schema);
     srv_chat_req_free(&r);

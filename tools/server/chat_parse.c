@@ -224,7 +224,7 @@ static int parse_tools(const json_t *root, srv_chat_req *r, srv_error *e) {
         free(schema);
         return srv_bad(e, "response_format", "invalid_value", "response_format json_object / json_schema cannot be combined with tools (use tool_choice none)");
     }
-    if (schema) {
+    if (schema) { /* forced: the whole answer; auto: after the model's <|tool_call|> (scheduler.c) */
         r->format = PM_FORMAT_JSON_SCHEMA;
         r->json_schema = schema;
     }

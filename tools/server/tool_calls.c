@@ -163,6 +163,25 @@ static json_t *calls_schema(const json_t *list, int which, int one_call) {
     return root;
 }
 
+/* What follows the model's own <|tool_call|> with tool_choice auto: a list of calls as above, or
+ * one call alone (how the model writes them is undocumented; the reader takes both): the list's
+ * '[' or the call's '{' picks the branch, and the calls' names tell the objects apart. */
+static json_t *lazy_schema(const json_t *list, int one_call) {
+    json_t *root = calls_schema(list, -1, one_call), *any = json_array(), *items = json_object_get(root, "items");
+    json_t *array = json_pack("{s:s, s:O, s:O}", "type", "array", "items", items, "minItems", json_object_get(root, "minItems"));
+    if (one_call) json_object_set(array, "maxItems", json_object_get(root, "maxItems"));
+    json_array_append_new(any, array);
+    json_t *calls = json_object_get(items, "anyOf");
+    if (calls) json_array_extend(any, calls);
+    else json_array_append(any, items);
+    json_object_del(root, "type");
+    json_object_del(root, "items");
+    json_object_del(root, "minItems");
+    json_object_del(root, "maxItems");
+    json_object_set_new(root, "anyOf", any); /* beside the functions' $defs, if any */
+    return root;
+}
+
 /* Compiles schema text; a refusal is a 400 on param. */
 static int check_schema(const char *text, const char *param, srv_error *e) {
     pm_json_schema *s = NULL;
@@ -226,6 +245,20 @@ int srv_tools_parse(const json_t *root, srv_tool_mode *mode, char **tools_text, 
         rc = srv_bad(e, "tool_choice.function.name", "invalid_value", "tool_choice names '%.64s', which is none of the tools", want);
     if (!rc && forced && !want && n == 1) which = 0;
     if (!rc && forced) rc = forced_schema(list, which, want || !parallel, schema, e);
+    if (!rc && !forced) { /* auto: held from the model's <|tool_call|> on, when every function's parameters compile */
+        json_t *s = lazy_schema(list, !parallel);
+        *schema = s ? json_dumps(s, JSON_COMPACT) : NULL;
+        json_decref(s);
+        pm_json_schema *c = NULL;
+        pm_err pe = {0};
+        int crc = *schema ? pm_json_schema_compile(*schema, &c, &pe) : PM_ENOMEM;
+        if (crc == PM_ENOMEM) rc = oom(e);
+        else if (crc) { /* a keyword the mask cannot hold: the calls are read as the model writes them */
+            free(*schema);
+            *schema = NULL;
+        }
+        pm_json_schema_free(c);
+    }
     if (!rc && !(*tools_text = dump_spaced(list))) rc = oom(e);
     if (!rc) *mode = forced ? SRV_TOOLS_FORCED : SRV_TOOLS_AUTO;
     json_decref(list);

@@ -14,7 +14,10 @@
  *     comes back as tool_calls, whatever the model would have written on its own;
  *   - "auto" (the default with tools): the answer is free; calls written in either form above
  *     (a list of such objects, or one) come back as tool_calls, the text before them as content;
- *     anything else is content, as it was written;
+ *     anything else is content, as it was written. Once the model writes <|tool_call|> itself,
+ *     what follows is held (lazy JSON mode, pm_request.json_lazy) to a list of calls or one call
+ *     of the functions, and <|/tool_call|> or the end token then ends the answer; when a
+ *     function's parameters use a keyword the mask cannot hold, the calls are only read;
  *   - "none": no tools in the prompt, a plain answer.
  * An assistant message's tool_calls go back into the prompt as <|tool_call|>[calls]<|/tool_call|>
  * after its content. */
@@ -30,9 +33,10 @@ typedef enum { SRV_TOOLS_OFF = 0, SRV_TOOLS_AUTO = 1, SRV_TOOLS_FORCED = 2 } srv
 enum { SRV_MAX_TOOLS = 128, SRV_MAX_TOOL_NAME = 64 };
 
 /* Reads a chat body's tools, tool_choice and parallel_tool_calls. On success (0): *mode,
- * *tools_text (malloc'd JSON list for the system message; NULL when the mode is off), and with a
- * forced choice *schema (malloc'd JSON Schema text the answer is held to, already checked to
- * compile). -1 with e set (400 naming the field) on a mistake. */
+ * *tools_text (malloc'd JSON list for the system message; NULL when the mode is off), and *schema
+ * (malloc'd JSON Schema text, checked to compile): with a forced choice the one the answer is held
+ * to, with auto the one what follows the model's <|tool_call|> is held to (NULL when it does not
+ * compile: then auto only reads). -1 with e set (400 naming the field) on a mistake. */
 int srv_tools_parse(const json_t *root, srv_tool_mode *mode, char **tools_text, char **schema, srv_error *e);
 
 /* An assistant message's tool_calls (OpenAI's array, param names it for errors) as prompt text:
