@@ -387,6 +387,11 @@ int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *byte
  * Both read only what never changes after pm_engine_new: other threads may call them while one
  * steps. */
 int pm_engine_plan_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, int *prompt_tokens, char *err, size_t errlen);
+/* The prompt as the decoder would take it, planned as above (no encoder runs, no KV budget): the
+ * token ids after the chat prompt's tokenization and each media placeholder's expansion (a media
+ * position holds its placeholder's id), *ids malloc'd. max_tokens may be 0 here; the context limit
+ * counts it. */
+int pm_engine_prompt_ids(const pm_engine *eng, const pm_request *req, int32_t **ids, size_t *n, char *err, size_t errlen);
 /* The engine's KV budget (< 0: none) and what its live sequences reserve now, in bytes. */
 void pm_engine_kv_usage(const pm_engine *eng, int64_t *reserved, int64_t *budget);
 /* One request to completion on a private engine (opts NULL = defaults). */

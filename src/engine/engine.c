@@ -282,6 +282,23 @@ int pm_engine_plan_need(const pm_engine *eng, const pm_request *req, int64_t *by
     return e.code;
 }
 
+int pm_engine_prompt_ids(const pm_engine *eng, const pm_request *req, int32_t **ids, size_t *n, char *err, size_t errlen) {
+    pm_err e = {0};
+    pm_plan plan;
+    pm_request r = *req;
+    if (r.max_tokens == 0) r.prompt_logprobs = 1; /* nothing to generate: a prompt alone, as a scored one */
+    *ids = NULL;
+    *n = 0;
+    if (!check_request(&r, eng->m->llm.c.vocab, &e) && !pm_prepare_plan(eng->m, &r, &eng->o.limits, &plan, &e)) {
+        *ids = plan.ids;
+        *n = plan.n;
+        plan.ids = NULL;
+        pm_plan_free(&plan);
+    }
+    set_err(err, errlen, &e);
+    return e.code;
+}
+
 int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen) {
     return pm_engine_plan_need(eng, req, bytes, NULL, err, errlen);
 }

@@ -211,6 +211,28 @@ def main():
               and first.get("choices", [{}])[0].get("delta", {}).get("role") == "assistant")
         report("chat %s streamed equals CLI (+usage, [DONE])" % name, ok, "status %s: %r vs %r; %s" % (st, text, ref, raw[-300:]))
 
+    # /tokenize: each case's chat counts the prompt tokens its completion reports, its media
+    # placeholders expanded; the chat template's text through "prompt" gives the text case's ids,
+    # which /detokenize turns back into that text; bad bodies are 400s naming the field
+    counts, placeholders = {}, {}
+    for name, (msgs, _) in cases.items():
+        st, _, d = A.json("POST", "/tokenize", {"messages": msgs})
+        st2, _, d2 = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})
+        counts[name] = st == 200 and st2 == 200 and d["count"] == len(d["tokens"]) == d2["usage"]["prompt_tokens"] \
+            and d["max_model_len"] > 0
+        placeholders[name] = sorted({t for t in d.get("tokens", []) if d["tokens"].count(t) > 20})
+    templ = "<|system|>You are a helpful assistant.<|end|><|user|>What is the capital of France?<|end|><|assistant|>"
+    st, _, d = A.json("POST", "/tokenize", {"prompt": templ})
+    st2, _, d2 = A.json("POST", "/tokenize", {"messages": cases["text"][0]})
+    st3, _, d3 = A.json("POST", "/detokenize", {"tokens": d.get("tokens")})
+    bad = [A.json("POST", "/tokenize", b)[2].get("error", {}).get("param") for b in ({}, {"prompt": ["a", "b"]}, {"messages": "x"})] + \
+          [A.json("POST", "/detokenize", b)[2].get("error", {}).get("param") for b in ({"tokens": [1, -1]}, {"tokens": "x"})]
+    report("/tokenize counts each case's prompt tokens as its completion does; /detokenize reverses it",
+           all(counts.values()) and placeholders["text"] == [] and len(placeholders["image"]) == 1 and len(placeholders["audio"]) == 1
+           and len(placeholders["image+audio"]) == 2 and st == st2 == st3 == 200 and d["tokens"] == d2["tokens"]
+           and d3["prompt"] == templ and bad == ["messages", "prompt", "messages", "tokens[1]", "tokens"],
+           "%s %s %s %s %s %s" % (counts, placeholders, str(d)[:200], str(d2)[:200], str(d3)[:200], bad))
+
     # /v1/completions: the prompt as written, no template; the chat template's own text gives the
     # chat answer token for token, streamed or not; text only
     templ = "<|system|>You are a helpful assistant.<|end|><|user|>What is the capital of France?<|end|><|assistant|>"

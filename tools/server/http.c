@@ -44,6 +44,8 @@ static const struct {
     {"/v1/models", SRV_R_MODELS, "GET", "models"},
     {"/health", SRV_R_HEALTH, "GET", "health"},
     {"/metrics", SRV_R_METRICS, "GET", "metrics"},
+    {"/tokenize", SRV_R_TOKENIZE, "POST", "tokenize"},
+    {"/detokenize", SRV_R_DETOKENIZE, "POST", "detokenize"},
 };
 
 static void add_common_headers(srv_ctx *ctx, struct MHD_Response *r) {
@@ -355,6 +357,8 @@ static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
     case SRV_R_COMPLETIONS: return srv_route_completions(ctx, c, sc);
     case SRV_R_TRANSCRIBE: return srv_route_audio(ctx, c, sc, 0);
     case SRV_R_TRANSLATE: return srv_route_audio(ctx, c, sc, 1);
+    case SRV_R_TOKENIZE: return srv_route_tokenize(ctx, c, sc);
+    case SRV_R_DETOKENIZE: return srv_route_detokenize(ctx, c, sc);
     default: return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", "unrouted request");
     }
 }

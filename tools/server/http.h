@@ -22,6 +22,8 @@ typedef enum {
     SRV_R_MODEL,      /* /v1/models/{id} */
     SRV_R_HEALTH,
     SRV_R_METRICS,
+    SRV_R_TOKENIZE,
+    SRV_R_DETOKENIZE,
 } srv_route;
 
 /* Per-request state (libmicrohttpd's con_cls). */
@@ -77,6 +79,13 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
 enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const char *id);
 enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+enum MHD_Result srv_route_tokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+
+/* The job of choice `index` (sample `sample` of its prompt) of a parsed chat or completions
+ * request: what it needs of r is copied and r's media decoded into it. NULL with e set. */
+struct srv_chat_req;
+srv_job *srv_chat_job(srv_ctx *ctx, const struct srv_chat_req *r, srv_job_kind kind, int index, int sample, srv_error *e);
 
 /* Final (non-streamed) bodies of a request's finished jobs, a choice each (in index order). */
 char *srv_chat_result(srv_job *const *jobs, int n, const char *model, size_t *len);

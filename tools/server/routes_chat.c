@@ -81,7 +81,7 @@ static void *copy_of(const void *src, size_t bytes, int *oom) {
 
 /* The job of choice `index` (sample `sample` of its prompt) of a parsed request: what it needs of
  * r is copied (a request's choices share r) and r's media decoded into it. NULL with e set. */
-static srv_job *make_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, int index, int sample, srv_error *e) {
+srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, int index, int sample, srv_error *e) {
     srv_job *j = srv_job_new(ctx, kind);
     if (!j) {
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -148,7 +148,7 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     srv_new_id(ctx, kind == SRV_JOB_CHAT ? "chatcmpl" : "cmpl", id, sizeof id);
     long long created = (long long)time(NULL);
     for (int i = 0; !rc && i < total; i++) {
-        srv_job *j = jobs[i] = make_job(ctx, &reqs[i / n], kind, i, i % n, e);
+        srv_job *j = jobs[i] = srv_chat_job(ctx, &reqs[i / n], kind, i, i % n, e);
         if (!j) {
             rc = -1;
             break;

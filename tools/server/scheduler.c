@@ -272,6 +272,15 @@ int srv_sched_plan(srv_sched *s, srv_job *j, srv_error *e) {
     return 0;
 }
 
+int srv_sched_prompt_ids(srv_sched *s, srv_job *j, int32_t **ids, size_t *n, srv_error *e) {
+    pm_request rq;
+    job_request(j, &rq);
+    char err[1024] = "";
+    int rc = pm_engine_prompt_ids(s->eng, &rq, ids, n, err, sizeof err);
+    if (rc) status_error(rc, err, e);
+    return rc ? -1 : 0;
+}
+
 static void reject(srv_job *j, int rc, const char *msg) {
     srv_error e;
     status_error(rc, msg, &e);

@@ -16,6 +16,9 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen);
 /* Plans a job not yet queued, on the calling thread (the engine's plan reads only what never
  * changes): 0, or -1 with e the error its admission would answer (400 for a bad prompt). */
 int srv_sched_plan(srv_sched *s, srv_job *j, srv_error *e);
+/* The job's prompt as the decoder would take it (pm_engine_prompt_ids): *ids malloc'd. 0, or -1
+ * with e set. Any thread. */
+int srv_sched_prompt_ids(srv_sched *s, srv_job *j, int32_t **ids, size_t *n, srv_error *e);
 
 /* Queues the n jobs of one request, all or none (the scheduler takes its own reference to each).
  * Returns PM_OK, PM_EBUSY when the queue has no room for all, or PM_ESTATE when the scheduler is

@@ -6,6 +6,7 @@
  *   routes_chat.c  POST /v1/chat/completions, /v1/completions: request -> job, job -> JSON / SSE
  *   routes_audio.c POST /v1/audio/transcriptions|translations
  *   routes_info.c  GET /v1/models, /health, /metrics
+ *   routes_tokens.c POST /tokenize, /detokenize
  *   chat_parse.c   chat / completions request JSON -> prompt + media bytes (pure; unit-tested)
  *   audio_form.c   multipart fields -> transcription request (pure; unit-tested)
  *   multipart.c, base64.c, dataurl.c, json_util.c   small bounded parsers (unit-tested)
