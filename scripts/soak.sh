@@ -14,7 +14,7 @@ PID=$!
 echo "soak: serve options: ${SOAK_SERVE_ARGS:-(none)}"
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -f "$LOG"' EXIT
 for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
-/usr/bin/python3 tests/load/soak.py --port "$PORT" --pid "$PID" --inputs "$FX/inputs" --seconds "$SECS"
+/usr/bin/python3 tests/load/soak.py --port "$PORT" --pid "$PID" --inputs "$FX/inputs" --model "$FX/tiny_model" --seconds "$SECS"
 rc=$?
 grep -Ei "sanitizer|segv|abort" "$LOG" | head -5
 exit $rc

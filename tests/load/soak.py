@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--pid", type=int, required=True)
     ap.add_argument("--inputs", required=True)
+    ap.add_argument("--model", required=True)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--clients", type=int, default=32)
     a = ap.parse_args()
@@ -49,6 +50,13 @@ def main():
     extra = {"text+schema": {"response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},
                              "frequency_penalty": 0.5, "presence_penalty": 0.3, "logit_bias": {"92": 2}}}
     parts["text+schema"] = parts["text"]
+    # tools on auto, the model made to write <|tool_call|>: the lazy mask from there on; salted
+    # (the prompt cache's entries apart), beside the unsalted text requests
+    added = {t["content"]: t["id"] for t in json.load(open(a.model + "/tokenizer.json"))["added_tokens"]}
+    fn = {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string", "maxLength": 6}}, "required": ["q"]}}
+    extra["text+tools"] = {"tools": [{"type": "function", "function": fn}], "logit_bias": {str(added["<|tool_call|>"]): 100},
+                           "cache_salt": "soak", "max_tokens": 300}
+    parts["text+tools"] = parts["text"]
 
     def body(mode, stream):
         return json.dumps(dict({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}],
@@ -65,8 +73,9 @@ def main():
         if not stream:
             d = json.loads(r.read())
             c.close()
-            return 200, d["choices"][0]["message"]["content"]
-        text = ""
+            msg = d["choices"][0]["message"]
+            return 200, json.dumps([t["function"] for t in msg["tool_calls"]]) if msg.get("tool_calls") else msg["content"]
+        text, calls = "", []
         while True:
             line = r.fp.readline()
             if not line:
@@ -79,12 +88,13 @@ def main():
             ev = json.loads(line[6:])
             for ch in ev.get("choices", []):
                 text += ch.get("delta", {}).get("content") or ""
+                calls += [t["function"] for t in ch.get("delta", {}).get("tool_calls", [])]
             if disconnect and text:
                 c.sock.shutdown(socket.SHUT_RDWR)
                 c.close()
                 return 200, None
         c.close()
-        return 200, text
+        return 200, json.dumps(calls) if calls else text
 
     ref = {m: request(m, False)[1] for m in parts}
     stats = {"ok": 0, "mismatch": 0, "e503": 0, "other": 0, "disconnects": 0, "bursts": 0}
@@ -158,6 +168,7 @@ def main():
     def check(name, ok):
         print(("PASS " if ok else "FAIL ") + name)
     check("soak-server-alive", alive and health == 200)
+    check("soak-tools-answer-is-a-call", (ref["text+tools"] or "").startswith('[{"name": "lookup"'))
     check("soak-no-unexpected-errors", stats["other"] == 0)
     check("soak-responses-identical-to-solo", stats["mismatch"] == 0 and stats["ok"] > 0)
     check("soak-overload-answered-503", stats["bursts"] == 0 or stats["e503"] + stats["ok"] > 0)
