@@ -288,7 +288,11 @@ typedef struct pm_engine pm_engine;
 
 typedef struct pm_engine_opts {
     int max_seqs;        /* sequences decoded together (default 16) */
-    int prefill_chunk;   /* prompt rows per step per sequence (default 512) */
+    /* Prompt rows per step per sequence (default 512); a chunk of at least an eighth of that ends
+     * early right after a message's <|end|>, so that a later prompt that shares the messages
+     * shares the chunks (the prompt cache reuses whole chunks only; the chunks a prompt gets
+     * depend only on its ids, so the tokens do not depend on what was cached). */
+    int prefill_chunk;
     pm_limits limits;
     /* KV cache bytes the live sequences may reserve together, each its worst case (prompt after
      * media expansion + max_tokens, in whole pages, plus the prompt's embedding rows and the
@@ -310,7 +314,8 @@ typedef struct pm_engine_opts {
      * official model keeps its cache so when it runs in bf16). 0 (default): fp32, which the parity
      * fixtures hold to. */
     int kv_bf16;
-    /* Prompt (prefix) cache: the KV of ended sequences' prompts is kept, in whole prefill chunks,
+    /* Prompt (prefix) cache: the KV of ended sequences' prompts is kept, in whole prefill chunks
+     * (up to the last chunk boundary a longer prompt shares: a conversation's last <|end|>),
      * and a later prompt that begins with the same rows (token ids; media rows by content; the
      * same adapter and RoPE factors) starts its prefill past them (src/engine/prefix_cache.h).
      * Exact: the tokens are the same bits as without it. An eighth of it keeps the encoders'

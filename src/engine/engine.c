@@ -77,6 +77,7 @@ struct pm_engine {
     pm_media_cache *media;     /* and their media's encoder outputs, beside it */
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     uint8_t *json_allow;    /* the mask's scratch [vocab] */
+    int32_t end_id;         /* <|end|>, after which a prefill chunk may end early (chunk_end); -1: none */
 };
 
 void pm_engine_opts_default(pm_engine_opts *o) {
@@ -112,6 +113,7 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
         return e.code;
     }
     eng->next_id = 1;
+    eng->end_id = pm_model_token_id(m, "<|end|>");
     eng->kv_budget = eng->o.kv_budget < 0 ? -1 : eng->o.kv_budget > 0 ? eng->o.kv_budget : pm_kv_budget_auto(m);
     int64_t cap = eng->o.prefix_cache > 0 ? eng->o.prefix_cache : eng->o.prefix_cache < 0 && eng->o.kv_budget == 0 ? eng->kv_budget / 4 : 0;
     if (cap > 0) {
@@ -150,13 +152,61 @@ static void seq_free(pm_seq *s) {
     free(s);
 }
 
-/* A prompt's whole prefill chunks in kv go to the prompt cache: copied when its prefill has just
- * completed (the sequence goes on), moved when its sequence ends (kept unless a copy holds them). */
+/* Where the prefill chunk of ids[0, n) that starts at p0 ends. A chunk holds prefill_chunk rows,
+ * but ends early right after a message's <|end|> once it holds an eighth of that. Why: a chunk's
+ * numbers depend on all its rows (the GEMM sums them together), so a reuse from the prompt cache
+ * can end only where a chunk ended, and what the next prompt shares with an earlier one ends at a
+ * message: a conversation's next turn begins with the previous prompt up to its last <|end|>,
+ * requests with the same system message share it up to its <|end|>. The rule reads only ids
+ * before the end it returns, so prompts that begin the same way get the same chunks there.
+ * *forced (may be NULL): 1 when the chunk ends only because the prompt does (a longer prompt
+ * would have gone on). */
+static int chunk_end(const pm_engine *eng, const int32_t *ids, int n, int p0, int *forced) {
+    int chunk = eng->o.prefill_chunk, min = chunk / 8 > 0 ? chunk / 8 : 1, cap = p0 + chunk;
+    int end = cap < n ? cap : n;
+    for (int s = p0 + min; s <= end && eng->end_id >= 0; s++)
+        if (ids[s - 1] == eng->end_id) {
+            if (forced) *forced = 0;
+            return s;
+        }
+    if (forced) *forced = end < cap;
+    return end;
+}
+
+/* The chunk boundaries of ids[0, n) up to limit, in order (*bounds malloc'd; 0 is not one): the
+ * places a reuse from the prompt cache may end. With natural, only those a longer prompt that
+ * begins the same way shares (not the prompt's end, unless a chunk ends there anyway). */
+static int chunk_bounds(const pm_engine *eng, const int32_t *ids, int n, int limit, int natural, int **bounds, pm_err *e) {
+    int k = 0, cap = 16, forced = 0;
+    int *b = pm_malloc(sizeof(int) * (size_t)cap, e);
+    if (!b) return -1;
+    for (int p = 0; p < n;) {
+        int q = chunk_end(eng, ids, n, p, &forced);
+        if (q > limit || (natural && forced)) break;
+        if (k == cap) {
+            int *grown = realloc(b, sizeof(int) * (size_t)(cap *= 2));
+            if (!grown) {
+                free(b);
+                return pm_errf(e, PM_ENOMEM, "out of memory for a prompt's chunk boundaries"), -1;
+            }
+            b = grown;
+        }
+        b[k++] = p = q;
+    }
+    *bounds = b;
+    return k;
+}
+
+/* A prompt's whole prefill chunks in kv go to the prompt cache (up to its last chunk boundary
+ * that a longer prompt shares): copied when its prefill has just completed (the sequence goes
+ * on), moved when its sequence ends (kept unless a copy holds them). */
 static void offer_prompt(const pm_engine *eng, const pm_prepared *prep, int n_prompt, pm_kv_cache *kv, int rope_long, int copy) {
-    int chunk = eng->o.prefill_chunk, len = kv->len < n_prompt ? kv->len : n_prompt;
-    len -= len % chunk;
-    if (!eng->prefix || len <= 0) return;
+    if (!eng->prefix) return;
     pm_err e = {0};
+    int *bounds = NULL, nb = chunk_bounds(eng, prep->ids, n_prompt, kv->len < n_prompt ? kv->len : n_prompt, 1, &bounds, &e);
+    int len = nb > 0 ? bounds[nb - 1] : 0;
+    free(bounds);
+    if (len <= 0) return;
     uint64_t *keys = NULL;
     if (pm_prefix_keys(prep, len, eng->m->llm.c.hidden, &keys, &e)) return;
     if (!pm_prefix_cache_put(eng->prefix, keys, prep->embeds, eng->m->llm.c.hidden, len, prep->adapter, rope_long, prep->salt, kv,
@@ -172,10 +222,16 @@ static void offer_prefix(pm_engine *eng, pm_seq *s) {
 static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, int rope_long, pm_kv_cache *kv, pm_err *e) {
     if (!eng->prefix || prep->n < 2 || kv->len) return 0;
     uint64_t *keys = NULL;
-    if (pm_prefix_keys(prep, prep->n, eng->m->llm.c.hidden, &keys, e)) return e->code;
-    int got = pm_prefix_cache_take(eng->prefix, keys, prep->embeds, prep->n, prep->n - 1, eng->o.prefill_chunk, prep->adapter, rope_long,
-                                   prep->salt, &eng->m->llm.c, kv, e);
+    int *bounds = NULL, nb = chunk_bounds(eng, prep->ids, prep->n, prep->n - 1, 0, &bounds, e);
+    if (nb < 0) return e->code;
+    if (pm_prefix_keys(prep, prep->n, eng->m->llm.c.hidden, &keys, e)) {
+        free(bounds);
+        return e->code;
+    }
+    int got = pm_prefix_cache_take(eng->prefix, keys, prep->embeds, prep->n, bounds, nb, prep->adapter, rope_long, prep->salt,
+                                   &eng->m->llm.c, kv, e);
     free(keys);
+    free(bounds);
     return got;
 }
 
@@ -360,8 +416,7 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
     }
     /* the chunks pm_engine_step would run, one forward each: the same numbers */
     while (enc->kv.len < n_prompt && max_rows > 0) {
-        int p0 = enc->kv.len, n = n_prompt - p0;
-        if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
+        int p0 = enc->kv.len, n = chunk_end(eng, enc->prep.ids, n_prompt, p0, NULL) - p0;
         float *rows = NULL; /* only for a chunk past the media rows (a recompute's generated tokens) */
         float *normed = NULL; /* the rows after the final norm, when the prompt is scored */
         pm_llm_trace tr = {NULL, NULL};
@@ -709,8 +764,7 @@ int pm_engine_step(pm_engine *eng) {
             ch[i].logits = s->logits;
             continue;
         }
-        int p0 = s->kv.len, n = s->n_tokens - p0;
-        if (n > eng->o.prefill_chunk) n = eng->o.prefill_chunk;
+        int p0 = s->kv.len, n = chunk_end(eng, s->tokens, s->n_tokens, p0, NULL) - p0;
         rows[i] = pm_malloc(sizeof(float) * (size_t)n * H, &e);
         if (!rows[i] || chunk_rows(llm, &s->prep, s->n_prompt, s->tokens, p0, n, rows[i], &e)) goto fail;
         pm_adapter ad = eng->fault == PM_FAULT_LEAK_ADAPTER ? eng->seqs[0]->prep.adapter : s->prep.adapter;

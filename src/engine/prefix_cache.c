@@ -181,18 +181,18 @@ out:
     return kept;
 }
 
-int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,
+int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, const int *bounds, int n_bounds, int adapter,
                          int rope_long, const char *salt, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
-    if (!pc || chunk <= 0) return 0;
+    if (!pc || n_bounds <= 0) return 0;
     pthread_mutex_lock(&pc->mu);
     pc->lookups++;
     int best = -1, best_len = 0;
     for (int i = 0; i < pc->n; i++) {
         entry *x = &pc->e[i];
         if (!same_scope(x, adapter, rope_long, dst->bf16, salt)) continue;
-        int l = common(x, keys, rows, n);
-        if (l > max_len) l = max_len;
-        l -= l % chunk;
+        int l = common(x, keys, rows, n), k = n_bounds;
+        while (k > 0 && bounds[k - 1] > l) k--;
+        l = k > 0 ? bounds[k - 1] : 0; /* where the prompt's own chunks would have ended */
         if (l > best_len) {
             best = i;
             best_len = l;

@@ -6,13 +6,14 @@
  * prompt, a request with the same system prompt, need not wait), and moved when its sequence ends
  * (dropped then when the copy still holds it).
  *
- * Exact by construction: a prefill runs in chunks of the engine's prefill_chunk rows from
- * position 0, and a chunk's numbers depend on its rows and on the cache before it, so a
- * prompt's whole chunks are the very bits a fresh prefill of any prompt that begins with the same
- * rows computes. Only those are kept (positions [0, k * chunk) of the prompt, never a generated
- * token's, which the decode path computed row by row), and a reuse ends on a chunk boundary, from
- * where the prefill goes on in the same chunks as a fresh one: the tokens come out bit for bit as
- * without the cache. A position's key is its token id, or, for a media row, a hash of the row
+ * Exact by construction: a prefill runs in chunks from position 0 whose boundaries depend only
+ * on the ids before them (the engine's chunk_end: prefill_chunk rows, or fewer up to a message's
+ * <|end|>), and a chunk's numbers depend on its rows and on the cache before it, so a prompt's
+ * whole chunks are the very bits a fresh prefill of any prompt that begins with the same rows
+ * computes. Only those are kept (up to a boundary a longer prompt shares; never a generated
+ * token's, which the decode path computed row by row), and a reuse ends on a boundary of the new
+ * prompt's own chunks, from where the prefill goes on as a fresh one: the tokens come out bit for
+ * bit as without the cache. A position's key is its token id, or, for a media row, a hash of the row
  * itself, and a match there is confirmed on the rows, which an entry keeps (12 KiB a position
  * against 256 KiB of K/V at Phi-4-mini's dims), so that no crafted input can pass for another;
  * the adapter and the RoPE factor set must match too (the speech and vision LoRAs change every
@@ -50,9 +51,9 @@ int pm_prefix_cache_put(pm_prefix_cache *pc, uint64_t *keys, const float *rows, 
                         const char *salt, pm_kv_cache *kv, const pm_llm_config *copy);
 
 /* The longest kept prefix of keys[0, n) (input rows `rows` [n][hidden]) under the same adapter, RoPE factors, element type and salt,
- * cut to a multiple of chunk and to at most max_len positions, copied into dst (an empty cache;
+ * cut to the last of the prompt's chunk boundaries bounds[n_bounds] (ascending) within it, copied into dst (an empty cache;
  * dst->bf16 set): returns the positions copied (dst->len), 0 when none, < 0 on error. */
-int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, int max_len, int chunk, int adapter,
+int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, const int *bounds, int n_bounds, int adapter,
                          int rope_long, const char *salt, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e);
 
 void pm_prefix_cache_stats(pm_prefix_cache *pc, pm_prefix_stats *st);

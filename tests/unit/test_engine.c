@@ -1045,10 +1045,16 @@ static void test_compute_bf16(void **state) {
     pm_model *ms[2] = {f->m, mb};
     pm_engine *eng[2];
     int64_t id[2];
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 2; k++) { /* the prompt's chunks (it ends a chunk at its <|end|>), then its first logits */
         assert_int_equal(pm_engine_new(&eng[k], ms[k], NULL, err, sizeof err), 0);
+        int64_t need;
+        int n_prompt = 0, kv_len = 0;
+        assert_int_equal(pm_engine_plan_need(eng[k], &r, &need, &n_prompt, err, sizeof err), 0);
         assert_int_equal(pm_engine_submit(eng[k], &r, NULL, &id[k], err, sizeof err), 0);
-        assert_true(pm_engine_step(eng[k]) >= 0);
+        while (kv_len < n_prompt) {
+            assert_true(pm_engine_step(eng[k]) > 0);
+            assert_non_null(pm_engine_last_logits(eng[k], id[k], NULL, &kv_len));
+        }
     }
     double rmax, dmax = logits_apart(eng[1], id[1], eng[0], id[0], f->m->llm.c.vocab, &rmax);
     printf("  first logits, bf16 against fp32 products: max_abs=%.3g (max|ref| %.3g)\n", dmax, rmax);
@@ -1369,6 +1375,67 @@ static void test_prefix_cache(void **state) {
     free(b);
 }
 
+/* Prefill chunks end at a message's <|end|> (once an eighth of prefill_chunk long), so that a
+ * conversation's next turn reuses the previous prompt up to its last <|end|>, and a request with
+ * the same system message reuses that message, wherever the 512-row boundaries fall; the tokens
+ * stay those of an engine without the cache, bit for bit. */
+static void test_prefix_cache_messages(void **state) {
+    fx *f = *state;
+    int V = f->m->llm.c.vocab;
+    int32_t end = pm_model_token_id(f->m, "<|end|>");
+    assert_true(end > 0);
+    pm_engine_opts o, plain;
+    pm_engine_opts_default(&o);
+    o.prefill_chunk = 32; /* chunks end early at <|end|> from 4 rows on */
+    plain = o;
+    o.prefix_cache = (int64_t)256 << 20;
+    static const char *sys = "<|system|>You are a careful assistant who answers in one short sentence and never adds anything else.<|end|>";
+    char p1[1024], p2[2048], p3[1024];
+    snprintf(p1, sizeof p1, "%s<|user|>Name the largest planet of the solar system, please.<|end|><|assistant|>", sys);
+    snprintf(p2, sizeof p2, "%s<|user|>Name the largest planet of the solar system, please.<|end|><|assistant|>Jupiter is the largest."
+             "<|end|><|user|>And the smallest one?<|end|><|assistant|>", sys);
+    snprintf(p3, sizeof p3, "%s<|user|>What is the boiling point of water at sea level?<|end|><|assistant|>", sys);
+    const char *prompts[3] = {p1, p2, p3};
+    run ref = {0}, got = {0};
+    for (run *r = &ref; r; r = r == &ref ? &got : NULL)
+        for (int i = 0; i < 2; i++) r->logits[i] = calloc((size_t)STEPS * V, sizeof(float));
+    char err[512];
+    pm_engine *eng, *eng0;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    assert_int_equal(pm_engine_new(&eng0, f->m, &plain, err, sizeof err), 0);
+    /* where each prompt's messages end: p2 reuses p1 up to its last <|end|>, p3 up to the system message's */
+    int last_end[3] = {0}, first_end[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        pm_request q = {.prompt = prompts[k], .max_tokens = STEPS};
+        int32_t *ids;
+        size_t n;
+        assert_int_equal(pm_engine_prompt_ids(eng, &q, &ids, &n, err, sizeof err), 0);
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] == end) {
+                if (!first_end[k]) first_end[k] = (int)i + 1;
+                last_end[k] = (int)i + 1;
+            }
+        assert_true(first_end[k] >= 4 && first_end[k] < 32 && n > 32); /* the system message a chunk of its own; several chunks */
+        free(ids);
+    }
+    pm_prefix_stats st;
+    for (int k = 0; k < 3; k++) {
+        pm_request q = {.prompt = prompts[k], .max_tokens = STEPS};
+        ref.req[k % 2] = got.req[k % 2] = q;
+        pm_engine_prefix_stats(eng, &st);
+        int64_t reused = st.reused;
+        run_in(eng0, &ref, k % 2, 0);
+        run_in(eng, &got, k % 2, k == 2);
+        assert_memory_equal(ref.logits[k % 2], got.logits[k % 2], sizeof(float) * (size_t)STEPS * V);
+        pm_engine_prefix_stats(eng, &st);
+        int want = k == 0 ? 0 : k == 1 ? last_end[0] : first_end[0];
+        assert_int_equal(st.reused - reused, want);
+    }
+    pm_engine_free(eng);
+    pm_engine_free(eng0);
+    for (int i = 0; i < 2; i++) { free(ref.logits[i]); free(got.logits[i]); }
+}
+
 /* One request encoded and prefilled before admission (rows per pm_engine_prefill call: `rows`). */
 static void execute_prefilled(fx *f, run *r, int i, int rows) {
     pm_engine *eng;
@@ -1646,6 +1713,7 @@ int main(void) {
         cmocka_unit_test(test_recompute_cancel_and_error),
         cmocka_unit_test(test_encode_stop_hook),
         cmocka_unit_test(test_prefix_cache),
+        cmocka_unit_test(test_prefix_cache_messages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,8 +1,9 @@
-/* bench_prefix.c — the prompt cache's row: a conversation's next turn. A 1,060-token history is
- * answered once (its prompt's whole chunks stay in the cache), then the next turn (the history and
- * 40 new tokens) is timed from submit to its first token with the cache and in an engine without
- * it, one after the other in this process; the two first tokens' logits must be the same bits (the
- * cache is exact: prefix_cache.h). */
+/* bench_prefix.c — the prompt cache's row: a conversation's next turn. A 1,060-token history (a
+ * system message, a user message, each ending in <|end|>, then <|assistant|>) is answered once (its
+ * prompt's chunks up to its last <|end|> stay in the cache), then the next turn (the history, the
+ * answer and a new message: 40 more tokens) is timed from submit to its first token with the
+ * cache and in an engine without it, one after the other in this process; the two first tokens'
+ * logits must be the same bits (the cache is exact: prefix_cache.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,15 @@ int bench_prefix(bench_ctx *b) {
         seed = seed * 1103515245u + 12345u;
         ids[i] = (int32_t)(1000 + (seed >> 8) % 150000u);
     }
+    /* the messages' ends: a system message, the user's, the answer's and the next message's, each
+     * followed by the next role's tag (absent ids leave random text: the row still runs) */
+    int32_t end = pm_model_token_id(b->m, "<|end|>"), user = pm_model_token_id(b->m, "<|user|>"),
+            assistant = pm_model_token_id(b->m, "<|assistant|>");
+    const int ends[] = {300, HISTORY - 1, HISTORY + 20, HISTORY + TURN - 1};
+    for (int k = 0; !rc && end >= 0 && user >= 0 && assistant >= 0 && k < 4; k++) {
+        ids[ends[k] - 1] = end;
+        ids[ends[k]] = k % 2 ? assistant : user;
+    }
     pm_engine_opts o, plain;
     pm_engine_opts_default(&o);
     o.prefill_chunk = b->o.prefill_chunk;
@@ -133,7 +143,8 @@ int bench_prefix(bench_ctx *b) {
                   json_pack("{s:f, s:f, s:f, s:i, s:i, s:I, s:b}", "fresh_s", t_fresh, "history_s", t_hist, "speedup", t_fresh / t_cached,
                             "history_tokens", HISTORY, "turn_tokens", HISTORY + TURN, "reused", (json_int_t)st.reused, "same_bits", same),
                   "submit to first token of a %d-token prompt whose first %d tokens were an ended prompt: %.2f s, %lld positions from the "
-                  "cache (whole %d-row chunks), against %.2f s without the cache (%.1f x); first token's logits %s",
+                  "cache (its chunks of up to %d rows, each ending at a message's <|end|>), against %.2f s without the cache (%.1f x); "
+                  "first token's logits %s",
                   HISTORY + TURN, HISTORY, t_cached, (long long)st.reused, o.prefill_chunk, t_fresh, t_fresh / t_cached,
                   same ? "the same bits" : "DIFFER (a bug: the cache must be exact)");
         if (!same) rc = PM_ESTATE;
