@@ -183,7 +183,7 @@ out:
 
 int pm_prefix_cache_take(pm_prefix_cache *pc, const uint64_t *keys, const float *rows, int n, const int *bounds, int n_bounds, int adapter,
                          int rope_long, const char *salt, const pm_llm_config *c, pm_kv_cache *dst, pm_err *e) {
-    if (!pc || n_bounds <= 0) return 0;
+    if (!pc) return 0;
     pthread_mutex_lock(&pc->mu);
     pc->lookups++;
     int best = -1, best_len = 0;

@@ -4,10 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_media.h"
 #include "cli_util.h"
 #include "commands.h"
-
-#define MAX_MEDIA 64
 
 static int print_token(void *user, int32_t token, const char *text, size_t len) {
     (void)user;
@@ -105,56 +104,6 @@ static void usage_generate(void) {
             "  --stats               print prompt/completion tokens and timings to stderr\n");
 }
 
-typedef struct media_set {
-    pm_audio_in audio[MAX_MEDIA];
-    pm_image_in image[MAX_MEDIA];
-    int n_audio, n_image;
-} media_set;
-
-static void media_free(media_set *ms) {
-    for (int i = 0; i < ms->n_audio; i++) pm_audio_in_free(&ms->audio[i]);
-    for (int i = 0; i < ms->n_image; i++) pm_image_in_free(&ms->image[i]);
-}
-
-/* Decodes a clip, stopping once the request's clips run over max_seconds in all (<= 0: no limit):
- * a small compressed file can decode to many GB. */
-static int load_audio(const char *cmd, media_set *ms, const char *path, double max_seconds) {
-    char err[1024];
-    size_t len;
-    if (ms->n_audio >= MAX_MEDIA) return cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
-    double before = 0;
-    for (int i = 0; i < ms->n_audio; i++) before += (double)ms->audio[i].n_samples / ms->audio[i].sample_rate;
-    if (max_seconds > 0 && before >= max_seconds)
-        return cli_fail(cmd, "%s: the clips before it already reach the limit of %.4f s per request (--max-audio-seconds)", path,
-                        max_seconds);
-    void *buf = cli_read_file(path, &len, err, sizeof err);
-    if (!buf) return cli_fail(cmd, "%s", err);
-    double left = max_seconds > 0 ? max_seconds - before : 0.0;
-    int rc = pm_audio_decode_max(buf, len, path, left, &ms->audio[ms->n_audio], err, sizeof err);
-    free(buf);
-    if (rc == PM_ELIMIT && before > 0)
-        return cli_fail(cmd, "%s: the clips run over the limit of %.4f s per request (%.4f s before this one; --max-audio-seconds)", path,
-                        max_seconds, before);
-    if (rc) return cli_fail(cmd, "%s", err);
-    ms->n_audio++;
-    return 0;
-}
-
-static int load_image(const char *cmd, media_set *ms, const char *path) {
-    char err[1024];
-    size_t len;
-    if (ms->n_image >= MAX_MEDIA) return cli_fail(cmd, "too many --image files (max %d)", MAX_MEDIA);
-    void *buf = cli_read_file(path, &len, err, sizeof err);
-    if (!buf) return cli_fail(cmd, "%s", err);
-    pm_limits lim;
-    pm_limits_default(&lim);
-    int rc = pm_image_decode(buf, len, path, lim.max_image_pixels, &ms->image[ms->n_image], err, sizeof err);
-    free(buf);
-    if (rc) return cli_fail(cmd, "%s", err);
-    ms->n_image++;
-    return 0;
-}
-
 /* Runs one request and streams it; returns the exit status. */
 static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
     done_info d = {PM_FINISH_ERROR, 0, 0, "", m};
@@ -206,9 +155,9 @@ int pm_cmd_generate(int argc, char **argv) {
     long top_k = 0, seed = 0, logprobs = -1;
     pm_logit_bias bias[PM_MAX_LOGIT_BIAS];
     int n_bias = 0;
-    media_set ms = {0};
+    cli_media ms = {0};
     int rc = 0, n_audio_paths = 0;
-    const char *audio_paths[MAX_MEDIA];
+    const char *audio_paths[CLI_MAX_MEDIA];
     pm_engine_opts opts;
     pm_engine_opts_default(&opts);
     pm_load_options lo = {0};
@@ -221,7 +170,7 @@ int pm_cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage_generate();
-            media_free(&ms);
+            cli_media_free(&ms);
             free(schema);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) dir = v;
@@ -242,10 +191,10 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
         else if (!strcmp(a, "--audio")) {
-            if (n_audio_paths >= MAX_MEDIA) rc = cli_fail(cmd, "too many --audio files (max %d)", MAX_MEDIA);
+            if (n_audio_paths >= CLI_MAX_MEDIA) rc = cli_fail(cmd, "too many --audio files (max %d)", CLI_MAX_MEDIA);
             else audio_paths[n_audio_paths++] = v; /* decoded once every option (the limit) is known */
         }
-        else if (!strcmp(a, "--image")) rc = load_image(cmd, &ms, v);
+        else if (!strcmp(a, "--image")) rc = cli_load_image(cmd, &ms, v);
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 0, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
@@ -268,9 +217,9 @@ int pm_cmd_generate(int argc, char **argv) {
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
     if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
-    for (int i = 0; i < n_audio_paths && !rc; i++) rc = load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
+    for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     if (rc) {
-        media_free(&ms);
+        cli_media_free(&ms);
         free(schema);
         return rc;
     }
@@ -290,7 +239,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_model *m = NULL;
     if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) {
         free(full);
-        media_free(&ms);
+        cli_media_free(&ms);
         free(schema);
         return cli_fail(cmd, "%s", err);
     }
@@ -326,7 +275,7 @@ int pm_cmd_generate(int argc, char **argv) {
     rc = run_request(cmd, m, &req, &opts, stats);
     pm_model_free(m);
     free(full);
-    media_free(&ms);
+    cli_media_free(&ms);
     free(schema);
     return rc;
 }
@@ -335,7 +284,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
     const char *cmd = "transcribe", *dir = NULL;
     long n = 512;
     int nfiles = 0, rc = 0;
-    const char *files[MAX_MEDIA];
+    const char *files[CLI_MAX_MEDIA];
     pm_load_options lo = {0};
     pm_engine_opts opts;
     pm_engine_opts_default(&opts);
@@ -354,7 +303,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
-        else if (nfiles < MAX_MEDIA) files[nfiles++] = a;
+        else if (nfiles < CLI_MAX_MEDIA) files[nfiles++] = a;
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !nfiles) rc = cli_fail(cmd, "no audio files given");
@@ -364,10 +313,10 @@ int pm_cmd_transcribe(int argc, char **argv) {
     if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) return cli_fail(cmd, "%s", err);
     cli_compute_note(cmd, &lo, m);
     for (int f = 0; f < nfiles && !rc; f++) {
-        media_set ms = {0};
+        cli_media ms = {0};
         pm_limits lim;
         pm_limits_default(&lim);
-        if ((rc = load_audio(cmd, &ms, files[f], lim.max_audio_seconds))) break;
+        if ((rc = cli_load_audio(cmd, &ms, files[f], lim.max_audio_seconds))) break;
         pm_request req = {0};
         req.prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
         req.audios = ms.audio;
@@ -375,7 +324,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
         req.max_tokens = (int)n;
         if (nfiles > 1) printf("%s: ", files[f]);
         rc = run_request(cmd, m, &req, &opts, 0);
-        media_free(&ms);
+        cli_media_free(&ms);
     }
     pm_model_free(m);
     return rc;

@@ -5,6 +5,7 @@
 /* Each returns the process exit status (0 success). argv[0] is the subcommand name. */
 int pm_cmd_generate(int argc, char **argv);
 int pm_cmd_transcribe(int argc, char **argv);
+int pm_cmd_chat(int argc, char **argv);
 int pm_cmd_info(int argc, char **argv);
 int pm_cmd_synth(int argc, char **argv);
 int pm_cmd_parity(int argc, char **argv);

@@ -11,6 +11,7 @@
  * missing one reports itself instead of crashing. */
 #pragma weak pm_cmd_generate
 #pragma weak pm_cmd_transcribe
+#pragma weak pm_cmd_chat
 #pragma weak pm_cmd_info
 #pragma weak pm_cmd_synth
 #pragma weak pm_cmd_parity
@@ -68,6 +69,7 @@ int main(int argc, char **argv) {
     const command cmds[] = {
         {"generate", pm_cmd_generate, "generate text from a prompt with optional --audio/--image inputs"},
         {"transcribe", pm_cmd_transcribe, "speech recognition with the official ASR prompt"},
+        {"chat", pm_cmd_chat, "a conversation on stdin, each turn past the history (prompt cache)"},
         {"serve", pm_cmd_serve, "OpenAI-compatible HTTP server"},
         {"info", pm_cmd_info, "print a checkpoint's summary"},
         {"parity", pm_cmd_parity, "compare every stage with a reference fixture set"},

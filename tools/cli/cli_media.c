@@ -1,0 +1,50 @@
+/* cli_media.c — see cli_media.h. */
+#include "cli_media.h"
+
+#include <stdlib.h>
+
+#include "cli_util.h"
+
+void cli_media_free(cli_media *ms) {
+    for (int i = 0; i < ms->n_audio; i++) pm_audio_in_free(&ms->audio[i]);
+    for (int i = 0; i < ms->n_image; i++) pm_image_in_free(&ms->image[i]);
+}
+
+/* Decodes a clip, stopping once the request's clips run over max_seconds in all (<= 0: no limit):
+ * a small compressed file can decode to many GB. */
+int cli_load_audio(const char *cmd, cli_media *ms, const char *path, double max_seconds) {
+    char err[1024];
+    size_t len;
+    if (ms->n_audio >= CLI_MAX_MEDIA) return cli_fail(cmd, "too many audio clips (max %d)", CLI_MAX_MEDIA);
+    double before = 0;
+    for (int i = 0; i < ms->n_audio; i++) before += (double)ms->audio[i].n_samples / ms->audio[i].sample_rate;
+    if (max_seconds > 0 && before >= max_seconds)
+        return cli_fail(cmd, "%s: the clips before it already reach the limit of %.4f s per request (--max-audio-seconds)", path,
+                        max_seconds);
+    void *buf = cli_read_file(path, &len, err, sizeof err);
+    if (!buf) return cli_fail(cmd, "%s", err);
+    double left = max_seconds > 0 ? max_seconds - before : 0.0;
+    int rc = pm_audio_decode_max(buf, len, path, left, &ms->audio[ms->n_audio], err, sizeof err);
+    free(buf);
+    if (rc == PM_ELIMIT && before > 0)
+        return cli_fail(cmd, "%s: the clips run over the limit of %.4f s per request (%.4f s before this one; --max-audio-seconds)", path,
+                        max_seconds, before);
+    if (rc) return cli_fail(cmd, "%s", err);
+    ms->n_audio++;
+    return 0;
+}
+
+int cli_load_image(const char *cmd, cli_media *ms, const char *path) {
+    char err[1024];
+    size_t len;
+    if (ms->n_image >= CLI_MAX_MEDIA) return cli_fail(cmd, "too many images (max %d)", CLI_MAX_MEDIA);
+    void *buf = cli_read_file(path, &len, err, sizeof err);
+    if (!buf) return cli_fail(cmd, "%s", err);
+    pm_limits lim;
+    pm_limits_default(&lim);
+    int rc = pm_image_decode(buf, len, path, lim.max_image_pixels, &ms->image[ms->n_image], err, sizeof err);
+    free(buf);
+    if (rc) return cli_fail(cmd, "%s", err);
+    ms->n_image++;
+    return 0;
+}
