@@ -324,7 +324,17 @@ typedef struct pm_engine_opts {
      * quarter of the automatic kv_budget, taken from it (off when kv_budget is given). A prompt
      * scored with prompt_logprobs computes every position. */
     int64_t prefix_cache;
+    /* Prompt-lookup drafting: while one sequence decodes alone, when its last tokens occurred
+     * before (in the prompt or the answer), the up to draft_tokens tokens that followed them there
+     * are checked in the same forward as the next token, and each one the sampler would have taken
+     * anyway comes out of that one pass over the weights (a decode step at batch 1 reads the whole
+     * checkpoint for a token; a few more rows cost little). Exact: the rows of a short chunk are
+     * computed as the one-row steps compute them (ops.h), and the tokens are sampled in order from
+     * them as the steps would, so the tokens, log-probabilities and random draws are the same bits
+     * as without it. 0 (default): off; at most PM_MAX_DRAFT. */
+    int draft_tokens;
 } pm_engine_opts;
+enum { PM_MAX_DRAFT = 15 };
 void pm_engine_opts_default(pm_engine_opts *o);
 
 /* What the prompt cache did so far (all 0 when it is off). */
@@ -385,6 +395,8 @@ int pm_engine_step(pm_engine *eng);
 int pm_engine_cancel(pm_engine *eng, int64_t seq_id);
 int pm_engine_live(const pm_engine *eng);
 void pm_engine_prefix_stats(const pm_engine *eng, pm_prefix_stats *st);
+/* Tokens drafted (pm_engine_opts.draft_tokens) and taken so far. */
+void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *accepted);
 /* The KV bytes a request would reserve, computed without running any encoder; fails as
  * pm_engine_submit would on a malformed request or one larger than the budget (PM_ELIMIT). */
 int pm_engine_kv_need(const pm_engine *eng, const pm_request *req, int64_t *bytes, char *err, size_t errlen);

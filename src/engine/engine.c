@@ -62,6 +62,9 @@ typedef struct pm_seq {
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
+    int32_t draft[PM_MAX_DRAFT]; /* this step's drafted tokens (pm_engine_opts.draft_tokens), checked after its next */
+    int n_draft;
+    int draft_room;         /* how many the next drafting step may check (grows while drafts are taken) */
 } pm_seq;
 
 struct pm_engine {
@@ -78,6 +81,8 @@ struct pm_engine {
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     uint8_t *json_allow;    /* the mask's scratch [vocab] */
     int32_t end_id;         /* <|end|>, after which a prefill chunk may end early (chunk_end); -1: none */
+    float *draft_logits;    /* [1 + draft_tokens][vocab]: a drafting step's rows' logits */
+    int64_t drafted, accepted; /* tokens drafted and taken so far (pm_engine_draft_stats) */
 };
 
 void pm_engine_opts_default(pm_engine_opts *o) {
@@ -88,6 +93,7 @@ void pm_engine_opts_default(pm_engine_opts *o) {
     o->kv_budget = 0;
     o->kv_bf16 = 0;
     o->prefix_cache = 0;
+    o->draft_tokens = 0;
 }
 
 static void set_err(char *err, size_t errlen, const pm_err *e) {
@@ -106,6 +112,8 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
     else pm_engine_opts_default(&eng->o);
     if (eng->o.max_seqs <= 0) eng->o.max_seqs = 16;
     if (eng->o.prefill_chunk <= 0) eng->o.prefill_chunk = 512;
+    if (eng->o.draft_tokens < 0) eng->o.draft_tokens = 0;
+    if (eng->o.draft_tokens > PM_MAX_DRAFT) eng->o.draft_tokens = PM_MAX_DRAFT;
     eng->seqs = pm_calloc((size_t)eng->o.max_seqs, sizeof *eng->seqs, &e);
     if (!eng->seqs) {
         free(eng);
@@ -114,6 +122,14 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
     }
     eng->next_id = 1;
     eng->end_id = pm_model_token_id(m, "<|end|>");
+    if (eng->o.draft_tokens &&
+        !(eng->draft_logits = malloc(sizeof(float) * (size_t)(eng->o.draft_tokens + 1) * (size_t)m->llm.c.vocab))) {
+        free(eng->seqs);
+        free(eng);
+        pm_errf(&e, PM_ENOMEM, "out of memory for the drafted rows' logits");
+        set_err(err, errlen, &e);
+        return e.code;
+    }
     eng->kv_budget = eng->o.kv_budget < 0 ? -1 : eng->o.kv_budget > 0 ? eng->o.kv_budget : pm_kv_budget_auto(m);
     int64_t cap = eng->o.prefix_cache > 0 ? eng->o.prefix_cache : eng->o.prefix_cache < 0 && eng->o.kv_budget == 0 ? eng->kv_budget / 4 : 0;
     if (cap > 0) {
@@ -123,6 +139,7 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
         if (!(eng->prefix = pm_prefix_cache_new(cap - cap / 8)) || !eng->media) {
             pm_media_cache_free(eng->media);
             pm_prefix_cache_free(eng->prefix);
+            free(eng->draft_logits);
             free(eng->seqs);
             free(eng);
             pm_errf(&e, PM_ENOMEM, "out of memory for the prompt cache");
@@ -260,8 +277,48 @@ void pm_engine_free(pm_engine *eng) {
     pm_media_cache_free(eng->media);
     pm_json_vocab_free(eng->json_vocab);
     free(eng->json_allow);
+    free(eng->draft_logits);
     free(eng->seqs);
     free(eng);
+}
+
+void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *accepted) {
+    if (drafted) *drafted = eng ? eng->drafted : 0;
+    if (accepted) *accepted = eng ? eng->accepted : 0;
+}
+
+/* Prompt lookup: the tokens that followed an earlier occurrence of the sequence's last 3 (else 2)
+ * tokens, as many as the step may check (s->draft, s->n_draft; 0 when none). Only while
+ * it decodes alone (beside others the batch already shares each pass over the weights), within
+ * its max_tokens and context, and, before the LongRoPE switch, only over positions the short
+ * factors cover (the switch happens at the same step as without drafts). */
+static void draft_tokens(const pm_engine *eng, pm_seq *s) {
+    const pm_llm_config *c = &eng->m->llm.c;
+    int n = s->n_tokens, p0 = s->kv.len, k = s->draft_room ? s->draft_room : 2;
+    s->n_draft = 0;
+    if (!eng->o.draft_tokens || eng->n != 1 || s->n_gen < 1 || n - p0 != 1 || pm_prompt_lp_pending(&s->plp)) return;
+    if (k > eng->o.draft_tokens) k = eng->o.draft_tokens;
+    if (k > s->max_tokens - s->n_gen - 1) k = s->max_tokens - s->n_gen - 1;
+    if (k > s->max_context - n - 1) k = s->max_context - n - 1;
+    if (!s->rope_long && k > c->orig_max_pos - 1 - p0) k = c->orig_max_pos - 1 - p0;
+    for (int g = 3; g >= 2 && k > 0; g--) { /* the latest occurrence with k tokens after it, else the one with most */
+        if (n <= g) continue;
+        const int32_t *tail = s->tokens + n - g;
+        int best = -1, best_m = 0;
+        for (int q = n - g - 1; q >= 0 && best_m < k; q--)
+            if (s->tokens[q] == tail[0] && !memcmp(s->tokens + q, tail, sizeof(int32_t) * (size_t)g)) {
+                int m = n - (q + g) < k ? n - (q + g) : k;
+                if (m > best_m) {
+                    best = q;
+                    best_m = m;
+                }
+            }
+        if (best >= 0) {
+            memcpy(s->draft, s->tokens + best + g, sizeof(int32_t) * (size_t)best_m);
+            s->n_draft = best_m;
+            return;
+        }
+    }
 }
 
 int pm_engine_live(const pm_engine *eng) { return eng->n; }
@@ -427,7 +484,7 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
         if (pm_prompt_lp_pending(&enc->plp) && !(tr.final_norm = normed = pm_malloc(sizeof(float) * (size_t)n * llm->c.hidden, &e)))
             goto chunk_out;
         pm_llm_chunk c = {&enc->kv, rows ? rows : enc->prep.embeds + (size_t)p0 * llm->c.hidden, n, enc->prep.adapter, enc->rope_long,
-                          p0 + n == n_prompt ? enc->logits : NULL, normed ? &tr : NULL};
+                          p0 + n == n_prompt ? enc->logits : NULL, normed ? &tr : NULL, 0};
         if (!pm_llm_forward(llm, &c, 1, &e) && normed) pm_prompt_lp_score(&enc->plp, llm, normed, p0, n, enc->prep.ids, &e);
     chunk_out:
         free(rows);
@@ -735,6 +792,80 @@ static int is_eos(const pm_llm_config *c, int32_t t) {
     return 0;
 }
 
+/* Samples sequence i's next token from s->logits (the model's, after its last position), reports
+ * and emits it (*out, when it is kept): 1 when the sequence ended here (finished and gone from
+ * eng->seqs), 0 when it goes on, < 0 when the step fails (e set). */
+static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
+    const pm_llm *llm = &eng->m->llm;
+    pm_seq *s = eng->seqs[i];
+    const float *raw = s->logits; /* the model's logits, for the log-probabilities */
+    if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
+    if (s->json) { /* the end tokens, and a lazy value's closing one, once the value is complete */
+        int32_t ends[PM_MAX_EOS + 1];
+        int n_ends = llm->c.n_eos;
+        memcpy(ends, llm->c.eos_ids, sizeof(int32_t) * (size_t)n_ends);
+        if (s->json_close >= 0) ends[n_ends++] = s->json_close;
+        pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
+    }
+    if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)))
+        for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
+    int32_t t = pm_sampler_next(&s->sampler, s->logits);
+    if (s->json && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
+        seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the value");
+        return 1;
+    }
+    int eos = is_eos(&llm->c, t);
+    if (s->top_logprobs >= 0 && (!eos || s->logprobs_eos)) report_logprobs(s, raw, llm->c.vocab, t);
+    if (eos) {
+        char *txt = NULL;
+        size_t tl = 0;
+        int cancel = 0;
+        if (!pm_tok_stream_flush(s->stream, &txt, &tl, e)) emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
+        free(txt);
+        seq_finish(eng, i, PM_FINISH_STOP, NULL);
+        return 1;
+    }
+    s->tokens[s->n_tokens++] = t;
+    s->n_gen++;
+    if (pm_sampler_accept(&s->sampler, t)) {
+        seq_finish(eng, i, PM_FINISH_ERROR, "out of memory for the penalties' table of the generated tokens");
+        return 1;
+    }
+    int closed = s->json && t == s->json_close; /* a lazy value's end: the request's too */
+    if (s->json && !closed) { /* the mask let only continuations through */
+        size_t bl = 0;
+        const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
+        pm_json_feed(&s->json_state, b, bl);
+    } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
+        s->json = 1;
+        pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
+    }
+    char *txt = NULL;
+    size_t tl = 0;
+    int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context || closed;
+    if (pm_tok_stream_push(s->stream, t, &txt, &tl, e)) return -1;
+    if (last) { /* flush what the detokenizer still holds */
+        char *t2 = NULL;
+        size_t l2 = 0;
+        if (!pm_tok_stream_flush(s->stream, &t2, &l2, e) && l2) {
+            char *cat = realloc(txt, tl + l2 + 1);
+            if (cat) {
+                memcpy(cat + tl, t2, l2);
+                txt = cat;
+                tl += l2;
+            }
+        }
+        free(t2);
+    }
+    stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
+    free(txt);
+    *out = t;
+    if (stopped || closed) seq_finish(eng, i, PM_FINISH_STOP, NULL);
+    else if (cancel) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
+    else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+    return stopped || closed || cancel || last;
+}
+
 int pm_engine_step(pm_engine *eng) {
     pm_err e = {0};
     const pm_llm *llm = &eng->m->llm;
@@ -765,11 +896,19 @@ int pm_engine_step(pm_engine *eng) {
             continue;
         }
         int p0 = s->kv.len, n = chunk_end(eng, s->tokens, s->n_tokens, p0, NULL) - p0;
-        rows[i] = pm_malloc(sizeof(float) * (size_t)n * H, &e);
-        if (!rows[i] || chunk_rows(llm, &s->prep, s->n_prompt, s->tokens, p0, n, rows[i], &e)) goto fail;
+        draft_tokens(eng, s); /* the next token's row, then the drafted ones' */
+        rows[i] = pm_malloc(sizeof(float) * (size_t)(n + s->n_draft) * H, &e);
+        if (!rows[i] || chunk_rows(llm, &s->prep, s->n_prompt, s->tokens, p0, n, rows[i], &e) ||
+            (s->n_draft && pm_llm_embed(llm, s->draft, s->n_draft, rows[i] + (size_t)n * H, &e)))
+            goto fail;
         pm_adapter ad = eng->fault == PM_FAULT_LEAK_ADAPTER ? eng->seqs[0]->prep.adapter : s->prep.adapter;
         if (pm_prompt_lp_pending(&s->plp) && !(tr[i].final_norm = pm_malloc(sizeof(float) * (size_t)n * H, &e))) goto fail;
-        pm_llm_chunk c = {&s->kv, rows[i], n, ad, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL, tr[i].final_norm ? &tr[i] : NULL};
+        pm_llm_chunk c = {&s->kv, rows[i], n + s->n_draft, ad, s->rope_long, p0 + n == s->n_tokens ? s->logits : NULL,
+                          tr[i].final_norm ? &tr[i] : NULL, 0};
+        if (s->n_draft) {
+            c.logits = eng->draft_logits;
+            c.n_logits = 1 + s->n_draft;
+        }
         ch[i] = c;
     }
     /* Prefill chunks run one forward each, so a prompt's numbers never depend on what else is in
@@ -802,70 +941,29 @@ int pm_engine_step(pm_engine *eng) {
             seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
             continue;
         }
-        const float *raw = s->logits; /* the model's logits, for the log-probabilities */
-        if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
-        if (s->json) { /* the end tokens, and a lazy value's closing one, once the value is complete */
-            int32_t ends[PM_MAX_EOS + 1];
-            int n_ends = llm->c.n_eos;
-            memcpy(ends, llm->c.eos_ids, sizeof(int32_t) * (size_t)n_ends);
-            if (s->json_close >= 0) ends[n_ends++] = s->json_close;
-            pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
-        }
-        if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)))
-            for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
-        int32_t t = pm_sampler_next(&s->sampler, s->logits);
-        if (s->json && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
-            seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the value");
-            continue;
-        }
-        int eos = is_eos(&llm->c, t);
-        if (s->top_logprobs >= 0 && (!eos || s->logprobs_eos)) report_logprobs(s, raw, llm->c.vocab, t);
-        if (eos) {
-            char *txt = NULL;
-            size_t tl = 0;
-            int cancel = 0;
-            if (!pm_tok_stream_flush(s->stream, &txt, &tl, &e)) emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
-            free(txt);
-            seq_finish(eng, i, PM_FINISH_STOP, NULL);
-            continue;
-        }
-        s->tokens[s->n_tokens++] = t;
-        s->n_gen++;
-        if (pm_sampler_accept(&s->sampler, t)) {
-            seq_finish(eng, i, PM_FINISH_ERROR, "out of memory for the penalties' table of the generated tokens");
-            continue;
-        }
-        int closed = s->json && t == s->json_close; /* a lazy value's end: the request's too */
-        if (s->json && !closed) { /* the mask let only continuations through */
-            size_t bl = 0;
-            const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
-            pm_json_feed(&s->json_state, b, bl);
-        } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
-            s->json = 1;
-            pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
-        }
-        char *txt = NULL;
-        size_t tl = 0;
-        int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context || closed;
-        if (pm_tok_stream_push(s->stream, t, &txt, &tl, &e)) goto fail;
-        if (last) { /* flush what the detokenizer still holds */
-            char *t2 = NULL;
-            size_t l2 = 0;
-            if (!pm_tok_stream_flush(s->stream, &t2, &l2, &e) && l2) {
-                char *cat = realloc(txt, tl + l2 + 1);
-                if (cat) {
-                    memcpy(cat + tl, t2, l2);
-                    txt = cat;
-                    tl += l2;
-                }
+        /* a drafting step: the rows in order, each sampled as a step would (its logits in
+         * s->logits), for as long as the sampler takes the drafted token; the K/V past the last
+         * token taken goes (the positions are written again) */
+        int nd = s->n_draft, p0 = s->kv.len - ch[i].n;
+        for (int j = 0; j <= nd; j++) {
+            int32_t t = -1;
+            if (nd) {
+                memcpy(s->logits, eng->draft_logits + (size_t)j * llm->c.vocab, sizeof(float) * (size_t)llm->c.vocab);
+                s->kv.len = p0 + 1 + j;
             }
-            free(t2);
+            int r = take_token(eng, i, &t, &e);
+            if (r < 0) goto fail;
+            if (r > 0 || j == nd || t != s->draft[j]) {
+                /* a step of more rows streams the weights slower (5 rows: ~2.2 x a row's time on the
+                 * 2-vCPU VM), so the next draft is as long as this one's taken part, twice that
+                 * when all of it was taken */
+                if (nd && r == 0) s->draft_room = j == nd ? 2 * nd : j > 0 ? j : 1;
+                break;
+            }
+            eng->accepted++;
         }
-        stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
-        free(txt);
-        if (stopped || closed) seq_finish(eng, i, PM_FINISH_STOP, NULL);
-        else if (cancel) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
-        else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+        eng->drafted += nd;
+        if (i < eng->n && eng->seqs[i] == s) s->n_draft = 0;
     }
     free(ch);
     for (int i = 0; i < nc; i++) {

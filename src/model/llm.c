@@ -547,15 +547,23 @@ int pm_llm_forward(const pm_llm *m, pm_llm_chunk *ch, int nc, pm_err *e) {
     for (int i = 0; i < nc; i++) {
         if (ch[i].trace && ch[i].trace->final_norm)
             pm_rmsnorm(ch[i].trace->final_norm, x + (size_t)off[i] * H, m->final_norm, ch[i].n, H, c->rms_eps);
-        if (ch[i].logits) pm_rmsnorm(xn + (size_t)(nl++) * H, x + (size_t)(off[i] + ch[i].n - 1) * H, m->final_norm, 1, H, c->rms_eps);
+        int k = ch[i].n_logits > 1 && ch[i].n_logits <= ch[i].n ? ch[i].n_logits : 1;
+        if (ch[i].logits) {
+            pm_rmsnorm(xn + (size_t)nl * H, x + (size_t)(off[i] + ch[i].n - k) * H, m->final_norm, k, H, c->rms_eps);
+            nl += k;
+        }
     }
     if (nl) {
         float *lg = pm_malloc(sizeof(float) * (size_t)nl * c->vocab, e);
         if (!lg) goto done;
         pm_linear(lg, xn, nl, m->lm_head, NULL);
-        int k = 0;
-        for (int i = 0; i < nc; i++)
-            if (ch[i].logits) memcpy(ch[i].logits, lg + (size_t)(k++) * c->vocab, sizeof(float) * (size_t)c->vocab);
+        size_t r = 0;
+        for (int i = 0; i < nc; i++) {
+            size_t k = ch[i].n_logits > 1 && ch[i].n_logits <= ch[i].n ? (size_t)ch[i].n_logits : 1;
+            if (!ch[i].logits) continue;
+            memcpy(ch[i].logits, lg + r * c->vocab, sizeof(float) * k * (size_t)c->vocab);
+            r += k;
+        }
         free(lg);
     }
 done:

@@ -117,6 +117,7 @@ typedef struct pm_llm_chunk {
     int rope_long;         /* 1: long factors (sequence longer than orig_max_pos) */
     float *logits;         /* if non-NULL: [vocab] logits of the chunk's last position */
     pm_llm_trace *trace;   /* may be NULL */
+    int n_logits;          /* with logits: the last n_logits positions' ([n_logits][vocab]; 0 means 1) */
 } pm_llm_chunk;
 
 /* Runs the decoder over all chunks, appends their K/V, writes requested logits. */

@@ -7,8 +7,9 @@ prefill new requests on their prompt thread, B inline on the inference thread):
   B: --parallel 1 --max-queue 1 --max-body 1M --prompt-threads inline (overload, body cap)
   C: --parallel 4 --kv-budget 3M --max-request-memory 2M               (KV budget: refuse, wait, serve;
                                                                       decoded-media budget)
-  D: --parallel 4 --prefill-chunk 2                                    (a short text request past a busy
-                                                                      prompt thread)
+  D: --parallel 4 --prefill-chunk 2 --draft 4                          (a short text request past a busy
+                                                                      prompt thread; the prompt cache;
+                                                                      drafts)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
 every loop is bounded. Writes the CLI's reference outputs to --expected for the openai-client test.
 """
@@ -666,6 +667,19 @@ def main():
            and all(s == 400 and b["error"]["param"] == "cache_salt" for s, _, b in bad) and sc == 200,
            "%s %s, hits %s -> %s -> %s, media %s -> %s -> %s, bad %s, completions %s" %
            (sa, sb, h2, ha, hb, m1, ma, mb, [(s, str(b)[:80]) for s, _, b in bad], sc))
+    # --draft (server D): a request pushed to repeat a word (a logit bias) decodes with drafts taken,
+    # and answers as server A (no drafts) does, streamed or not
+    word = "1000"  # a plain token of the vocabulary
+    db = {"messages": cases["text"][0], "max_tokens": 24, "logit_bias": {word: 100}}
+    t0, a0 = D.metric("phi4mm_draft_tokens_total"), D.metric("phi4mm_draft_accepted_total")
+    st, _, d = D.json("POST", "/v1/chat/completions", db)
+    st2, _, d2 = A.json("POST", "/v1/chat/completions", db)
+    st3, ev, _ = D.stream("/v1/chat/completions", dict(db, stream=True))
+    t1, a1 = D.metric("phi4mm_draft_tokens_total"), D.metric("phi4mm_draft_accepted_total")
+    report("--draft: drafts taken, the answer the same as without them (streamed too)",
+           st == st2 == st3 == 200 and chat_content(d) == chat_content(d2) and stream_content(ev)[0] == chat_content(d)
+           and d["usage"] == d2["usage"] and a1 > a0 and t1 >= a1 and A.metric("phi4mm_draft_tokens_total") == 0,
+           "%s / %s; drafted %s -> %s, taken %s -> %s" % (str(d)[:200], str(d2)[:200], t0, t1, a0, a1))
 
     # local media path inside --allow-media-dir gives the same answer as the data: URL
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + I + "/image.png"}},

@@ -56,7 +56,7 @@ wait_ready() { # name -> prints the port
 start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
 start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline
 start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64 --recache
-start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64
+start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64 --draft 4
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
 PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }

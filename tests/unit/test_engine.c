@@ -572,6 +572,88 @@ static void test_json_mode(void **state) {
     submit_refused(f, &r, "response format");
 }
 
+/* Prompt-lookup drafting (pm_engine_opts.draft_tokens): a request decoded with drafts gives the
+ * same tokens, logits and log-probabilities, bit for bit, as without, greedy or sampled, in JSON
+ * mode too; pushed to repeat itself (a bias on a word), drafts are made, taken and turned down. */
+enum { DRAFT_STEPS = 40 };
+typedef struct draft_rec {
+    pm_engine *eng;
+    int64_t id;
+    int n;
+    int32_t tok[DRAFT_STEPS];
+    float lp[DRAFT_STEPS];
+    float *lg[DRAFT_STEPS];
+    pm_finish why;
+} draft_rec;
+
+static int draft_on_token(void *u, int32_t tok, const char *text, size_t len) {
+    (void)text; (void)len;
+    draft_rec *c = u;
+    if (c->n >= DRAFT_STEPS) return 0;
+    const float *lg = pm_engine_last_logits(c->eng, c->id, NULL, NULL);
+    c->lg[c->n] = malloc(sizeof(float) * 200064);
+    memcpy(c->lg[c->n], lg, sizeof(float) * 200064);
+    c->tok[c->n++] = tok;
+    return 0;
+}
+static void draft_on_lp(void *u, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    (void)top; (void)n_top;
+    draft_rec *c = u;
+    if (c->n < DRAFT_STEPS) c->lp[c->n] = chosen.logprob;
+}
+static void draft_on_done(void *u, pm_finish why, int p, int c, const char *err) {
+    (void)p; (void)c; (void)err;
+    ((draft_rec *)u)->why = why;
+}
+
+static void run_draft(fx *f, const pm_request *r, int draft, draft_rec *c, int64_t *drafted, int64_t *accepted) {
+    char err[512];
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.draft_tokens = draft;
+    memset(c, 0, sizeof *c);
+    assert_int_equal(pm_engine_new(&c->eng, f->m, &o, err, sizeof err), 0);
+    pm_callbacks cb = {.on_token = draft_on_token, .on_done = draft_on_done, .user = c, .on_logprobs = draft_on_lp};
+    assert_int_equal(pm_engine_submit(c->eng, r, &cb, &c->id, err, sizeof err), 0);
+    while (pm_engine_live(c->eng) > 0) assert_true(pm_engine_step(c->eng) >= 0);
+    pm_engine_draft_stats(c->eng, drafted, accepted);
+    pm_engine_free(c->eng);
+}
+
+static void test_draft(void **state) {
+    fx *f = *state;
+    const int V = 200064;
+    char prompt[2048] = "<|user|>Repeat after me: ";
+    for (int i = 0; i < 12; i++) strcat(prompt, "red green blue ");
+    strcat(prompt, "<|end|><|assistant|>red green blue");
+    /* " red" at every step: the prompt drafts "green blue ..." after "blue red" (turned down), the
+     * answer drafts " red"s once it repeats itself (taken) */
+    pm_logit_bias push = {pm_model_token_id(f->m, "\xc4\xa0red"), 100.0f};
+    assert_true(push.token > 0);
+    for (int mode = 0; mode < 4; mode++) {
+        pm_request r = {.prompt = prompt, .max_tokens = DRAFT_STEPS - 1, .logprobs = 1, .top_logprobs = 3,
+                        .logit_bias = &push, .n_logit_bias = mode < 3};
+        if (mode == 1) {
+            r.sampling.temperature = 0.9f;
+            r.sampling.seed = 7;
+        }
+        if (mode == 2) r.format = PM_FORMAT_JSON_OBJECT;
+        draft_rec a, b;
+        int64_t d0, a0, d1, a1;
+        run_draft(f, &r, 0, &a, &d0, &a0);
+        run_draft(f, &r, 4, &b, &d1, &a1);
+        assert_true(d0 == 0 && a0 == 0);
+        assert_int_equal(a.n, b.n);
+        assert_int_equal(a.why, b.why);
+        assert_memory_equal(a.tok, b.tok, sizeof(int32_t) * (size_t)a.n);
+        assert_memory_equal(a.lp, b.lp, sizeof(float) * (size_t)a.n);
+        for (int k = 0; k < a.n; k++) assert_memory_equal(a.lg[k], b.lg[k], sizeof(float) * (size_t)V);
+        printf("  mode %d: %d tokens, %lld drafted, %lld taken\n", mode, a.n, (long long)d1, (long long)a1);
+        if (mode < 2) assert_true(a1 > 0 && a1 < d1); /* drafts taken and turned down */
+        for (int k = 0; k < a.n; k++) { free(a.lg[k]); free(b.lg[k]); }
+    }
+}
+
 /* Lazy JSON mode (pm_request.json_lazy, tool calls on auto): until the model writes the opening
  * token the answer is the plain one, token for token; pushed to write it, what follows is a value
  * of the schema, then the closing or an end token, which ends the request. */
@@ -1700,6 +1782,7 @@ int main(void) {
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_json_mode),
         cmocka_unit_test(test_json_lazy),
+        cmocka_unit_test(test_draft),
         cmocka_unit_test(test_min_tokens),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),

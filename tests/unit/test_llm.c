@@ -82,7 +82,7 @@ static void run_case(fx *f, const char *cs, pm_adapter ad) {
         printf("  %s at %s (attention %s)\n", cs, pm_kern_level_name(pm_kern_level_in_use()), pm_kern_flash_takes() ? "fused" : "on sgemm");
         pm_llm_trace tr = {lo, fn};
         pm_kv_cache kv = {0};
-        pm_llm_chunk ch = {&kv, emb.data, n, ad, 0, logits, &tr};
+        pm_llm_chunk ch = {&kv, emb.data, n, ad, 0, logits, &tr, 0};
         assert_int_equal(pm_llm_forward(&f->llm, &ch, 1, &e), 0);
         pm_kern_cap(PM_KERN_AVX512);
         for (int l = 0; l < NL; l++) {
@@ -167,13 +167,13 @@ static void run_seqs_kv(fx *f, int nseq, const int *plen, const pm_adapter *ad, 
     }
     int L0 = f->llm.c.orig_max_pos;
     for (int s = 0; s < nseq; s++) {  /* prefill each alone (prefill batching is not what we test) */
-        pm_llm_chunk ch = {&kv[s], pe[s], plen[s], ad[s], plen[s] > L0, NULL, NULL};
+        pm_llm_chunk ch = {&kv[s], pe[s], plen[s], ad[s], plen[s] > L0, NULL, NULL, 0};
         assert_int_equal(pm_llm_forward(&f->llm, &ch, 1, &e), 0);
     }
     for (int t = 0; t < steps; t++) {
         pm_llm_chunk ch[MAXSEQ];
         for (int s = 0; s < nseq; s++) {
-            pm_llm_chunk c = {&kv[s], te[s] + (size_t)t * H, 1, ad[s], kv[s].len + 1 > L0, logits_out[s] + (size_t)t * V, NULL};
+            pm_llm_chunk c = {&kv[s], te[s] + (size_t)t * H, 1, ad[s], kv[s].len + 1 > L0, logits_out[s] + (size_t)t * V, NULL, 0};
             ch[s] = c;
         }
         if (batched) assert_int_equal(pm_llm_forward(&f->llm, ch, nseq, &e), 0);
@@ -291,9 +291,9 @@ static void test_decode_matches_prompt_path(void **state) {
             int L = lens[t];
             float *x = embeds_for(f, L, 4242u + (uint32_t)L);
             pm_kv_cache ka = {.bf16 = bf16}, kb = {.bf16 = bf16};
-            pm_llm_chunk a = {&ka, x, L, PM_ADAPTER_NONE, 0, la, NULL};
+            pm_llm_chunk a = {&ka, x, L, PM_ADAPTER_NONE, 0, la, NULL, 0};
             assert_int_equal(pm_llm_forward(&f->llm, &a, 1, &e), 0);
-            pm_llm_chunk b0 = {&kb, x, L - 1, PM_ADAPTER_NONE, 0, NULL, NULL}, b1 = {&kb, x + (size_t)(L - 1) * H, 1, PM_ADAPTER_NONE, 0, lb, NULL};
+            pm_llm_chunk b0 = {&kb, x, L - 1, PM_ADAPTER_NONE, 0, NULL, NULL, 0}, b1 = {&kb, x + (size_t)(L - 1) * H, 1, PM_ADAPTER_NONE, 0, lb, NULL, 0};
             assert_int_equal(pm_llm_forward(&f->llm, &b0, 1, &e), 0);
             assert_int_equal(pm_llm_forward(&f->llm, &b1, 1, &e), 0);
             double rm, d = maxabs(lb, la, (size_t)V, &rm);

@@ -228,7 +228,7 @@ static void test_model_q8(void **state) {
     pm_err e = {0};
     assert_int_equal(pm_llm_embed(lb, ids, n, emb, &e), 0);
     pm_kv_cache kb = {0}, kq = {0};
-    pm_llm_chunk cb = {&kb, emb, n, PM_ADAPTER_NONE, 0, gb, NULL}, cq = {&kq, emb, n, PM_ADAPTER_NONE, 0, gq, NULL};
+    pm_llm_chunk cb = {&kb, emb, n, PM_ADAPTER_NONE, 0, gb, NULL, 0}, cq = {&kq, emb, n, PM_ADAPTER_NONE, 0, gq, NULL, 0};
     assert_int_equal(pm_llm_forward(lb, &cb, 1, &e), 0);
     assert_int_equal(pm_llm_forward(lq, &cq, 1, &e), 0);
     double mx = 0, md = 0;

@@ -109,7 +109,7 @@ static int decode_one(bench_ctx *b, pm_kv_cache *kv, int B, int adapter, const c
         double bw_i = st >= 0 && bwbuf ? bench_read_pass(bwbuf, bn, 3) : 0.0, t_i = bench_now(); /* as bench_bw_now */
         if (embed_random(m, B, 1000u + (uint32_t)st, emb, e)) break;
         for (int s = 0; s < B; s++) {
-            pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, (pm_adapter)adapter, 0, logits + (size_t)s * c->vocab, NULL};
+            pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, (pm_adapter)adapter, 0, logits + (size_t)s * c->vocab, NULL, 0};
             ch[s] = cc;
         }
         pm_llm_forward(m, ch, B, e);
@@ -153,7 +153,7 @@ double bench_prefill_seconds(const pm_model *pm, int P, int chunk, pm_err *e) {
         double t0 = bench_now();
         for (int p = 0; p < P && !e->code; p += chunk) {
             int n = P - p < chunk ? P - p : chunk;
-            pm_llm_chunk ch = {&kv, emb + (size_t)p * H, n, PM_ADAPTER_NONE, 0, p + n == P ? logits : NULL, NULL};
+            pm_llm_chunk ch = {&kv, emb + (size_t)p * H, n, PM_ADAPTER_NONE, 0, p + n == P ? logits : NULL, NULL, 0};
             pm_llm_forward(m, &ch, 1, e);
         }
         t = e->code ? -1 : bench_now() - t0;
@@ -199,7 +199,7 @@ static double step_at_ctx(bench_ctx *b, pm_kv_cache *kv, int B, uint32_t seed, f
     if (embed_random(m, B, seed, emb, e)) return 0;
     for (int s = 0; s < B; s++) {
         kv[s].len = b->o.decode_ctx;
-        pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, PM_ADAPTER_NONE, 0, logits + (size_t)s * m->c.vocab, NULL};
+        pm_llm_chunk cc = {&kv[s], emb + (size_t)s * H, 1, PM_ADAPTER_NONE, 0, logits + (size_t)s * m->c.vocab, NULL, 0};
         ch[s] = cc;
     }
     double t = bench_now();

@@ -116,3 +116,10 @@ double cli_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+int cli_draft(const char *cmd, const char *v, int *draft_tokens) {
+    long k;
+    if (cli_int(v, 0, PM_MAX_DRAFT, &k)) return cli_fail(cmd, "--draft must be in [0, %d], got '%s'", PM_MAX_DRAFT, v ? v : "");
+    *draft_tokens = (int)k;
+    return 0;
+}

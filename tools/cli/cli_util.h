@@ -25,6 +25,8 @@ int cli_kv_budget(const char *cmd, const char *v, int64_t *out);
 int cli_kv_cache(const char *cmd, const char *v, int *bf16);
 /* --compute f32|bf16 -> pm_load_options.compute_bf16 (as cli_kv_cache) */
 int cli_compute(const char *cmd, const char *v, int *bf16);
+/* --draft N (0..PM_MAX_DRAFT) -> pm_engine_opts.draft_tokens */
+int cli_draft(const char *cmd, const char *v, int *draft_tokens);
 /* After a load with o: says on stderr that --compute bf16 had no effect (no AVX512-BF16), if so. */
 void cli_compute_note(const char *cmd, const pm_load_options *o, const pm_model *m);
 

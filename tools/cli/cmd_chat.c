@@ -109,7 +109,8 @@ static void usage_chat(void) {
             "  --system TEXT         system message\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
-            "  --weights bf16|q8, --kv-cache f32|bf16, --compute f32|bf16, --kv-budget SIZE  as for generate\n"
+            "  --weights bf16|q8, --kv-cache f32|bf16, --compute f32|bf16, --kv-budget SIZE, --draft N\n"
+            "                        as for generate\n"
             "  --no-prompt-cache     compute the whole conversation every turn (for comparison)\n"
             "  --stats               after each answer, its prompt tokens, those the cache held, time to\n"
             "                        the first token and tokens per second, on stderr\n"
@@ -214,6 +215,7 @@ int pm_cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--kv-budget")) rc = cli_kv_budget(cmd, v, &opts.kv_budget);
         else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, v, &opts.kv_bf16);
         else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, v, &lo.compute_bf16);
+        else if (!strcmp(a, "--draft")) rc = cli_draft(cmd, v, &opts.draft_tokens);
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
     }

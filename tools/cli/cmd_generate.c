@@ -97,6 +97,9 @@ static void usage_generate(void) {
             "  --kv-cache f32|bf16   KV cache elements (default f32; bf16: half the memory, K/V rounded)\n"
             "  --compute f32|bf16    products of many rows (prompt, encoders): fp32 (default) or inputs\n"
             "                        rounded to bf16, bf16 pairs multiplied (AVX512-BF16: up to 2 x faster)\n"
+            "  --draft N             check up to N tokens (0-15) drafted from the prompt and the answer\n"
+            "                        (their last words seen before) in each decode step: the same tokens,\n"
+            "                        fewer passes over the weights where the text repeats (default 0)\n"
             "  --logprobs K          print each generated token's log-probability and the K (0-20) most\n"
             "                        likely tokens' to stderr, a line each (the model's, before sampling)\n"
             "  --score               print every prompt token's log-probability under the tokens before it\n"
@@ -209,6 +212,7 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--kv-budget")) rc = cli_kv_budget(cmd, v, &opts.kv_budget);
         else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, v, &opts.kv_bf16);
         else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, v, &lo.compute_bf16);
+        else if (!strcmp(a, "--draft")) rc = cli_draft(cmd, v, &opts.draft_tokens);
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--logprobs")) { if (cli_int(v, 0, PM_MAX_TOP_LOGPROBS, &logprobs)) rc = cli_fail(cmd, "--logprobs must be in [0, %d], got '%s'", PM_MAX_TOP_LOGPROBS, v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);

@@ -458,7 +458,7 @@ static void run_case(ctx *c, const char *cs) {
     for (int l = 0; l < NL; l++) lo[l] = malloc(sizeof(float) * (size_t)n * H);
     pm_llm_trace lt = {lo, fn};
     pm_kv_cache kv = {0};
-    pm_llm_chunk ch = {&kv, prep.embeds, n, prep.adapter, n > m->llm.c.orig_max_pos, logits, &lt};
+    pm_llm_chunk ch = {&kv, prep.embeds, n, prep.adapter, n > m->llm.c.orig_max_pos, logits, &lt, 0};
     if (pm_llm_forward(&m->llm, &ch, 1, &e)) pm_parity_fail(&c->p, cs, "decoder", "%s", e.msg);
     else {
         for (int l = 0; l < NL; l++) {

@@ -80,6 +80,9 @@ static void usage(void) {
             "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512; a chunk of N/8 rows or\n"
             "                          more ends early after a message's <|end|>)\n"
+            "  --draft N               while one request decodes alone, check up to N tokens (0-15) drafted\n"
+            "                          from its prompt and answer in each step: the same tokens, fewer passes\n"
+            "                          over the weights where the text repeats (default 0: off)\n"
             "  --prompt-threads N|auto|inline  a new request's media encoders and prompt prefill run on a\n"
             "                          thread of their own while the live streams keep decoding, with N OpenMP\n"
             "                          threads (the steps take the rest; default auto: half of them; all while\n"
@@ -88,6 +91,8 @@ static void usage(void) {
             "  --inline-prompt-max N   while the prompt thread is busy (an image, a clip, a long prompt), a text\n"
             "                          request of at most N prompt tokens does not wait behind it: the steps\n"
             "                          prefill it (default 64; 0: it waits its turn)\n"
+            );
+    fprintf(stderr,
             "  --kv-budget SIZE|auto|none  KV cache all live requests may reserve, each its prompt + max_tokens\n"
             "                          (default auto: memory less the weights and a headroom); a request that\n"
             "                          does not fit waits in the queue, one larger than the budget gets 400\n"
@@ -158,6 +163,8 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (cli_int(v, 1, 1 << 20, &n)) return cli_fail(cmd, "--prefill-chunk must be a positive integer, got '%s'", v);
             o->prefill_chunk = (int)n;
+        } else if (!strcmp(a, "--draft")) {
+            if (cli_draft(cmd, v, &o->draft_tokens)) return 1;
         } else if (!strcmp(a, "--prompt-threads")) {
             if (!strcmp(v, "auto")) o->prompt_threads = -1;
             else if (!strcmp(v, "inline")) o->prompt_threads = 0;

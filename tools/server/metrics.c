@@ -27,6 +27,7 @@ struct srv_metrics {
     int queue_depth, active, preparing;
     long long kv_reserved, kv_budget;
     pm_prefix_stats prefix;     /* the prompt cache's (srv_metrics_prefix) */
+    long long drafted, accepted; /* --draft's tokens (srv_metrics_draft) */
     unsigned long long prompt_tokens, gen_tokens;
     long long ring_sec[RING];
     unsigned long long ring_tok[RING];
@@ -99,6 +100,13 @@ void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget) {
     pthread_mutex_lock(&m->mu);
     m->kv_reserved = (long long)reserved;
     m->kv_budget = (long long)budget;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_draft(srv_metrics *m, int64_t drafted, int64_t accepted) {
+    pthread_mutex_lock(&m->mu);
+    m->drafted = (long long)drafted;
+    m->accepted = (long long)accepted;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -270,6 +278,11 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
             "phi4mm_media_cache_bytes %lld\n",
         (long long)m->prefix.lookups, (long long)m->prefix.hits, (long long)m->prefix.reused, (long long)m->prefix.bytes,
         (long long)m->prefix.cap, (long long)m->prefix.media_lookups, (long long)m->prefix.media_hits, (long long)m->prefix.media_bytes);
+    put(&o, "# HELP phi4mm_draft_tokens_total Tokens drafted by prompt lookup (--draft) and checked.\n"
+            "# TYPE phi4mm_draft_tokens_total counter\nphi4mm_draft_tokens_total %lld\n"
+            "# HELP phi4mm_draft_accepted_total Drafted tokens the sampler took (each saved a decode step).\n"
+            "# TYPE phi4mm_draft_accepted_total counter\nphi4mm_draft_accepted_total %lld\n",
+        m->drafted, m->accepted);
     put(&o, "# HELP phi4mm_time_to_first_token_seconds Time from request arrival to the first generated token.\n"
             "# TYPE phi4mm_time_to_first_token_seconds histogram\n");
     for (int i = 0; i < N_BUCKETS; i++)

@@ -21,6 +21,7 @@
  *   phi4mm_media_cache_lookups_total, _hits_total     counters: media looked up among the kept
  *                                                     encoder outputs, and found
  *   phi4mm_media_cache_bytes                          gauge
+ *   phi4mm_draft_tokens_total, _accepted_total        counters: --draft's tokens checked and taken
  *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
  *   phi4mm_model_ready                                gauge: 1 once the model is loaded
  * Thread-safe (one mutex); owned by the server context. */
@@ -53,6 +54,8 @@ void srv_metrics_recompute(srv_metrics *m);
 void srv_metrics_inline_admission(srv_metrics *m);
 void srv_metrics_kv(srv_metrics *m, int64_t reserved, int64_t budget);
 void srv_metrics_prefix(srv_metrics *m, const pm_prefix_stats *st);
+/* The engine's drafted and taken tokens so far (pm_engine_draft_stats). */
+void srv_metrics_draft(srv_metrics *m, int64_t drafted, int64_t accepted);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);
 void srv_metrics_audio(srv_metrics *m, double seconds);

@@ -211,6 +211,9 @@ static void kv_metrics(srv_sched *s) {
     pm_prefix_stats ps;
     pm_engine_prefix_stats(s->eng, &ps);
     srv_metrics_prefix(s->ctx->metrics, &ps);
+    int64_t drafted, accepted;
+    pm_engine_draft_stats(s->eng, &drafted, &accepted);
+    srv_metrics_draft(s->ctx->metrics, drafted, accepted);
 }
 
 /* The encoders' stop hook (pm_request.should_stop), asked between their blocks: the server stops,
@@ -698,6 +701,7 @@ int srv_sched_start(srv_sched **out, srv_ctx *ctx, char *err, size_t errlen) {
     eo.kv_budget = ctx->o.kv_budget;
     eo.kv_bf16 = ctx->o.kv_bf16;
     eo.prefix_cache = ctx->o.prompt_cache;
+    eo.draft_tokens = ctx->o.draft_tokens;
     eo.recompute_beside = ctx->o.prompt_threads != 0; /* the prompt thread runs it (else the steps do) */
     int rc = pm_engine_new(&s->eng, ctx->model, &eo, err, errlen);
     if (rc) {

@@ -64,6 +64,7 @@ typedef struct srv_opts {
     size_t max_body;            /* bytes (default 64 MiB) */
     int64_t kv_budget;          /* engine KV budget in bytes: 0 = auto (default), < 0 = none */
     int64_t prompt_cache;       /* prompt cache bytes (pm_engine_opts.prefix_cache): < 0 = auto (default), 0 = off */
+    int draft_tokens;           /* pm_engine_opts.draft_tokens (0: off, the default) */
     int kv_bf16;                /* --kv-cache bf16: pm_engine_opts.kv_bf16 */
     int64_t max_request_memory;   /* decoded media held by all requests, bytes: 0 = auto (default) */
     int retry_after;            /* seconds, sent with 503 (default 1) */
