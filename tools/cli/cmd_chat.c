@@ -70,26 +70,21 @@ static void on_done(void *user, pm_finish why, int prompt, int completion, const
 /* The conversation: its messages (the system one first, when given) and every medium its user
  * messages attached, in order (the placeholders number them across the whole conversation). */
 typedef struct convo {
-    pm_chat_msg *msgs;
-    char **owned; /* the contents, malloc'd ([i] for msgs[i]; the system one is argv's) */
+    pm_chat_msg *msgs; /* the contents past the system message are malloc'd */
     int n, cap, n_system;
     cli_media media;
 } convo;
 
-static int convo_add(convo *c, const char *role, char *content) {
+static int convo_add(convo *c, const char *role, const char *content) {
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
         pm_chat_msg *m = realloc(c->msgs, sizeof *m * (size_t)cap);
-        if (m) c->msgs = m;
-        char **o = realloc(c->owned, sizeof *o * (size_t)cap);
-        if (o) c->owned = o;
-        if (!m || !o) return -1;
+        if (!m) return -1;
+        c->msgs = m;
         c->cap = cap;
     }
-    c->msgs[c->n].role = role;
-    c->msgs[c->n].content = content;
-    c->msgs[c->n].tools = NULL;
-    c->owned[c->n++] = content;
+    pm_chat_msg msg = {role, content, NULL};
+    c->msgs[c->n++] = msg;
     return 0;
 }
 
@@ -97,7 +92,7 @@ static int convo_add(convo *c, const char *role, char *content) {
 static void convo_trim(convo *c, int n_msgs, int n_image, int n_audio) {
     while (c->n > n_msgs) {
         c->n--;
-        if (c->n >= c->n_system) free(c->owned[c->n]);
+        if (c->n >= c->n_system) free((char *)c->msgs[c->n].content);
     }
     while (c->media.n_image > n_image) pm_image_in_free(&c->media.image[--c->media.n_image]);
     while (c->media.n_audio > n_audio) pm_audio_in_free(&c->media.audio[--c->media.n_audio]);
@@ -176,7 +171,8 @@ static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int 
                 t.t_first && t1 > t.t_first && t.completion > 1 ? (t.completion - 1) / (t1 - t.t_first) : 0.0,
                 t.why == PM_FINISH_LENGTH ? "; cut at --max-tokens" : t.why == PM_FINISH_CANCELLED ? "; stopped" : "");
     }
-    if (convo_add(c, "assistant", t.text ? t.text : strdup(""))) {
+    if (!t.text) t.text = strdup(""); /* an answer of nothing (an end token first) */
+    if (!t.text || convo_add(c, "assistant", t.text)) {
         free(t.text);
         convo_trim(c, n_before, c->media.n_image, c->media.n_audio);
         return cli_fail("chat", "out of memory");
@@ -241,7 +237,7 @@ int pm_cmd_chat(int argc, char **argv) {
     base.sampling.seed = (uint64_t)seed;
     convo c = {0};
     if (system) {
-        if (convo_add(&c, "system", (char *)system)) rc = cli_fail(cmd, "out of memory");
+        if (convo_add(&c, "system", system)) rc = cli_fail(cmd, "out of memory");
         c.n_system = c.n;
     }
     struct sigaction sa = {0}, old;
@@ -284,7 +280,6 @@ int pm_cmd_chat(int argc, char **argv) {
     free(line);
     convo_trim(&c, c.n_system, 0, 0);
     free(c.msgs);
-    free(c.owned);
     pm_engine_free(eng);
     pm_model_free(m);
     return rc ? rc : failed;
