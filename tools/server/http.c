@@ -55,6 +55,13 @@ static void add_common_headers(srv_ctx *ctx, struct MHD_Response *r) {
     }
 }
 
+enum MHD_Result srv_respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, json_t *o) {
+    size_t len = 0;
+    char *s = o ? srv_json_dump(o, &len) : NULL;
+    json_decref(o);
+    return srv_respond(ctx, c, sc, status, "application/json", s, len);
+}
+
 enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, const char *content_type, char *body,
                             size_t len) {
     if (!body) {

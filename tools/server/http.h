@@ -64,6 +64,8 @@ void srv_conn_free_body(srv_ctx *ctx, srv_conn *sc);
 enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, const char *content_type, char *body,
                             size_t len);
 enum MHD_Result srv_respond_error(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const srv_error *e);
+/* o as a JSON body (o is taken; NULL, or a failed dump: a 500 "out of memory"). */
+enum MHD_Result srv_respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, json_t *o);
 /* Hands a request's jobs (one a choice; the array and the references are taken in every case) to
  * the scheduler, all or none (503 + Retry-After when the queue has no room), and serves them. */
 enum MHD_Result srv_submit_jobs(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, srv_job **jobs, int n);

@@ -18,13 +18,6 @@ static json_t *model_obj(const srv_ctx *ctx) {
     return m;
 }
 
-static enum MHD_Result respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, json_t *o) {
-    size_t len = 0;
-    char *s = srv_json_dump(o, &len);
-    json_decref(o);
-    return srv_respond(ctx, c, sc, status, "application/json", s, len);
-}
-
 enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const char *id) {
     if (id) {
         if (strcmp(id, ctx->model_id)) {
@@ -33,14 +26,14 @@ enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_con
                      id, ctx->model_id);
             return srv_respond_error(ctx, c, sc, &e);
         }
-        return respond_json(ctx, c, sc, 200, model_obj(ctx));
+        return srv_respond_json(ctx, c, sc, 200, model_obj(ctx));
     }
     json_t *data = json_array();
     json_array_append_new(data, model_obj(ctx));
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
-    return respond_json(ctx, c, sc, 200, o);
+    return srv_respond_json(ctx, c, sc, 200, o);
 }
 
 enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
@@ -63,7 +56,7 @@ enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_con
         json_object_set_new(o, "preparing_requests", json_integer(srv_metrics_get_preparing(ctx->metrics)));
         json_object_set_new(o, "request_bytes", json_integer((json_int_t)atomic_load(&ctx->req_used)));
     }
-    return respond_json(ctx, c, sc, ready ? 200 : 503, o);
+    return srv_respond_json(ctx, c, sc, ready ? 200 : 503, o);
 }
 
 enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {

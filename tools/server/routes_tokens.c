@@ -16,18 +16,6 @@
 #include "json_util.h"
 #include "scheduler.h"
 
-static enum MHD_Result respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, json_t *o) {
-    size_t len = 0;
-    char *s = o ? srv_json_dump(o, &len) : NULL;
-    json_decref(o);
-    if (!s) {
-        srv_error e;
-        srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return srv_respond_error(ctx, c, sc, &e);
-    }
-    return srv_respond(ctx, c, sc, 200, "application/json", s, len);
-}
-
 /* The request as a job of nothing to generate (the context then holds the prompt alone). */
 static srv_job *parse_job(srv_ctx *ctx, const json_t *root, srv_error *e) {
     srv_chat_req r;
@@ -84,7 +72,7 @@ enum MHD_Result srv_route_tokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_c
         json_decref(o);
         o = NULL;
     }
-    return respond_json(ctx, c, sc, o);
+    return srv_respond_json(ctx, c, sc, 200, o);
 }
 
 enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
@@ -131,5 +119,5 @@ enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv
     if (!rc && (o = json_object())) json_object_set_new(o, "prompt", srv_json_text(text, len));
     free(text);
     if (rc) return srv_respond_error(ctx, c, sc, &e);
-    return respond_json(ctx, c, sc, o);
+    return srv_respond_json(ctx, c, sc, 200, o);
 }
