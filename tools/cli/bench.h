@@ -17,7 +17,7 @@ typedef struct bench_opts {
     int prefill[8], n_prefill;
     int prefill_chunk;
     int audio_secs[4], n_audio;
-    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap, skip_compute, skip_prefix;
+    int skip_audio, skip_image, skip_tok, skip_ttft, skip_q8, skip_kernels, skip_overlap, skip_compute, skip_prefix, skip_draft;
     int prompt_threads; /* the serve row's prompt thread (0: half the threads, as `serve` by default) */
     int mlock;          /* --mlock: both loads lock the checkpoint */
     int keep_cache;     /* --keep-cache: the warm-up reads the shards without evicting them first */
@@ -84,6 +84,7 @@ int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
 int bench_overlap(bench_ctx *b); /* a live stream's pauses while an image encodes, inline and beside */
 int bench_longrope(bench_ctx *b); /* ... and while another sequence's LongRoPE recompute runs */
 int bench_prefix(bench_ctx *b);   /* a conversation's next turn with the prompt cache, against without */
+int bench_draft(bench_ctx *b);    /* decode with prompt-lookup drafts, against without */
 /* A W x H RGB test image (gradients and noise), malloc'd; NULL on OOM. */
 uint8_t *bench_synth_rgb(int W, int H);
 int bench_q8(bench_ctx *b);     /* the same decoder runs on --weights q8, as speedups over bf16 */

@@ -126,6 +126,7 @@ static void usage(void) {
             "  --skip-audio, --skip-image, --skip-tok, --skip-ttft, --skip-llm, --skip-q8, --skip-kernels, --skip-compute,\n"
             "  --skip-overlap       (skips the rows of a live stream beside an image request and a LongRoPE recompute)\n"
             "  --skip-prefix        (skips the row of a conversation's next turn with the prompt cache)\n"
+            "  --skip-draft         (skips the rows of decode with prompt-lookup drafts against without)\n"
             "  --prompt-threads N   that row's prompt thread takes N threads (default: half, as serve's auto)\n"
             "  --mlock              lock the checkpoint in memory (the decode rows then cannot read the disk)\n"
             "  --keep-cache         warm the page cache without first evicting the checkpoint's unmapped pages (by\n"
@@ -185,6 +186,7 @@ int pm_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--skip-ttft")) o->skip_ttft = 1;
         else if (!strcmp(a, "--skip-overlap")) o->skip_overlap = 1;
         else if (!strcmp(a, "--skip-prefix")) o->skip_prefix = 1;
+        else if (!strcmp(a, "--skip-draft")) o->skip_draft = 1;
         else if (!strcmp(a, "--mlock")) o->mlock = 1;
         else if (!strcmp(a, "--keep-cache")) o->keep_cache = 1;
         else if (!strcmp(a, "--skip-llm")) skip_llm = 1;
@@ -340,6 +342,7 @@ int pm_cmd_bench(int argc, char **argv) {
     if (!rc && !o->skip_image && !o->skip_overlap) rc = bench_overlap(&b);
     if (!rc && !skip_llm && !o->skip_overlap) rc = bench_longrope(&b);
     if (!rc && !skip_llm && !o->skip_prefix) rc = bench_prefix(&b);
+    if (!rc && !skip_llm && !o->skip_draft) rc = bench_draft(&b);
     if (!rc && !o->skip_tok) rc = bench_tok(&b);
     bench_rss(&rss, &anon, &file, &hwm);
     bench_row(&b, "memory", "peak RSS", hwm / 1e9, "GB", -1, -1, NULL, "VmHWM over the whole run");
