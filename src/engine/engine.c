@@ -945,6 +945,7 @@ int pm_engine_step(pm_engine *eng) {
          * s->logits), for as long as the sampler takes the drafted token; the K/V past the last
          * token taken goes (the positions are written again) */
         int nd = s->n_draft, p0 = s->kv.len - ch[i].n;
+        s->n_draft = 0; /* this step's: read below from s->draft, gone with the sequence if it ends */
         for (int j = 0; j <= nd; j++) {
             int32_t t = -1;
             if (nd) {
@@ -963,7 +964,6 @@ int pm_engine_step(pm_engine *eng) {
             eng->accepted++;
         }
         eng->drafted += nd;
-        if (i < eng->n && eng->seqs[i] == s) s->n_draft = 0;
     }
     free(ch);
     for (int i = 0; i < nc; i++) {
