@@ -12,7 +12,8 @@
  * The same JSON also goes through srv_completion_parse (POST /v1/completions): accepted, a
  * non-empty prompt with no media and no placeholder, the same parameter ranges. With tools: their
  * list for the prompt, and a forced choice's schema compiles. The bytes also go through the
- * tool-call reader as model text (srv_tool_calls_find, srv_tool_content_ready). */
+ * tool-call reader as model text (srv_tool_calls_find, srv_tool_content_ready), and through the
+ * streaming call reader at once and in pieces (the same calls; each piece's a prefix of them). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,6 +45,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_decref(calls);
         FUZZ_CHECK(srv_tool_content_ready(s, size, at) <= size);
     }
+    /* the streaming reader (call_reader.h): read in pieces, the same as at once, and what any
+     * prefix gave a prefix of the final names and arguments */
+    srv_call_reader whole = {0}, parts = {0};
+    srv_call_reader_read(&whole, s, 0, size);
+    for (size_t to = 0, step = 1; to < size; step = step * 2 + 1) {
+        to = to + step < size ? to + step : size;
+        srv_call_reader_read(&parts, s, 0, to);
+        FUZZ_CHECK(parts.n <= whole.n);
+        for (int k = 0; k < parts.n && whole.state != -1; k++) {
+            const srv_call_part *p = &parts.calls[k], *w = &whole.calls[k];
+            FUZZ_CHECK(p->args_len <= w->args_len && (!p->args_len || !memcmp(p->args, w->args, p->args_len)));
+            FUZZ_CHECK(!p->name_done || !strcmp(p->name, w->name));
+        }
+    }
+    FUZZ_CHECK(parts.state == whole.state && parts.n == whole.n && srv_call_reader_complete(&parts) == srv_call_reader_complete(&whole));
+    for (int k = 0; k < whole.n; k++)
+        FUZZ_CHECK(parts.calls[k].args_len == whole.calls[k].args_len && parts.calls[k].name_done == whole.calls[k].name_done);
+    srv_call_reader_free(&parts);
+    srv_call_reader_free(&whole);
 
     srv_error e;
     memset(&e, 0, sizeof e);

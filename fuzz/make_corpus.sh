@@ -153,6 +153,8 @@ reqs["tools_history"] = {"messages": [{"role": "user", "content": "Hi"}, {"role"
     {"role": "tool", "tool_call_id": "c", "content": "18 C"}], "tools": [wfn], "tool_choice": "required"}
 for k, v in reqs.items(): put("chat", f"{k}.json", json.dumps(v))
 put("chat", "calls_text.txt", ' functools[{"name": "f", "arguments": {"a": [1, {"b": null}]}}, {"name": "g", "parameters": "{}"}]')
+put("chat", "calls_list.txt", '[ {"name": "get_weather", "arguments": {"city": "P\\"a ris", "n": [1, 2.5e0]}} ,\n{"parameters": {}, "name": "f-2"}]')
+put("chat", "call_one.txt", '{"name":"f","arguments":{"a":{"b":[true,null]}},"extra":{"name":"x"}} trailing')
 put("chat", "nested.json", '{"messages": [' * 70 + ']' * 70 + '}')
 put("chat", "dup.json", '{"messages": [], "messages": []}')
 # /v1/completions bodies (the chat harness parses every body both ways)

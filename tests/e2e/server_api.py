@@ -132,6 +132,20 @@ def chat_content(d):
     return d["choices"][0]["message"]["content"]
 
 
+def joined_calls(deltas):
+    """delta.tool_calls entries put together as a client does (by index): [{name, arguments}]."""
+    calls = {}
+    for d in deltas:
+        c = calls.setdefault(d["index"], {"name": "", "arguments": ""})
+        c["name"] += d.get("function", {}).get("name", "")
+        c["arguments"] += d.get("function", {}).get("arguments", "")
+    return [calls[k] for k in sorted(calls)]
+
+
+def strip_ids(calls):
+    return [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls or []]
+
+
 def stream_content(events):
     text, finish, usage, done = "", None, None, False
     for e in events:
@@ -390,9 +404,21 @@ def main():
     st3, ev, raw = A.stream("/v1/chat/completions", dict(tb, stream=True))
     deltas = [c for e in ev if isinstance(e, dict) for ch in e.get("choices", []) for c in ch.get("delta", {}).get("tool_calls", [])]
     text, finish, _, done = stream_content(ev) if st3 == 200 else (None, None, None, False)
-    report("streamed: the same call in one delta (index 0), no content, finish tool_calls",
-           ok and st3 == 200 and done and finish == "tool_calls" and text == "" and len(deltas) == 1 and deltas[0]["index"] == 0
-           and deltas[0]["function"] == calls[0]["function"], str(raw)[:400])
+    report("streamed: the call's name in its first delta, then its arguments in pieces that add up to the same call",
+           ok and st3 == 200 and done and finish == "tool_calls" and text == "" and joined_calls(deltas) == strip_ids(calls)
+           and set(deltas[0]) == {"index", "id", "type", "function"} and deltas[0]["id"].startswith("call_")
+           and all(set(d) == {"index", "function"} and set(d["function"]) == {"arguments"} for d in deltas[1:]), str(raw)[:400])
+    # cut by max_tokens while the call streams: what was read of it went out, finish "length"; cut
+    # before its name was complete, the text comes as content, as without streaming
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(tb, max_tokens=8))
+    st3, ev, raw = A.stream("/v1/chat/completions", dict(tb, max_tokens=8, stream=True))
+    deltas = [c for e in ev if isinstance(e, dict) for ch in e.get("choices", []) for c in ch.get("delta", {}).get("tool_calls", [])]
+    text, finish, _, done = stream_content(ev) if st3 == 200 else (None, None, None, False)
+    whole = chat_content(d) if st == 200 else None
+    report("streamed call cut by max_tokens: its start as tool_calls (or as content before its name), finish length",
+           st == 200 and d["choices"][0]["finish_reason"] == "length" and done and finish == "length"
+           and ((deltas and text == "" and whole.startswith('[{"name"')) or (not deltas and text == whole)),
+           "%s / %s" % (str(d)[:300], str(raw)[:400]))
     # required among several: each call's arguments follow its own function's parameters
     sparams = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 8}}, "required": ["q"]}
     tools2 = [tools[0], {"type": "function", "function": {"name": "search", "parameters": sparams}}]
@@ -440,6 +466,13 @@ def main():
         ok = False
     report("tools, auto: once the model writes <|tool_call|>, the calls are held to their schema (= completions under it)", ok,
            "%s / %s" % (str(d)[:300], str(d2)[:300]))
+    st3, ev, raw = A.stream("/v1/chat/completions", {"messages": umsg, "tools": tools, "max_tokens": 300, "logit_bias": push,
+                                                      "parallel_tool_calls": False, "stream": True})
+    deltas = [c for e in ev if isinstance(e, dict) for ch in e.get("choices", []) for c in ch.get("delta", {}).get("tool_calls", [])]
+    text, finish, _, done = stream_content(ev) if st3 == 200 else (None, None, None, False)
+    report("tools, auto, streamed: the calls after the model's <|tool_call|> stream as they are written, the same calls",
+           ok and st3 == 200 and done and finish == "tool_calls" and text == "" and joined_calls(deltas) == strip_ids(calls),
+           str(raw)[:400])
     hist = umsg + [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
         "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}]

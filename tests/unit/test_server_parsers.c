@@ -14,6 +14,7 @@
 
 #include "../../tools/server/audio_form.c"
 #include "../../tools/server/base64.c"
+#include "../../tools/server/call_reader.c"
 #include "../../tools/server/chat_parse.c"
 #include "../../tools/server/dataurl.c"
 #include "../../tools/server/json_util.c"
@@ -537,6 +538,56 @@ static void test_chat_tools(void **state) {
 #undef TREE
 }
 
+/* The streaming reader of calls: the same calls read at once and a byte at a time, the arguments
+ * as written less the whitespace outside strings, every prefix's arguments a prefix of the final
+ * ones; what it cannot stream makes it bad. */
+static void test_call_reader(void **state) {
+    (void)state;
+    const char *t = " [ {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa ris\", \"n\": [1, 2.50, {\"x\": \"\\\"} \"}]}} ,\n"
+                    "{\"parameters\": { }, \"name\": \"f-2\", \"note\": {\"name\": \"no\"}} ] trailing";
+    const char *args0 = "{\"city\":\"Pa ris\",\"n\":[1,2.50,{\"x\":\"\\\"} \"}]}";
+    srv_call_reader whole = {0}, bytes = {0};
+    srv_call_reader_read(&whole, t, 1, strlen(t));
+    assert_true(srv_call_reader_complete(&whole));
+    assert_int_equal(whole.n, 2);
+    assert_string_equal(whole.calls[0].name, "get_weather");
+    assert_string_equal(whole.calls[0].args, args0);
+    assert_string_equal(whole.calls[1].name, "f-2");
+    assert_string_equal(whole.calls[1].args, "{}");
+    for (size_t to = 1; to <= strlen(t); to++) {
+        srv_call_reader_read(&bytes, t, 1, to);
+        for (int k = 0; k < bytes.n; k++) {
+            const srv_call_part *p = &bytes.calls[k];
+            if (p->name_done) assert_string_equal(p->name, whole.calls[k].name);
+            if (p->args_len) assert_memory_equal(p->args, whole.calls[k].args, p->args_len);
+        }
+        assert_int_equal(srv_call_reader_complete(&bytes), to >= strlen(t) - strlen(" trailing"));
+    }
+    assert_string_equal(bytes.calls[0].args, args0);
+    srv_call_reader_free(&bytes);
+    srv_call_reader_free(&whole);
+    /* one call alone; a call cut short */
+    t = "{\"name\":\"f\",\"arguments\":{\"a\":1}} then text";
+    srv_call_reader_read(&whole, t, 0, strlen(t));
+    assert_true(srv_call_reader_complete(&whole) && whole.n == 1);
+    srv_call_reader_free(&whole);
+    t = "[{\"name\":\"f\",\"arguments\":{\"a\": 1";
+    srv_call_reader_read(&whole, t, 0, strlen(t));
+    assert_false(srv_call_reader_complete(&whole));
+    assert_true(whole.calls[0].name_done);
+    assert_string_equal(whole.calls[0].args, "{\"a\":1");
+    srv_call_reader_free(&whole);
+    /* not streamable: a name with other characters, arguments as text or a number, twice, no list */
+    const char *bad[] = {"[{\"name\": \"a b\"}]", "[{\"name\":\"f\",\"arguments\":\"{}\"}]", "[{\"name\":\"f\",\"arguments\":3}]",
+                         "[{\"name\":\"f\",\"arguments\":{},\"parameters\":{}}]", "\"text\"", "[{\"name\":{}}]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        srv_call_reader_read(&whole, bad[i], 0, strlen(bad[i]));
+        assert_int_equal(whole.state, -1);
+        assert_false(srv_call_reader_complete(&whole));
+        srv_call_reader_free(&whole);
+    }
+}
+
 static void test_tool_calls_find(void **state) {
     (void)state;
     size_t cl;
@@ -550,6 +601,13 @@ static void test_tool_calls_find(void **state) {
     assert_string_equal(s, "[{\"id\":\"call_abc_3_0\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":[1,2]}\"}},"
                            "{\"id\":\"call_abc_3_1\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]");
     free(s);
+    json_decref(c);
+    /* the arguments as written (escapes, number forms), less the whitespace outside strings */
+    t = "[{\"name\": \"f\", \"arguments\": {\"s\": \"\\u00e9\\/ x\", \"v\": 1.50e0}}]";
+    c = srv_tool_calls_find(t, strlen(t), SRV_TOOLS_FORCED, SIZE_MAX, SIZE_MAX, id, 0, &cl);
+    assert_non_null(c);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(c, 0), "function"), "arguments")),
+                        "{\"s\":\"\\u00e9\\/ x\",\"v\":1.50e0}");
     json_decref(c);
     /* auto: after the <|tool_call|> token (the text before it is content, trailing space cut), up to <|/tool_call|> */
     t = "Let me look. {\"name\": \"f\", \"arguments\": \"{}\"} and more";
@@ -861,6 +919,7 @@ int main(void) {
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
+        cmocka_unit_test(test_call_reader),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),
     };

@@ -97,6 +97,7 @@ void srv_job_unref(srv_job *j) {
     free(j->tokens);
     free(j->lps);
     free(j->wire);
+    srv_call_reader_free(&j->calls_read);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -209,6 +210,11 @@ void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, i
 
 void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
     if (j->logprobs) record_lp(j, chosen, top, n_top, pos == 0);
+}
+
+int srv_job_lazy_calls(const srv_job *j) {
+    return j->tool_mode == SRV_TOOLS_AUTO && j->output_format == PM_FORMAT_JSON_SCHEMA && j->ctx->tool_call_open >= 0 &&
+           j->ctx->tool_call_close >= 0;
 }
 
 int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {

@@ -117,6 +117,7 @@ struct srv_job {
     size_t sent;                    /* bytes of text already put into events */
     int lps_sent;                   /* log-probability entries already put into events */
     int sse_phase;
+    srv_call_reader calls_read;     /* chat tools: the calls held to their schema, read as they stream */
     char *wire;
     size_t wire_len, wire_off, wire_cap;
 };
@@ -141,6 +142,10 @@ int srv_job_media_refusal(srv_job *j, int rc, const char *what, srv_error *e);
 int srv_job_park_locked(srv_job *j, struct MHD_Connection *conn, int mask);
 /* With mu held: resumes the parked connection if it waits for `event`. */
 void srv_job_notify_locked(srv_job *j, int event);
+
+/* With tools auto: whether what follows the model's <|tool_call|> is held to the calls' schema
+ * (it compiled, and the tokenizer has both markers); else the calls are only read. */
+int srv_job_lazy_calls(const srv_job *j);
 
 /* Inference-thread events. */
 void srv_job_admitted(srv_job *j, int64_t seq_id);

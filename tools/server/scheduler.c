@@ -252,7 +252,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->ignore_eos = j->ignore_eos;
     rq->cache_salt = j->cache_salt;
     if (j->tool_mode == SRV_TOOLS_AUTO) { /* the calls' schema holds what follows the model's <|tool_call|> */
-        rq->json_lazy = rq->format == PM_FORMAT_JSON_SCHEMA && j->ctx->tool_call_open >= 0 && j->ctx->tool_call_close >= 0;
+        rq->json_lazy = srv_job_lazy_calls(j);
         if (!rq->json_lazy) rq->format = PM_FORMAT_TEXT;
         rq->json_open = j->ctx->tool_call_open;
         rq->json_close = j->ctx->tool_call_close;

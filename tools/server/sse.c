@@ -21,6 +21,7 @@
  * The reader copies prepared bytes from the current job's wire; when nothing is ready it parks the
  * connection (MHD_suspend_connection) on that job and the inference thread resumes it when text or
  * the end arrives. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,36 +143,88 @@ static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_j
     if (j->state == SRV_JS_DONE) fill_end(j, model, mk, st, srv_finish_name(j->finish));
 }
 
-/* A chat answer with tools (tool_calls.h): text goes out as content while it cannot be a call's
- * start (auto) or not at all (forced); at the end the calls found come as one chunk of
- * delta.tool_calls (each with its index) and the finish_reason is "tool_calls"; an answer without
- * calls sends what was held back as content. */
+/* The delta.tool_calls entries of what the calls gained since they last went out: a call's first
+ * entry carries its index, id, type, name and the arguments so far, later ones the arguments that
+ * came since. final: the answer's calls once it ended (srv_tool_calls_find), which complete what
+ * the reader saw; NULL while it streams (then only calls whose name is complete go out). NULL when
+ * nothing is new. */
+static json_t *call_deltas(srv_job *j, const json_t *final) {
+    srv_call_reader *r = &j->calls_read;
+    json_t *out = json_array();
+    size_t n = final ? json_array_size(final) : (size_t)r->n;
+    for (size_t k = 0; k < n && out; k++) {
+        srv_call_part *p = k < (size_t)r->n ? &r->calls[k] : NULL;
+        const char *name, *args;
+        size_t args_len;
+        if (final) {
+            const json_t *f = json_object_get(json_array_get(final, k), "function");
+            name = json_string_value(json_object_get(f, "name"));
+            args = json_string_value(json_object_get(f, "arguments"));
+            args_len = json_string_length(json_object_get(f, "arguments"));
+        } else {
+            if (!p->name_done) break;
+            name = p->name;
+            args = p->args ? p->args : "";
+            args_len = p->args_len;
+        }
+        int header = !p || !p->header_sent;
+        size_t sent = header ? 0 : p->args_sent < args_len ? p->args_sent : args_len;
+        if (!header && sent == args_len) continue;
+        json_t *d = json_object(), *f = json_object();
+        json_object_set_new(d, "index", json_integer((json_int_t)k));
+        if (header) {
+            char cid[96];
+            srv_tool_call_id(cid, sizeof cid, j->id, j->index, k);
+            json_object_set_new(d, "id", json_string(cid));
+            json_object_set_new(d, "type", json_string("function"));
+            json_object_set_new(f, "name", json_string(name ? name : ""));
+        }
+        json_object_set_new(f, "arguments", srv_json_text(args ? args + sent : "", args ? args_len - sent : 0));
+        json_object_set_new(d, "function", f);
+        json_array_append_new(out, d);
+        if (p) p->header_sent = 1, p->args_sent = args_len;
+    }
+    if (json_array_size(out)) return out;
+    json_decref(out);
+    return NULL;
+}
+
+/* A chat answer with tools (tool_calls.h). Text goes out as content while it cannot be a call's
+ * start (auto) or not at all (forced). Calls held to their schema (forced, or auto after the
+ * model's <|tool_call|>) stream as they are written: a call's name once complete, then its
+ * arguments piece by piece (call_reader.h); calls only read (auto without a compiled schema, or
+ * "functools") come at the end, each whole. finish_reason "tool_calls" when the answer's calls were
+ * read; an answer without calls sends what was held back as content, unless calls had begun to
+ * stream (cut by max_tokens or a stop string: what was read of them has gone out). */
 static void fill_chat_tools(srv_job *j, const char *model, const srv_stream *st) {
     j->sse_phase = SSE_RUNNING;
     const char *text = j->text ? j->text : "";
-    int done = j->state == SRV_JS_DONE;
-    size_t ready = j->tool_mode == SRV_TOOLS_AUTO ? srv_tool_content_ready(text, j->text_len, j->tool_at) : 0;
+    int done = j->state == SRV_JS_DONE, forced = j->tool_mode == SRV_TOOLS_FORCED;
+    int held = forced || (j->tool_at != SIZE_MAX && srv_job_lazy_calls(j));
+    if (held)
+        srv_call_reader_read(&j->calls_read, text, forced ? 0 : j->tool_at, j->tool_end < j->text_len ? j->tool_end : j->text_len);
+    int streaming = j->calls_read.n > 0 && j->calls_read.calls[0].header_sent;
+    size_t ready = forced ? 0 : srv_tool_content_ready(text, j->text_len, j->tool_at);
     json_t *calls = NULL;
     if (done) {
         size_t content_len = j->text_len;
         if (ended_well(j) && j->finish == PM_FINISH_STOP)
             calls = srv_tool_calls_find(text, j->text_len, j->tool_mode, j->tool_at, j->tool_end, j->id, j->index, &content_len);
-        ready = content_len;
+        ready = calls || !streaming ? content_len : forced ? 0 : j->tool_at;
     }
     if (ready > j->sent) {
         wire_event(j, with_logprobs(j, chat_chunk(j, model, srv_json_text(text + j->sent, ready - j->sent), NULL)));
         j->sent = ready;
     }
-    if (!done) return;
-    if (calls) {
-        size_t k;
-        json_t *c;
-        json_array_foreach(calls, k, c) json_object_set_new(c, "index", json_integer((json_int_t)k));
+    json_t *deltas = calls || (held && (!done || streaming)) ? call_deltas(j, calls) : NULL;
+    if (deltas) {
         json_t *o = chat_chunk(j, model, NULL, NULL);
-        json_object_set_new(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta"), "tool_calls", calls);
+        json_object_set_new(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta"), "tool_calls", deltas);
         wire_event(j, with_logprobs(j, o));
     }
-    fill_end(j, model, chat_chunk, st, calls ? "tool_calls" : srv_finish_name(j->finish));
+    int found = calls != NULL;
+    json_decref(calls);
+    if (done) fill_end(j, model, chat_chunk, st, found ? "tool_calls" : srv_finish_name(j->finish));
 }
 
 static void fill_chat(srv_job *j, const char *model, const srv_stream *st) {

@@ -297,9 +297,15 @@ int srv_tool_calls_render(const json_t *calls, const char *param, char **out, sr
     return *out ? 0 : oom(e);
 }
 
+void srv_tool_call_id(char *out, size_t size, const char *id, int index, size_t k) {
+    const char *hex = strchr(id, '-');
+    snprintf(out, size, "call_%s_%d_%zu", hex ? hex + 1 : id, index, k);
+}
+
 /* One call of the model's: {"name": N, "arguments" (or "parameters"): object or JSON text} as
- * OpenAI's {"id", "type", "function": {"name", "arguments": text}}; NULL when it is not one. */
-static json_t *openai_call(const json_t *c, const char *id, int index, size_t k) {
+ * OpenAI's {"id", "type", "function": {"name", "arguments": text}}; NULL when it is not one.
+ * raw: the arguments as written, whitespace outside strings dropped (call_reader.h), when read. */
+static json_t *openai_call(const json_t *c, const char *raw, const char *id, int index, size_t k) {
     const json_t *n = json_is_object(c) ? json_object_get(c, "name") : NULL;
     if (!json_is_string(n) || !name_ok(json_string_value(n))) return NULL;
     const json_t *a = json_object_get(c, "arguments");
@@ -307,12 +313,11 @@ static json_t *openai_call(const json_t *c, const char *id, int index, size_t k)
     char *args;
     if (!a) args = strdup("{}");
     else if (json_is_string(a)) args = strdup(json_string_value(a));
-    else if (json_is_object(a)) args = json_dumps(a, JSON_COMPACT);
+    else if (json_is_object(a)) args = raw ? strdup(raw) : json_dumps(a, JSON_COMPACT);
     else return NULL;
     if (!args) return NULL;
-    const char *hex = strchr(id, '-');
     char cid[96];
-    snprintf(cid, sizeof cid, "call_%s_%d_%zu", hex ? hex + 1 : id, index, k);
+    srv_tool_call_id(cid, sizeof cid, id, index, k);
     json_t *o = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", cid, "type", "function", "function", "name", n, "arguments", args);
     free(args);
     return o;
@@ -335,10 +340,13 @@ json_t *srv_tool_calls_find(const char *text, size_t len, srv_tool_mode mode, si
     json_t *v = json_loadb(text + from, to - from, JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK, NULL);
     json_t *one = json_is_object(v) ? json_pack("[O]", v) : NULL, *list = one ? one : v;
     json_t *calls = json_is_array(list) && json_array_size(list) ? json_array() : NULL;
+    srv_call_reader rd = {0}; /* the arguments as written, as a stream sends them */
+    srv_call_reader_read(&rd, text, from, to);
+    int raw = calls && srv_call_reader_complete(&rd) && (size_t)rd.n == json_array_size(list);
     size_t k;
     json_t *c;
     json_array_foreach(calls ? list : NULL, k, c) {
-        json_t *oc = openai_call(c, id, index, k);
+        json_t *oc = openai_call(c, raw && rd.calls[k].args_done ? rd.calls[k].args : NULL, id, index, k);
         if (!oc) {
             json_decref(calls);
             calls = NULL;
@@ -346,6 +354,7 @@ json_t *srv_tool_calls_find(const char *text, size_t len, srv_tool_mode mode, si
         }
         json_array_append_new(calls, oc);
     }
+    srv_call_reader_free(&rd);
     json_decref(one);
     json_decref(v);
     if (!calls) return NULL;

@@ -27,10 +27,11 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "call_reader.h"
 #include "server.h"
 
 typedef enum { SRV_TOOLS_OFF = 0, SRV_TOOLS_AUTO = 1, SRV_TOOLS_FORCED = 2 } srv_tool_mode;
-enum { SRV_MAX_TOOLS = 128, SRV_MAX_TOOL_NAME = 64 };
+enum { SRV_MAX_TOOLS = 128, SRV_MAX_TOOL_NAME = SRV_CALL_NAME_MAX };
 
 /* Reads a chat body's tools, tool_choice and parallel_tool_calls. On success (0): *mode,
  * *tools_text (malloc'd JSON list for the system message; NULL when the mode is off), and *schema
@@ -46,9 +47,14 @@ int srv_tool_calls_render(const json_t *calls, const char *param, char **out, sr
 /* Where the calls sit in a generated text. marker_at / marker_end: the text offsets at which the
  * <|tool_call|> / <|/tool_call|> tokens came (SIZE_MAX: did not). Returns the OpenAI tool_calls
  * array (ids "call_<id>_<index>_<k>", arguments as JSON text) and the length of the content
- * before them in *content_len; NULL when the text holds no calls (then *content_len = len). */
+ * before them in *content_len; NULL when the text holds no calls (then *content_len = len).
+ * Arguments written as an object are the model's text without the whitespace outside strings
+ * (call_reader.h), as a stream sends them. */
 json_t *srv_tool_calls_find(const char *text, size_t len, srv_tool_mode mode, size_t marker_at, size_t marker_end,
                             const char *id, int index, size_t *content_len);
+
+/* The id of choice index's call k in response id: "call_<hex of id>_<index>_<k>". */
+void srv_tool_call_id(char *out, size_t size, const char *id, int index, size_t k);
 
 /* While an auto-mode answer streams: how many bytes of text[0..len) may go out as content now
  * (the rest may still turn out to be a call). */
