@@ -6,6 +6,8 @@
 #  - from the second turn on the prompt cache holds the history up to its last <|end|> (--stats),
 #    but for the turn that brings the first image (the vision adapter changes every K/V);
 #    --no-prompt-cache gives the same answers;
+#  - a message of several lines (between lines that begin and end with three double quotes) is
+#    those lines joined by newlines; a block the input leaves open is named and not sent;
 #  - a missing file, an unknown command and an empty input are handled: a message naming them, the
 #    conversation goes on, the exit status says a line failed.
 set -u
@@ -78,6 +80,20 @@ ok = rc3 == 1 and "missing.png" in e and "unknown command '/frobnicate'" in e an
 print(("PASS" if ok else "FAIL") + " chat_bad_lines_named_and_survived" + ("" if ok else ": rc %d %r %r" % (rc3, out3, e[-300:])))
 rc4, out4, err4 = run(["chat", "-m", model], b"")
 print(("PASS" if rc4 == 0 and out4 == b"" else "FAIL") + " chat_empty_input")
+# a message of several lines between lines that begin and end with three double quotes: the same
+# answers as generate gives for those lines joined by newlines; one left open is named, not sent
+block = b'"""Line one\n  line two\n"""\n"""single"""\n'
+rc6, out6, err6 = run(["chat", "-m", model, "-n", "6"], block)
+want6 = b""
+for user in ["Line one\n  line two", "single"]:
+    g, answer, _ = run(["generate", "-m", model, "-n", "6", "--raw", "-p", "%s<|user|>%s<|end|><|assistant|>" % (prev if want6 else "", user)])
+    prev = "<|user|>%s<|end|><|assistant|>%s<|end|>" % (user, answer[:-1].decode("utf-8", "surrogateescape"))
+    want6 += answer
+ok = rc6 == 0 and out6 == want6
+print(("PASS" if ok else "FAIL") + " chat_multiline_message" + ("" if ok else ": rc %d %r vs %r %r" % (rc6, out6, want6, err6[-300:])))
+rc7, out7, err7 = run(["chat", "-m", model, "-n", "3"], b'"""never\nclosed\n')
+ok = rc7 == 1 and out7 == b"" and b"ended inside" in err7
+print(("PASS" if ok else "FAIL") + " chat_open_block_named_not_sent" + ("" if ok else ": rc %d %r %r" % (rc7, out7, err7[-300:])))
 rc5, _, err5 = run(["chat", "-m", model, "--bogus"], b"")
 print(("PASS" if rc5 != 0 and b"--bogus" in err5 else "FAIL") + " chat_unknown_option_refused")
 EOF

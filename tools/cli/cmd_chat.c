@@ -1,5 +1,6 @@
 /* cmd_chat.c — `phi4mm chat`: a conversation on the command line. Each line read from stdin is a
- * user message ("/image FILE" and "/audio FILE" attach media to the next one; "/reset" starts over,
+ * user message, or the lines between a line that begins with three double quotes and one that ends
+ * with them ("/image FILE" and "/audio FILE" attach media to the next one; "/reset" starts over,
  * "/quit" or the end of input ends); the answer streams to stdout.
  *
  * Every turn sends the whole conversation again, rendered with the chat template, as a chat client
@@ -100,7 +101,8 @@ static void convo_trim(convo *c, int n_msgs, int n_image, int n_audio) {
 
 static void usage_chat(void) {
     fprintf(stderr,
-            "usage: phi4mm chat -m MODEL_DIR [options]   (messages on stdin, a line each)\n"
+            "usage: phi4mm chat -m MODEL_DIR [options]   (messages on stdin, a line each; a message of\n"
+            "                        several lines between lines that begin and end with \"\"\")\n"
             "  --system TEXT         system message\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
@@ -114,6 +116,53 @@ static void usage_chat(void) {
             "                        message\n"
             "  /reset                forget the conversation (the system message stays)\n"
             "  /quit                 end (so does the end of input, or Ctrl-C at the prompt)\n");
+}
+
+static const char QUOTES[] = "\"\"\"";
+
+/* A message of several lines: *line began with three double quotes; the lines read up to the one
+ * that ends with them make the message (the quotes left out, the lines joined by newlines), in
+ * *line. Returns 0, -1 when the input ended first, 1 out of memory. */
+static int read_block(char **line, size_t *cap, int tty) {
+    size_t len = strlen(*line) - 3, blen = len, bcap = len + 64;
+    char *b = malloc(bcap), *next = NULL;
+    size_t ncap = 0;
+    if (!b) return 1;
+    memcpy(b, *line + 3, len + 1);
+    int closed = len >= 3 && !strcmp(b + len - 3, QUOTES), rc = 0;
+    if (closed) b[blen -= 3] = 0;
+    while (!closed) {
+        if (tty) fputs("... ", stderr);
+        ssize_t got = getline(&next, &ncap, stdin);
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        while (got > 0 && (next[got - 1] == '\n' || next[got - 1] == '\r')) next[--got] = 0;
+        if ((closed = got >= 3 && !strcmp(next + got - 3, QUOTES))) next[got -= 3] = 0;
+        if (closed && !got) break; /* the quotes alone: no line more */
+        if (blen + (size_t)got + 2 > bcap) {
+            while (blen + (size_t)got + 2 > bcap) bcap *= 2;
+            char *nb = realloc(b, bcap);
+            if (!nb) {
+                rc = 1;
+                break;
+            }
+            b = nb;
+        }
+        if (blen) b[blen++] = '\n';
+        memcpy(b + blen, next, (size_t)got + 1);
+        blen += (size_t)got;
+    }
+    free(next);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    free(*line);
+    *line = b;
+    *cap = bcap;
+    return 0;
 }
 
 /* One turn: the user's line (with the attached media's placeholders) and the model's answer.
@@ -257,6 +306,18 @@ int pm_cmd_chat(int argc, char **argv) {
         }
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (!got) continue;
+        if (!strncmp(line, QUOTES, 3)) { /* a message of several lines */
+            int brc = read_block(&line, &cap, tty);
+            if (brc < 0) {
+                failed = cli_fail(cmd, "the input ended inside a %s block (a line ending with %s closes it); it was not sent", QUOTES,
+                                  QUOTES);
+                break;
+            }
+            if (brc > 0) rc = cli_fail(cmd, "out of memory");
+            else if (turn(eng, &c, line, pend_image, pend_audio, &base, stats)) failed = 1;
+            pend_image = pend_audio = 0;
+            continue;
+        }
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
         if (!strcmp(line, "/help")) {
             usage_chat();
