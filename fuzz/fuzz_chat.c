@@ -12,7 +12,8 @@
  * The same JSON also goes through srv_completion_parse (POST /v1/completions): accepted, a
  * non-empty prompt with no media and no placeholder, the same parameter ranges. With tools: their
  * list for the prompt, and a forced choice's schema compiles. The bytes also go through the
- * tool-call reader as model text (srv_tool_calls_find, srv_tool_content_ready), and through the
+ * tool-call reader as model text (srv_tool_calls_find, srv_tool_content_ready), as a /v1/responses
+ * body (translated to chat, then parsed; a refusal names no chat field), and through the
  * streaming call reader at once and in pieces (the same calls; each piece's a prefix of them). */
 #include <jansson.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 
 #include "../tools/server/chat_parse.h"
 #include "../tools/server/json_util.h"
+#include "../tools/server/responses_parse.h"
 #include "../tools/server/tool_calls.h"
 #include "engine/json_schema.h"
 #include "fuzz_util.h"
@@ -125,6 +127,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         srv_chat_req_free(&r);
     }
+    /* the same JSON as a /v1/responses body: the chat request it amounts to, or an error in the
+     * body's own terms */
+    json_t *chat = NULL, *names = NULL;
+    memset(&e, 0, sizeof e);
+    memset(&r, 0, sizeof r);
+    int rrc = srv_responses_to_chat(root, &chat, &names, &e);
+    if (!rrc) {
+        FUZZ_CHECK(json_is_array(json_object_get(chat, "messages")) && json_is_object(names));
+        rrc = srv_chat_parse(chat, &lim, &r, &e);
+        if (!rrc) FUZZ_CHECK(r.prompt != NULL && r.n == 1);
+    }
+    if (rrc) {
+        srv_responses_rename(names, &e);
+        FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0] && strncmp(e.param, "messages[", 9));
+    }
+    srv_chat_req_free(&r);
+    json_decref(chat);
+    json_decref(names);
     json_decref(root);
     return 0;
 }

@@ -155,6 +155,11 @@ for k, v in reqs.items(): put("chat", f"{k}.json", json.dumps(v))
 put("chat", "calls_text.txt", ' functools[{"name": "f", "arguments": {"a": [1, {"b": null}]}}, {"name": "g", "parameters": "{}"}]')
 put("chat", "calls_list.txt", '[ {"name": "get_weather", "arguments": {"city": "P\\"a ris", "n": [1, 2.5e0]}} ,\n{"parameters": {}, "name": "f-2"}]')
 put("chat", "call_one.txt", '{"name":"f","arguments":{"a":{"b":[true,null]}},"extra":{"name":"x"}} trailing')
+put("chat", "responses.json", json.dumps({"instructions": "Be brief.", "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"},
+    {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}, {"type": "function_call", "call_id": "c", "name": "f",
+    "arguments": "{}"}, {"type": "function_call_output", "call_id": "c", "output": "ok"}], "max_output_tokens": 5,
+    "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "tool_choice": {"type": "function", "name": "f"},
+    "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}}))
 put("chat", "nested.json", '{"messages": [' * 70 + ']' * 70 + '}')
 put("chat", "dup.json", '{"messages": [], "messages": []}')
 # /v1/completions bodies (the chat harness parses every body both ways)

@@ -278,6 +278,9 @@ typedef struct pm_callbacks {
      * placeholder id) and its log-probability given the positions before it, top the n_top most
      * likely there, as on_logprobs. Position 0 has no context: logprob NAN, n_top 0. */
     void (*on_prompt_logprobs)(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top);
+    /* Called once right before on_done: how many of the prompt's positions came from the prompt
+     * cache (pm_engine_opts.prefix_cache) instead of being computed (OpenAI's cached_tokens). */
+    void (*on_prompt_cached)(void *user, int positions);
 } pm_callbacks;
 
 /* ---------------------------------------------------------------- engine */

@@ -40,6 +40,7 @@ typedef struct pm_seq {
     int n_tokens, cap_tokens, n_prompt, n_gen, max_tokens, max_context;
     pm_kv_cache kv;
     int rope_long;
+    int cached;             /* the prompt positions the prompt cache held (on_prompt_cached) */
     pm_sampler sampler;
     pm_tok_stream *stream;
     pm_callbacks cb;
@@ -262,6 +263,7 @@ static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) 
     pm_seq *s = eng->seqs[i];
     eng->kv_reserved -= s->kv_reserved;
     if (why != PM_FINISH_ERROR) offer_prefix(eng, s);
+    if (s->cb.on_prompt_cached) s->cb.on_prompt_cached(s->cb.user, s->cached);
     if (s->cb.on_done) s->cb.on_done(s->cb.user, why, s->n_prompt, s->n_gen, error);
     seq_free(s);
     eng->seqs[i] = eng->seqs[--eng->n];
@@ -431,6 +433,7 @@ struct pm_encoded {
     int max_tokens; /* what the reservation was sized for */
     pm_kv_cache kv; /* the prompt's positions prefilled so far */
     int rope_long;
+    int cached;    /* the prompt positions the prompt cache held */
     float *logits;  /* [vocab] after the last prompt position, once kv.len == prep.n */
     pm_prompt_lp plp; /* prompt_logprobs: scored as the chunks run */
 };
@@ -469,7 +472,8 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
      * the prompt cache holds of it (not one scored: each position's score needs its rows) */
     if (enc->kv.len == 0) {
         enc->rope_long = n_prompt > llm->c.orig_max_pos;
-        if (!enc->seq_id && !pm_prompt_lp_pending(&enc->plp) && reuse_prefix(eng, &enc->prep, enc->rope_long, &enc->kv, &e) < 0) goto out;
+        if (!enc->seq_id && !pm_prompt_lp_pending(&enc->plp) && (enc->cached = reuse_prefix(eng, &enc->prep, enc->rope_long, &enc->kv, &e)) < 0)
+            goto out;
     }
     /* the chunks pm_engine_step would run, one forward each: the same numbers */
     while (enc->kv.len < n_prompt && max_rows > 0) {
@@ -613,6 +617,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     s->kv_reserved = enc->need;
     if (s->logits_ready) {
         s->kv = enc->kv;
+        s->cached = enc->cached;
         s->rope_long = enc->rope_long;
         s->logits = enc->logits;
     } else {
@@ -621,7 +626,8 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         /* prefilled by the steps: past what the prompt cache holds of it, with the RoPE factors
          * the first step would choose */
         int rope_long = s->n_prompt > eng->m->llm.c.orig_max_pos;
-        if (!pm_prompt_lp_pending(&s->plp) && reuse_prefix(eng, &s->prep, rope_long, &s->kv, e) > 0) s->rope_long = rope_long;
+        if (!pm_prompt_lp_pending(&s->plp) && (s->cached = reuse_prefix(eng, &s->prep, rope_long, &s->kv, e)) > 0) s->rope_long = rope_long;
+        if (s->cached < 0) s->cached = 0; /* not taken: computed by the steps */
         pm_err_clear(e);
     }
     free(enc);

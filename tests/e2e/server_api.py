@@ -87,9 +87,13 @@ class Server:
             for block in text.split("\n\n"):
                 if not block.strip():
                     continue
+                name = None
+                if block.startswith("event: "):  # the Responses API names each event: its data's type
+                    name, block = block[7:].split("\n", 1)
                 assert block.startswith("data: "), block[:80]
                 payload = block[6:]
                 events.append("[DONE]" if payload == "[DONE]" else json.loads(payload))
+                assert name is None or events[-1]["type"] == name, block[:80]
             return r.status, events, text
         finally:
             c.close()
@@ -144,6 +148,11 @@ def joined_calls(deltas):
 
 def strip_ids(calls):
     return [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls or []]
+
+
+def usage_counts(u):
+    """A usage without what the prompt cache held (that depends on the requests before)."""
+    return {k: v for k, v in (u or {}).items() if k != "prompt_tokens_details"}
 
 
 def stream_content(events):
@@ -397,7 +406,7 @@ def main():
         "type": "json_schema", "json_schema": {"name": "calls", "schema": tschema}}})
     try:
         same = ok and st2 == 200 and json.loads(d2["choices"][0]["text"]) == [{"name": "get_weather", "arguments": targs}] \
-            and d2["usage"] == d["usage"]
+            and usage_counts(d2["usage"]) == usage_counts(d["usage"])
     except ValueError:
         same = False
     report("the call is the completion of the tools' prompt under the calls' schema", same, "%s / %s" % (str(d)[:200], str(d2)[:300]))
@@ -481,6 +490,71 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", dict(tb, tool_choice={"type": "function", "function": {"name": "nope"}}))
     report("tool_choice naming no tool: 400", st == 400 and d["error"]["param"] == "tool_choice.function.name", str(d)[:300])
 
+    # ------------------------------------------------------------ /v1/responses
+    # the Responses API over the same chat requests: the same answer and token counts as chat
+    # completions (text, image + audio, a forced call), streamed as its events (a sequence numbered
+    # from 0; the deltas add up to the final response, which equals the non-streamed one)
+    def resp_text(r):
+        return "".join(p["text"] for it in r["output"] if it["type"] == "message" for p in it["content"])
+
+    def resp_events_ok(ev):
+        types = [e["type"] for e in ev]
+        return (types[:2] == ["response.created", "response.in_progress"] and types[-1] in ("response.completed", "response.incomplete")
+                and [e["sequence_number"] for e in ev] == list(range(len(ev))) and ev[0]["response"]["status"] == "in_progress")
+
+    def same_response(a, b):  # ids, times and what the prompt cache held apart
+        strip = lambda r: json.loads(re.sub(r'"(resp|msg|fc|call)_[0-9a-f]{24}', r'"\1_x', json.dumps(dict(
+            r, created_at=0, usage=dict(r["usage"], input_tokens_details=None)))))
+        return strip(a) == strip(b)
+
+    rcases = [("text", {"instructions": "You are a helpful assistant.", "input": "What is the capital of France?"},
+               [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "What is the capital of France?"}]),
+              ("image+audio", {"input": [{"role": "user", "content": [
+                  {"type": "input_image", "image_url": img}, dict(audio_part()),
+                  {"type": "input_text", "text": "Answer the spoken question about the image."}]}]},
+               [{"role": "user", "content": [image_part(), audio_part(), {"type": "text", "text": "Answer the spoken question about the image."}]}])]
+    for name, rbody, msgs in rcases:
+        st, _, d = A.json("POST", "/v1/responses", dict(rbody, max_output_tokens=12))
+        st2, _, dc = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
+        ok = st == 200 and st2 == 200 and d["object"] == "response" and d["id"].startswith("resp_") and resp_text(d) == chat_content(dc) \
+            and d["usage"]["input_tokens"] == dc["usage"]["prompt_tokens"] and d["usage"]["output_tokens"] == dc["usage"]["completion_tokens"] \
+            and d["status"] == {"stop": "completed", "length": "incomplete"}[dc["choices"][0]["finish_reason"]]
+        report("responses %s: the chat completion's answer and counts" % name, ok, "%s / %s" % (str(d)[:300], str(dc)[:200]))
+        st3, ev, raw = A.stream("/v1/responses", dict(rbody, max_output_tokens=12, stream=True))
+        deltas = "".join(e["delta"] for e in ev if e["type"] == "response.output_text.delta")
+        ok = st3 == 200 and resp_events_ok(ev) and deltas == resp_text(d) and same_response(ev[-1]["response"], d)
+        report("responses %s streamed: events in order, the same response" % name, ok, str(raw)[:400])
+    rtb = {"input": "What is the weather in Paris?", "tools": [dict(type="function", **f) for f in fns], "max_output_tokens": 300,
+           "parallel_tool_calls": False, "tool_choice": {"type": "function", "name": "get_weather"}}
+    st, _, d = A.json("POST", "/v1/responses", rtb)
+    st2, _, dc = A.json("POST", "/v1/chat/completions", tb)
+    items = d.get("output", []) if st == 200 else []
+    want = strip_ids(dc["choices"][0]["message"].get("tool_calls")) if st2 == 200 else None
+    ok = len(items) == 1 and items[0]["type"] == "function_call" and items[0]["call_id"].startswith("call_") and items[0]["status"] == "completed" \
+        and [{"name": it["name"], "arguments": it["arguments"]} for it in items] == want and d["status"] == "completed"
+    report("responses, a function forced: a function_call item, the chat completion's call", ok, "%s / %s" % (str(d)[:300], str(dc)[:300]))
+    st3, ev, raw = A.stream("/v1/responses", dict(rtb, stream=True))
+    fargs = "".join(e["delta"] for e in ev if e["type"] == "response.function_call_arguments.delta")
+    done = [e for e in ev if e["type"] == "response.function_call_arguments.done"]
+    ok = ok and st3 == 200 and resp_events_ok(ev) and fargs == items[0]["arguments"] and len(done) == 1 \
+        and done[0]["arguments"] == fargs and same_response(ev[-1]["response"], d) \
+        and not any(e["type"].startswith("response.output_text") for e in ev)
+    report("responses, the call streamed: its arguments in deltas, the same response", ok, str(raw)[:400])
+    # a history in items (a call and its output) is the chat conversation with the call
+    hist_items = [{"role": "user", "content": "What is the weather in Paris?"},
+                  {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"},
+                  {"type": "function_call_output", "call_id": "call_1", "output": "18 C, sunny"}]
+    st, _, d = A.json("POST", "/v1/responses", {"input": hist_items, "tools": rtb["tools"], "max_output_tokens": 6})
+    st2, _, dc = A.json("POST", "/v1/chat/completions", {"messages": hist, "tools": tools, "max_tokens": 6})
+    ok = st == 200 and st2 == 200 and resp_text(d) == chat_content(dc) and d["usage"]["input_tokens"] == dc["usage"]["prompt_tokens"]
+    report("responses: function_call and function_call_output items are the chat history with the call", ok,
+           "%s / %s" % (str(d)[:300], str(dc)[:300]))
+    st, _, d = A.json("POST", "/v1/responses", {"input": "Hi", "previous_response_id": "resp_0"})
+    report("responses: previous_response_id is a 400 (nothing is stored)", st == 400 and d["error"]["param"] == "previous_response_id", str(d)[:300])
+    st, _, d = A.json("POST", "/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}]})
+    report("responses: a bad image is a 400 naming input[0].content[0]", st == 400 and d["error"]["code"] == "invalid_image"
+           and d["error"]["param"].startswith("input[0].content[0]"), str(d)[:300])
+
     # echo: the prompt comes back before the completion; with logprobs its tokens are scored (the
     # first has nothing before it: null); max_tokens 0 scores only (what evaluation harnesses send).
     # Scoring the prompt plus the greedy continuation gives the generated tokens' own log-probabilities.
@@ -517,7 +591,7 @@ def main():
     ok = st == 200
     for prompt in (ids, [ids]):
         st2, _, d2 = A.json("POST", "/v1/completions", dict(body, prompt=prompt))
-        ok = ok and st2 == 200 and d2["choices"][0]["text"] == d["choices"][0]["text"] and d2["usage"] == d["usage"] \
+        ok = ok and st2 == 200 and d2["choices"][0]["text"] == d["choices"][0]["text"] and usage_counts(d2["usage"]) == usage_counts(d["usage"]) \
             and d2["choices"][0]["logprobs"] == d["choices"][0]["logprobs"]
     report("completions of token ids equal the text's (bare and as an array of one)", ok, "%s %s" % (str(d)[:200], str(d2)[:200]))
     expect_ids = [("a token id outside the vocabulary", [5, 999999], 400, "invalid_request"),
@@ -585,7 +659,7 @@ def main():
               and (field == "text" or all(roles[i] == 1 for i in order))
               and (field == "content" or all(lps[i] == c["logprobs"]["tokens"] for i, c in enumerate(d["choices"])))
               and ev[-1] == "[DONE]" and ev.count("[DONE]") == 1 and chunks[-1]["choices"] == []
-              and chunks[-1]["usage"] == d["usage"])
+              and usage_counts(chunks[-1]["usage"]) == usage_counts(d["usage"]))
         report("%s streamed: choice after choice, the same texts, one usage chunk and [DONE]" % name, ok, raw[-300:])
     for name, route, body in (("chat n 17", "/v1/chat/completions", {"messages": msgs, "n": 17}),
                               ("completions of 9 prompts x n 2", "/v1/completions", {"prompt": ["a"] * 9, "n": 2})):
@@ -681,7 +755,8 @@ def main():
            and C.metric("phi4mm_prompt_cache_cap_bytes") == 0,
            "same %s, hits %s -> %s, reused %s -> %s, media hits %s -> %s" % (same, h0, h1, r0, r1, m0, m1))
     report("prompt cache: a next turn starts past the history, as server C answers it without a cache",
-           st == 200 and st3 == 200 and chat_content(d) == chat_content(d3) and h2 == h1 + 1 and r2 - r1 >= 16,
+           st == 200 and st3 == 200 and chat_content(d) == chat_content(d3) and h2 == h1 + 1 and r2 - r1 >= 16
+           and d["usage"]["prompt_tokens_details"]["cached_tokens"] == r2 - r1 and d3["usage"]["prompt_tokens_details"]["cached_tokens"] == 0,
            "%r / %r, hits %s -> %s, reused %s -> %s" % (str(d)[:200], str(d3)[:200], h1, h2, r1, r2))
     # cache_salt: the same turn salted reuses nothing the unsalted ones left, nor its media's rows;
     # asked again under the same salt it does; the answers stay the CLI's; a bad salt is a 400
@@ -697,6 +772,7 @@ def main():
     report("cache_salt: a salted request reuses only its own salt's prompt and media entries; bad salts are 400",
            sa == 200 and sb == 200 and chat_content(da) == expected["image"] and chat_content(db) == expected["image"]
            and ha == h2 and ma == m1 and hb == h2 + 1 and mb == m1 + 1
+           and da["usage"]["prompt_tokens_details"]["cached_tokens"] == 0 < db["usage"]["prompt_tokens_details"]["cached_tokens"]
            and all(s == 400 and b["error"]["param"] == "cache_salt" for s, _, b in bad) and sc == 200,
            "%s %s, hits %s -> %s -> %s, media %s -> %s -> %s, bad %s, completions %s" %
            (sa, sb, h2, ha, hb, m1, ma, mb, [(s, str(b)[:80]) for s, _, b in bad], sc))
@@ -711,7 +787,7 @@ def main():
     t1, a1 = D.metric("phi4mm_draft_tokens_total"), D.metric("phi4mm_draft_accepted_total")
     report("--draft: drafts taken, the answer the same as without them (streamed too)",
            st == st2 == st3 == 200 and chat_content(d) == chat_content(d2) and stream_content(ev)[0] == chat_content(d)
-           and d["usage"] == d2["usage"] and a1 > a0 and t1 >= a1 and A.metric("phi4mm_draft_tokens_total") == 0,
+           and usage_counts(d["usage"]) == usage_counts(d2["usage"]) and a1 > a0 and t1 >= a1 and A.metric("phi4mm_draft_tokens_total") == 0,
            "%s / %s; drafted %s -> %s, taken %s -> %s" % (str(d)[:200], str(d2)[:200], t0, t1, a0, a1))
 
     # local media path inside --allow-media-dir gives the same answer as the data: URL
@@ -774,7 +850,7 @@ def main():
             text, finish, usage, done = stream_content(ev) if st == 200 else (raw, None, None, False)
             return st, text, finish, done
         st, _, d = A.json("POST", "/v1/chat/completions", body)
-        return (st, chat_content(d), d["choices"][0]["finish_reason"], d["usage"]) if st == 200 else (st, d, None, None)
+        return (st, chat_content(d), d["choices"][0]["finish_reason"], usage_counts(d["usage"])) if st == 200 else (st, d, None, None)
 
     t0 = time.time()
     alone = [run(b) for _, b in reqs]

@@ -218,5 +218,57 @@ await check('tool call, streamed helper equals create', async () => {
     JSON.stringify([r.choices[0], f.choices[0]]).slice(0, 300));
 });
 
+await check('responses: create and the stream helper equal the CLI', async () => {
+  const req = {
+    model: 'phi-4-multimodal-instruct',
+    instructions: 'You are a helpful assistant.',
+    input: [{ role: 'user', content: [{ type: 'input_text', text: 'What is the capital of France?' }] }],
+    max_output_tokens: 12,
+  };
+  log.push(`> client.responses.create(${JSON.stringify(req)})`);
+  const r = await client.responses.create(req);
+  log.push(`< ${JSON.stringify(r)}`);
+  const stream = client.responses.stream(req); // the SDK's helper checks the events' order as it assembles them
+  let deltas = '';
+  stream.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  const f = await stream.finalResponse();
+  log.push(`< (stream) ${JSON.stringify(f)}`);
+  report('responses: create and the stream helper equal the CLI', r.output_text === expected.text && f.output_text === expected.text &&
+    deltas === expected.text && r.status === 'incomplete' && r.incomplete_details?.reason === 'max_output_tokens' &&
+    r.usage?.output_tokens === 12 && f.usage?.output_tokens === 12,
+    `${JSON.stringify(r.output_text)} / ${JSON.stringify(f.output_text)} vs ${JSON.stringify(expected.text)}`);
+});
+
+await check('responses: a forced function call, streamed and not', async () => {
+  const req = {
+    model: 'x',
+    input: 'What is the weather in Paris?',
+    tools: [{
+      type: 'function',
+      name: 'get_weather',
+      description: 'Weather of a city',
+      parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'] },
+      strict: true,
+    }],
+    tool_choice: 'required',
+    parallel_tool_calls: false,
+    max_output_tokens: 300,
+  };
+  log.push(`> client.responses.create(${JSON.stringify(req)})`);
+  const r = await client.responses.create(req);
+  log.push(`< ${JSON.stringify(r)}`);
+  const stream = client.responses.stream(req);
+  let args = '';
+  stream.on('response.function_call_arguments.delta', (e) => { args += e.delta; });
+  const f = await stream.finalResponse();
+  log.push(`< (stream) ${JSON.stringify(f.output)}`);
+  const a = r.output.find((o) => o.type === 'function_call'), b = f.output.find((o) => o.type === 'function_call');
+  const parsed = a ? JSON.parse(a.arguments) : null;
+  report('responses: a forced function call, streamed and not', a && b && a.name === 'get_weather' && b.name === a.name &&
+    b.arguments === a.arguments && args === a.arguments && typeof parsed.city === 'string' && ['c', 'f'].includes(parsed.unit) &&
+    r.status === 'completed' && f.status === 'completed',
+    JSON.stringify([r.output, f.output]).slice(0, 300));
+});
+
 if (transcriptPath) fs.writeFileSync(transcriptPath, log.join('\n') + '\n');
 process.exit(failed ? 1 : 0);

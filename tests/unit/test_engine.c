@@ -78,6 +78,7 @@ typedef struct run {
     float *logits[2];     /* [STEPS][vocab] */
     int rope_long[2][STEPS];
     int tokens[2];
+    int cached[2];        /* on_prompt_cached: the positions the prompt cache held (-1: not called) */
 } run;
 
 static int32_t *text_ids(int n, uint32_t seed) {
@@ -94,6 +95,11 @@ typedef struct rec {
     run *r;
     int i, step;
 } rec;
+
+static void rec_cached(void *u, int positions) {
+    rec *c = u;
+    c->r->cached[c->i] = positions;
+}
 
 /* on_token: the sequence has just sampled; copy the logits it sampled from. */
 static int rec_token(void *u, int32_t tok, const char *text, size_t len) {
@@ -1244,7 +1250,8 @@ static void test_encode_beside_steps(void **state) {
 static void run_in(pm_engine *eng, run *r, int i, int prefill) {
     char err[512];
     rec c = {eng, r, i, 0};
-    pm_callbacks cb = {.on_token = rec_token, .user = &c};
+    pm_callbacks cb = {.on_token = rec_token, .user = &c, .on_prompt_cached = rec_cached};
+    r->cached[i] = -1;
     if (prefill) {
         pm_encoded *enc = NULL;
         int rc;
@@ -1512,6 +1519,8 @@ static void test_prefix_cache_messages(void **state) {
         pm_engine_prefix_stats(eng, &st);
         int want = k == 0 ? 0 : k == 1 ? last_end[0] : first_end[0];
         assert_int_equal(st.reused - reused, want);
+        assert_int_equal(got.cached[k % 2], want); /* what on_prompt_cached tells the request */
+        assert_int_equal(ref.cached[k % 2], 0);
     }
     pm_engine_free(eng);
     pm_engine_free(eng0);

@@ -20,6 +20,7 @@
 #include "../../tools/server/json_util.c"
 #include "../../tools/server/local_media.c"
 #include "../../tools/server/multipart.c"
+#include "../../tools/server/responses_parse.c"
 #include "../../tools/server/tool_calls.c"
 
 /* ------------------------------------------------------------------ base64 */
@@ -793,6 +794,123 @@ static void test_completions(void **state) {
     json_decref(root);
 }
 
+/* ------------------------------------------------------------------ /v1/responses bodies */
+
+/* js as a responses body: translated, then parsed as chat; errors in the body's terms. */
+static int resp_parse(const char *js, srv_chat_req *r, srv_error *e) {
+    json_t *root = json_loads(js, 0, NULL), *chat = NULL, *names = NULL;
+    if (!root) {
+        fprintf(stderr, "test JSON does not parse: %s\n", js);
+        return -99;
+    }
+    memset(r, 0, sizeof *r);
+    int rc = srv_responses_to_chat(root, &chat, &names, e);
+    if (!rc) rc = srv_chat_parse(chat, &LIM, r, e);
+    if (rc) srv_responses_rename(names, e);
+    json_decref(root);
+    json_decref(chat);
+    json_decref(names);
+    return rc;
+}
+
+/* The responses body and the chat body give the same request: prompt, media, tools, format. */
+static void same_as_chat(const char *resp, const char *chat) {
+    srv_chat_req a, b;
+    srv_error e;
+    int ra = resp_parse(resp, &a, &e);
+    if (ra) fprintf(stderr, "%s: %s\n", e.param, e.msg);
+    assert_int_equal(ra, 0);
+    assert_int_equal(parse(chat, &b, &e), 0);
+    assert_string_equal(a.prompt, b.prompt);
+    assert_int_equal(a.n_images, b.n_images);
+    assert_int_equal(a.n_audios, b.n_audios);
+    assert_int_equal(a.max_tokens, b.max_tokens);
+    assert_int_equal(a.tool_mode, b.tool_mode);
+    assert_int_equal(a.format, b.format);
+    assert_int_equal(!a.json_schema, !b.json_schema);
+    if (a.json_schema) assert_string_equal(a.json_schema, b.json_schema);
+    assert_true(a.sampling.temperature == b.sampling.temperature && a.stream == b.stream);
+    srv_chat_req_free(&a);
+    srv_chat_req_free(&b);
+}
+
+#define WFN "\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}"
+
+static void test_responses_parse(void **state) {
+    (void)state;
+    same_as_chat("{\"instructions\":\"Be brief.\",\"input\":\"Hi\",\"max_output_tokens\":7,\"temperature\":0.5,\"stream\":true}",
+                 "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":7,"
+                 "\"temperature\":0.5,\"stream\":true}");
+    same_as_chat("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"Look\"},{\"type\":\"input_image\","
+                 "\"image_url\":\"" PNG_URL "\",\"detail\":\"auto\"}," WAV_PART "]}]}",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Look\"}," IMG_PART "," WAV_PART "]}]}");
+    /* a history with a message and its calls, their outputs, the next question */
+    same_as_chat("{\"input\":[{\"type\":\"message\",\"role\":\"developer\",\"content\":\"D\"},{\"role\":\"user\",\"content\":\"Q\"},"
+                 "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Let me see.\"}]},"
+                 "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"},"
+                 "{\"type\":\"function_call\",\"call_id\":\"c2\",\"name\":\"get_weather\",\"arguments\":\"{}\"},"
+                 "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"18 C\"},"
+                 "{\"type\":\"function_call\",\"call_id\":\"c3\",\"name\":\"get_weather\",\"arguments\":\"{}\"},"
+                 "{\"type\":\"function_call_output\",\"call_id\":\"c3\",\"output\":[{\"type\":\"input_text\",\"text\":\"20 C\"}]},"
+                 "{\"role\":\"user\",\"content\":\"And?\"}],\"tools\":[{\"type\":\"function\"," WFN ",\"strict\":true}],"
+                 "\"tool_choice\":{\"type\":\"function\",\"name\":\"get_weather\"}}",
+                 "{\"messages\":[{\"role\":\"developer\",\"content\":\"D\"},{\"role\":\"user\",\"content\":\"Q\"},"
+                 "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Let me see.\"}],\"tool_calls\":["
+                 "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}},"
+                 "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{}\"}}]},"
+                 "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"18 C\"},"
+                 "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c3\",\"type\":\"function\",\"function\":"
+                 "{\"name\":\"get_weather\",\"arguments\":\"{}\"}}]},"
+                 "{\"role\":\"tool\",\"tool_call_id\":\"c3\",\"content\":[{\"type\":\"text\",\"text\":\"20 C\"}]},"
+                 "{\"role\":\"user\",\"content\":\"And?\"}],\"tools\":[{\"type\":\"function\",\"function\":{" WFN "}}],"
+                 "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}");
+    same_as_chat("{\"input\":\"Hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":"
+                 "\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                 "{\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+                 "\"required\":[\"a\"]}}}}");
+    /* refusals name the body's own fields */
+    static const struct { const char *body, *code, *param; } bad[] = {
+        {"{\"input\":\"Hi\",\"previous_response_id\":\"resp_1\"}", "unsupported_parameter", "previous_response_id"},
+        {"{\"input\":\"Hi\",\"include\":[\"message.output_text.logprobs\"]}", "unsupported_parameter", "include"},
+        {"{\"input\":\"Hi\",\"truncation\":\"auto\"}", "unsupported_value", "truncation"},
+        {"{\"input\":\"Hi\",\"background\":true}", "unsupported_parameter", "background"},
+        {"{\"max_output_tokens\":5}", "missing_required_parameter", "input"},
+        {"{\"input\":[]}", "invalid_value", "input"},
+        {"{\"input\":7}", "invalid_type", "input"},
+        {"{\"input\":[{\"content\":\"x\"}]}", "missing_required_parameter", "input[0].role"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":\"x\"},{\"type\":\"reasoning\",\"summary\":[]}]}", "unsupported_value", "input[1].type"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"x\"},{\"type\":\"input_image\",\"image_url\":"
+         "\"https://x/y.png\"}]}]}", "unsupported_url", "input[0].content[1].image_url"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\",\"file_id\":\"f\"}]}]}", "unknown_content_part",
+         "input[0].content[0]"},
+        {"{\"input\":[{\"role\":\"robot\",\"content\":\"x\"}]}", "invalid_value", "input[0].role"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":\"x\"},{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":3}]}",
+         "invalid_type", "input[1]"},
+        {"{\"input\":\"Hi\",\"max_output_tokens\":0}", "invalid_value", "max_output_tokens"},
+        {"{\"input\":\"Hi\",\"tools\":[{\"type\":\"web_search\"}]}", "unsupported_value", "tools[0].type"},
+        {"{\"input\":\"Hi\",\"tools\":[{\"type\":\"function\",\"name\":\"a b\"}]}", "invalid_value", "tools[0].name"},
+        {"{\"input\":\"Hi\",\"tools\":[{\"type\":\"function\"," WFN "}],\"tool_choice\":{\"type\":\"function\",\"name\":\"nope\"}}",
+         "invalid_value", "tool_choice.name"},
+        {"{\"input\":\"Hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{\"type\":\"integer\",\"minimum\":1}}}}",
+         "unsupported_value", "text.format.schema"},
+        {"{\"input\":\"<|image_1|>Hi\"}", "placeholder_mismatch", "input"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        srv_chat_req r;
+        srv_error e;
+        memset(&e, 0, sizeof e);
+        int rc = resp_parse(bad[i].body, &r, &e);
+        if (rc != -1 || strcmp(e.code, bad[i].code) || strcmp(e.param, bad[i].param))
+            fprintf(stderr, "case %zu: rc %d code '%s' param '%s': %s\n", i, rc, e.code, e.param, e.msg);
+        assert_int_equal(rc, -1);
+        assert_string_equal(e.code, bad[i].code);
+        assert_string_equal(e.param, bad[i].param);
+        assert_null(strstr(e.msg, "messages"));
+        srv_chat_req_free(&r);
+    }
+}
+
 static void test_local_media_policy(void **state) {
     (void)state;
     char dir[] = "/tmp/phi4mm_media_XXXXXX", out[] = "/tmp/phi4mm_out_XXXXXX";
@@ -919,7 +1037,7 @@ int main(void) {
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
-        cmocka_unit_test(test_call_reader),
+        cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),
     };

@@ -60,7 +60,7 @@ void srv_new_id(srv_ctx *c, const char *prefix, char *out, size_t cap) {
 static void usage(void) {
     fprintf(stderr,
             "usage: phi4mm serve -m MODEL_DIR [options]\n"
-            "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
+            "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/responses, /v1/completions,\n"
             "/v1/audio/transcriptions, /v1/audio/translations, /tokenize, /detokenize;\n"
             "GET /v1/models, /health, /metrics.\n"
             "  --host ADDR             listen address (default 127.0.0.1)\n"

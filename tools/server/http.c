@@ -39,6 +39,7 @@ static const struct {
 } ROUTES[] = {
     {"/v1/chat/completions", SRV_R_CHAT, "POST", "chat"},
     {"/v1/completions", SRV_R_COMPLETIONS, "POST", "completions"},
+    {"/v1/responses", SRV_R_RESPONSES, "POST", "responses"},
     {"/v1/audio/transcriptions", SRV_R_TRANSCRIBE, "POST", "transcriptions"},
     {"/v1/audio/translations", SRV_R_TRANSLATE, "POST", "translations"},
     {"/v1/models", SRV_R_MODELS, "GET", "models"},
@@ -217,6 +218,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     const char *ct = "application/json";
     char *body = j->kind == SRV_JOB_CHAT         ? srv_chat_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)
                  : j->kind == SRV_JOB_COMPLETION ? srv_completion_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)
+                 : j->kind == SRV_JOB_RESPONSE   ? srv_response_result(j, ctx->model_id, &len)
                                                  : srv_audio_result(j, &len, &ct);
     return srv_respond(ctx, c, sc, 200, ct, body, len);
 }
@@ -362,6 +364,7 @@ static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
     switch (sc->route) {
     case SRV_R_CHAT: return srv_route_chat(ctx, c, sc);
     case SRV_R_COMPLETIONS: return srv_route_completions(ctx, c, sc);
+    case SRV_R_RESPONSES: return srv_route_responses(ctx, c, sc);
     case SRV_R_TRANSCRIBE: return srv_route_audio(ctx, c, sc, 0);
     case SRV_R_TRANSLATE: return srv_route_audio(ctx, c, sc, 1);
     case SRV_R_TOKENIZE: return srv_route_tokenize(ctx, c, sc);

@@ -16,6 +16,7 @@ typedef enum {
     SRV_R_NONE = 0,
     SRV_R_CHAT,
     SRV_R_COMPLETIONS,
+    SRV_R_RESPONSES,
     SRV_R_TRANSCRIBE,
     SRV_R_TRANSLATE,
     SRV_R_MODELS,
@@ -83,6 +84,7 @@ enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_con
 enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_tokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 
 /* The job of choice `index` (sample `sample` of its prompt) of a parsed chat or completions
  * request: what it needs of r is copied and r's media decoded into it. NULL with e set. */
@@ -105,5 +107,26 @@ enum { SSE_START = 0, SSE_RUNNING = 1, SSE_END = 2 };
 /* The response that streams a request's choices, one after the other (it takes a reference to
  * each job; a choice that ends early cancels the rest). NULL on OOM. */
 struct MHD_Response *srv_sse_response(srv_job *const *jobs, int n, struct MHD_Connection *c);
+/* What sse.c shares with responses_sse.c (the job's mu held): an event (with an "event: name"
+ * line when name is given; takes v); whether a job ended with an answer; a chat answer with
+ * tools' progress: the bytes of text that may go out as content (*ready), once it ended its calls
+ * (*calls, a new reference or NULL), and whether calls stream (*held); the delta.tool_calls
+ * entries of what its calls gained since they last went out (final: its calls once it ended). */
+void srv_sse_event(srv_job *j, const char *name, json_t *v);
+int srv_sse_ended_well(const srv_job *j);
+void srv_sse_tools_progress(srv_job *j, size_t *ready, json_t **calls, int *held);
+json_t *srv_sse_call_deltas(srv_job *j, const json_t *final);
+/* A /v1/responses job's next events (responses_sse.c). */
+void srv_sse_fill_response(srv_job *j, const char *model);
+
+/* /v1/responses (routes_responses.c): the response object of a job (final: its output and usage;
+ * else in progress), its non-streamed body, and its items (status "completed", ...). */
+json_t *srv_response_object(const srv_job *j, const char *model, int final);
+char *srv_response_result(const srv_job *j, const char *model, size_t *len);
+/* An item's id: "<prefix>_<hex of the response id>", "_<k>" added when k >= 0. */
+void srv_response_item_id(const srv_job *j, const char *prefix, long k, char *out, size_t cap);
+json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status);
+json_t *srv_response_call(const srv_job *j, size_t k, const char *call_id, const char *name, const char *args, size_t args_len,
+                          const char *status);
 
 #endif

@@ -97,6 +97,7 @@ void srv_job_unref(srv_job *j) {
     free(j->tokens);
     free(j->lps);
     free(j->wire);
+    free(j->resp_base);
     srv_call_reader_free(&j->calls_read);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -237,6 +238,12 @@ int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
     pthread_mutex_unlock(&j->mu);
     if (first) srv_metrics_ttft(j->ctx->metrics, j->t_first - j->t_arrival);
     return atomic_load(&j->cancel) ? 1 : 0;
+}
+
+void srv_job_on_prompt_cached(srv_job *j, int positions) {
+    pthread_mutex_lock(&j->mu);
+    j->cached_tokens = positions;
+    pthread_mutex_unlock(&j->mu);
 }
 
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {

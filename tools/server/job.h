@@ -33,7 +33,7 @@ typedef struct srv_lp {
     size_t offset;                  /* in characters (code points) of the generated text, as OpenAI counts */
 } srv_lp;
 
-typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2, SRV_JOB_COMPLETION = 3 } srv_job_kind;
+typedef enum { SRV_JOB_CHAT = 0, SRV_JOB_TRANSCRIBE = 1, SRV_JOB_TRANSLATE = 2, SRV_JOB_COMPLETION = 3, SRV_JOB_RESPONSE = 4 } srv_job_kind;
 typedef enum { SRV_JS_QUEUED = 0, SRV_JS_RUNNING = 1, SRV_JS_DONE = 2 } srv_job_state;
 enum { SRV_WAIT_ADMIT = 1, SRV_WAIT_DATA = 2, SRV_WAIT_DONE = 4 };
 
@@ -70,6 +70,7 @@ struct srv_job {
     int min_tokens, ignore_eos;
     char *cache_salt;               /* malloc'd; NULL: none */
     srv_tool_mode tool_mode;        /* chat tools: the answer's calls come back as tool_calls (tool_calls.h) */
+    char *resp_base;                /* /v1/responses: what the response object repeats of the request (JSON text, malloc'd) */
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;
@@ -109,6 +110,7 @@ struct srv_job {
     int prompt_tokens, completion_tokens;
     double t_first;                 /* first token, 0 until then */
     size_t tool_at, tool_end;       /* text offsets where <|tool_call|> / <|/tool_call|> came (SIZE_MAX: not yet) */
+    int cached_tokens;              /* prompt positions the prompt cache held (before the first token) */
 
     struct MHD_Connection *conn;    /* set while parked */
     int parked, wait_mask;
@@ -118,6 +120,7 @@ struct srv_job {
     int lps_sent;                   /* log-probability entries already put into events */
     int sse_phase;
     srv_call_reader calls_read;     /* chat tools: the calls held to their schema, read as they stream */
+    int resp_seq, resp_msg;         /* /v1/responses: the next event's sequence_number; its message item: 0 none, 1 open, 2 done */
     char *wire;
     size_t wire_len, wire_off, wire_cap;
 };
@@ -155,6 +158,8 @@ int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len);
 /* A generated token's log-probabilities (before its on_token); dropped if memory runs out. */
 void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top);
 void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm_logprob *top, int n_top);
+/* The prompt positions the prompt cache held (right before on_done). */
+void srv_job_on_prompt_cached(srv_job *j, int positions);
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
 
 /* The connection is finished (ok = completed normally): forget it, and cancel generation when the

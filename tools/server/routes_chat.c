@@ -206,15 +206,17 @@ enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, sr
 }
 
 json_t *srv_usage_json(srv_job *const *jobs, int n) {
-    long long prompt = 0, completion = 0;
+    long long prompt = 0, completion = 0, cached = 0;
     for (int i = 0; i < n; i++) {
-        if (jobs[i]->first_of_prompt) prompt += jobs[i]->prompt_tokens;
+        if (jobs[i]->first_of_prompt) prompt += jobs[i]->prompt_tokens, cached += jobs[i]->cached_tokens;
         completion += jobs[i]->completion_tokens;
     }
     json_t *u = json_object();
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
     json_object_set_new(u, "completion_tokens", json_integer(completion));
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
+    if (n && jobs[0]->kind == SRV_JOB_CHAT) /* OpenAI's: the prompt's tokens the prompt cache held */
+        json_object_set_new(u, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", (json_int_t)cached));
     return u;
 }
 

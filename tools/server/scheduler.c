@@ -138,6 +138,7 @@ static int cb_token(void *user, int32_t token, const char *text, size_t len) {
 }
 
 static void cb_logprobs(void *user, pm_logprob chosen, const pm_logprob *top, int n_top) { srv_job_on_logprobs(user, chosen, top, n_top); }
+static void cb_prompt_cached(void *user, int positions) { srv_job_on_prompt_cached(user, positions); }
 static void cb_prompt_logprobs(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
     srv_job_on_prompt_logprobs(user, pos, chosen, top, n_top);
 }
@@ -342,7 +343,8 @@ static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     pm_request rq;
     job_request(j, &rq);
     pm_callbacks cb = {.on_token = cb_token, .on_done = cb_done, .user = j, .on_logprobs = cb_logprobs,
-                       .on_prompt_logprobs = cb_prompt_logprobs};
+                       .on_prompt_logprobs = cb_prompt_logprobs,
+                       .on_prompt_cached = cb_prompt_cached};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */

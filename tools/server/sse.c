@@ -50,16 +50,26 @@ static void wire_put(srv_job *j, const char *s, size_t n) {
     j->wire_len += n;
 }
 
-static void wire_event(srv_job *j, json_t *v) {
+void srv_sse_event(srv_job *j, const char *name, json_t *v) {
     size_t n = 0;
     char *s = srv_json_dump(v, &n);
-    json_decref(v);
-    if (!s) return;
+    if (!s) {
+        json_decref(v);
+        return;
+    }
+    if (name) { /* it may live in v */
+        wire_put(j, "event: ", 7);
+        wire_put(j, name, strlen(name));
+        wire_put(j, "\n", 1);
+    }
     wire_put(j, "data: ", 6);
     wire_put(j, s, n);
     wire_put(j, "\n\n", 2);
     free(s);
+    json_decref(v);
 }
+
+static void wire_event(srv_job *j, json_t *v) { srv_sse_event(j, NULL, v); }
 
 /* One streamed chunk of object `object` around choice ch (index, logprobs, finish_reason added). */
 static json_t *chunk(const srv_job *j, const char *model, const char *object, json_t *ch, const char *finish) {
@@ -110,14 +120,14 @@ static json_t *with_logprobs(srv_job *j, json_t *o) {
 }
 
 /* A choice that ended well: the stream goes on to the next one, if any. */
-static int ended_well(const srv_job *j) { return !j->failed && (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH); }
+int srv_sse_ended_well(const srv_job *j) { return !j->failed && (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH); }
 
 /* Once the job is done: the finish chunk (finish_reason `finish`), and after the stream's last
  * choice the usage chunk (include_usage) and [DONE]; or the error event and [DONE]. */
 static void fill_end(srv_job *j, const char *model, json_t *(*mk)(const srv_job *, const char *, json_t *, const char *),
                      const srv_stream *st, const char *finish) {
     j->sse_phase = SSE_END;
-    if (!ended_well(j)) {
+    if (!srv_sse_ended_well(j)) {
         wire_event(j, error_event(j));
     } else {
         wire_event(j, with_logprobs(j, mk(j, model, NULL, finish)));
@@ -148,7 +158,7 @@ static void fill_openai(srv_job *j, const char *model, json_t *(*mk)(const srv_j
  * came since. final: the answer's calls once it ended (srv_tool_calls_find), which complete what
  * the reader saw; NULL while it streams (then only calls whose name is complete go out). NULL when
  * nothing is new. */
-static json_t *call_deltas(srv_job *j, const json_t *final) {
+json_t *srv_sse_call_deltas(srv_job *j, const json_t *final) {
     srv_call_reader *r = &j->calls_read;
     json_t *out = json_array();
     size_t n = final ? json_array_size(final) : (size_t)r->n;
@@ -189,34 +199,36 @@ static json_t *call_deltas(srv_job *j, const json_t *final) {
     return NULL;
 }
 
-/* A chat answer with tools (tool_calls.h). Text goes out as content while it cannot be a call's
- * start (auto) or not at all (forced). Calls held to their schema (forced, or auto after the
- * model's <|tool_call|>) stream as they are written: a call's name once complete, then its
- * arguments piece by piece (call_reader.h); calls only read (auto without a compiled schema, or
- * "functools") come at the end, each whole. finish_reason "tool_calls" when the answer's calls were
- * read; an answer without calls sends what was held back as content, unless calls had begun to
- * stream (cut by max_tokens or a stop string: what was read of them has gone out). */
-static void fill_chat_tools(srv_job *j, const char *model, const srv_stream *st) {
-    j->sse_phase = SSE_RUNNING;
+void srv_sse_tools_progress(srv_job *j, size_t *ready, json_t **calls, int *held) {
     const char *text = j->text ? j->text : "";
-    int done = j->state == SRV_JS_DONE, forced = j->tool_mode == SRV_TOOLS_FORCED;
-    int held = forced || (j->tool_at != SIZE_MAX && srv_job_lazy_calls(j));
-    if (held)
+    int forced = j->tool_mode == SRV_TOOLS_FORCED;
+    *held = forced || (j->tool_at != SIZE_MAX && srv_job_lazy_calls(j));
+    if (*held)
         srv_call_reader_read(&j->calls_read, text, forced ? 0 : j->tool_at, j->tool_end < j->text_len ? j->tool_end : j->text_len);
     int streaming = j->calls_read.n > 0 && j->calls_read.calls[0].header_sent;
-    size_t ready = forced ? 0 : srv_tool_content_ready(text, j->text_len, j->tool_at);
-    json_t *calls = NULL;
-    if (done) {
-        size_t content_len = j->text_len;
-        if (ended_well(j) && j->finish == PM_FINISH_STOP)
-            calls = srv_tool_calls_find(text, j->text_len, j->tool_mode, j->tool_at, j->tool_end, j->id, j->index, &content_len);
-        ready = calls || !streaming ? content_len : forced ? 0 : j->tool_at;
-    }
+    *ready = forced ? 0 : srv_tool_content_ready(text, j->text_len, j->tool_at);
+    *calls = NULL;
+    if (j->state != SRV_JS_DONE) return;
+    size_t content_len = j->text_len;
+    if (srv_sse_ended_well(j) && j->finish == PM_FINISH_STOP)
+        *calls = srv_tool_calls_find(text, j->text_len, j->tool_mode, j->tool_at, j->tool_end, j->id, j->index, &content_len);
+    *ready = *calls || !streaming ? content_len : forced ? 0 : j->tool_at;
+    *held = *held && streaming; /* once ended, only what began to stream goes on as calls */
+}
+
+/* A chat answer with tools (tool_calls.h): what srv_sse_tools_progress lets out, as content and
+ * delta.tool_calls. finish_reason "tool_calls" when the answer's calls were read. */
+static void fill_chat_tools(srv_job *j, const char *model, const srv_stream *st) {
+    j->sse_phase = SSE_RUNNING;
+    size_t ready;
+    json_t *calls;
+    int held, done = j->state == SRV_JS_DONE;
+    srv_sse_tools_progress(j, &ready, &calls, &held);
     if (ready > j->sent) {
-        wire_event(j, with_logprobs(j, chat_chunk(j, model, srv_json_text(text + j->sent, ready - j->sent), NULL)));
+        wire_event(j, with_logprobs(j, chat_chunk(j, model, srv_json_text(j->text + j->sent, ready - j->sent), NULL)));
         j->sent = ready;
     }
-    json_t *deltas = calls || (held && (!done || streaming)) ? call_deltas(j, calls) : NULL;
+    json_t *deltas = calls || held ? srv_sse_call_deltas(j, calls) : NULL;
     if (deltas) {
         json_t *o = chat_chunk(j, model, NULL, NULL);
         json_object_set_new(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta"), "tool_calls", deltas);
@@ -271,6 +283,7 @@ static void fill_locked(srv_job *j, const srv_stream *st) {
     const char *model = j->ctx->model_id;
     if (j->kind == SRV_JOB_CHAT) fill_chat(j, model, st);
     else if (j->kind == SRV_JOB_COMPLETION) fill_openai(j, model, text_chunk, st);
+    else if (j->kind == SRV_JOB_RESPONSE) srv_sse_fill_response(j, model);
     else fill_transcript(j);
 }
 
@@ -293,7 +306,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (j->sse_phase == SSE_END) {
-            int next = ended_well(j) && st->cur + 1 < st->n;
+            int next = srv_sse_ended_well(j) && st->cur + 1 < st->n;
             pthread_mutex_unlock(&j->mu);
             if (!next) return MHD_CONTENT_READER_END_OF_STREAM;
             st->cur++;

@@ -298,7 +298,7 @@ int srv_tool_calls_render(const json_t *calls, const char *param, char **out, sr
 }
 
 void srv_tool_call_id(char *out, size_t size, const char *id, int index, size_t k) {
-    const char *hex = strchr(id, '-');
+    const char *hex = strpbrk(id, "-_");
     snprintf(out, size, "call_%s_%d_%zu", hex ? hex + 1 : id, index, k);
 }
 

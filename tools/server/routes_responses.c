@@ -1,0 +1,195 @@
+/* routes_responses.c — POST /v1/responses, OpenAI's Responses API, over the chat machinery: the
+ * body becomes the chat request it amounts to (responses_parse.h), runs as one chat job (the same
+ * template, media, adapters, tools, structured output and sampling), and the answer comes back
+ * as a response object: a message item with its output_text, then a function_call item per call.
+ * Streamed, as the Responses events (responses_sse.c). Nothing is stored: "store" is false and a
+ * previous_response_id is a 400. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat_parse.h"
+#include "http.h"
+#include "json_util.h"
+#include "responses_parse.h"
+#include "tool_calls.h"
+
+/* What a response object repeats of its request, as JSON text (the job keeps it). */
+static char *response_base(const json_t *root, const srv_chat_req *r) {
+    const json_t *v;
+    json_t *o = json_object();
+    json_object_set_new(o, "background", json_false());
+    json_object_set_new(o, "error", json_null());
+    json_object_set_new(o, "incomplete_details", json_null());
+    v = json_object_get(root, "instructions");
+    json_object_set_new(o, "instructions", json_is_string(v) ? json_incref((json_t *)v) : json_null());
+    v = json_object_get(root, "max_output_tokens");
+    json_object_set_new(o, "max_output_tokens", json_is_integer(v) ? json_incref((json_t *)v) : json_null());
+    json_object_set_new(o, "output", json_array());
+    v = json_object_get(root, "parallel_tool_calls");
+    json_object_set_new(o, "parallel_tool_calls", json_boolean(!json_is_false(v)));
+    json_object_set_new(o, "previous_response_id", json_null());
+    json_object_set_new(o, "reasoning", json_pack("{s:n, s:n}", "effort", "summary"));
+    json_object_set_new(o, "store", json_false());
+    json_object_set_new(o, "temperature", json_real(r->sampling.temperature));
+    v = json_object_get(json_object_get(root, "text"), "format");
+    json_object_set_new(o, "text", json_pack("{s:o}", "format", json_is_object(v) ? json_deep_copy(v) : json_pack("{s:s}", "type", "text")));
+    v = json_object_get(root, "tool_choice");
+    json_object_set_new(o, "tool_choice", v && !json_is_null(v) ? json_deep_copy(v) : json_string("auto"));
+    v = json_object_get(root, "tools");
+    json_object_set_new(o, "tools", json_is_array(v) ? json_deep_copy(v) : json_array());
+    json_object_set_new(o, "top_p", json_real(r->sampling.top_p));
+    json_object_set_new(o, "truncation", json_string("disabled"));
+    json_object_set_new(o, "usage", json_null());
+    v = json_object_get(root, "user");
+    json_object_set_new(o, "user", json_is_string(v) ? json_incref((json_t *)v) : json_null());
+    v = json_object_get(root, "metadata");
+    json_object_set_new(o, "metadata", json_is_object(v) ? json_deep_copy(v) : json_object());
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+static int check_metadata(const json_t *root, srv_error *e) {
+    const json_t *m = json_object_get(root, "metadata");
+    if (!m || json_is_null(m)) return 0;
+    if (!json_is_object(m) || json_object_size(m) > 16)
+        return srv_bad(e, "metadata", "invalid_value", "metadata must be an object of at most 16 string values");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)m, k, v) if (!json_is_string(v) || strlen(k) > 64 || json_string_length(v) > 512)
+        return srv_bad(e, "metadata", "invalid_value", "metadata: keys of at most 64 and string values of at most 512 characters");
+    return 0;
+}
+
+enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    srv_error e;
+    json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
+    if (!root) return srv_respond_error(ctx, c, sc, &e);
+    srv_parse_limits lim = {ctx->limits.max_images, ctx->limits.max_audio_clips, ctx->o.max_body, ctx->o.media_dir};
+    json_t *chat = NULL, *names = NULL;
+    srv_chat_req r;
+    memset(&r, 0, sizeof r);
+    int rc = srv_responses_to_chat(root, &chat, &names, &e);
+    if (!rc) rc = check_metadata(root, &e);
+    if (!rc) rc = srv_chat_parse(chat, &lim, &r, &e);
+    if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)
+        rc = srv_bad(&e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
+                     r.max_tokens, ctx->max_context);
+    char *base = rc ? NULL : response_base(root, &r);
+    if (!rc && !base) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+    json_decref(chat);
+    json_decref(root);
+    srv_conn_free_body(ctx, sc);
+    srv_job *j = rc ? NULL : srv_chat_job(ctx, &r, SRV_JOB_RESPONSE, 0, 0, &e);
+    srv_chat_req_free(&r);
+    if (!j) {
+        free(base);
+        srv_responses_rename(names, &e);
+        json_decref(names);
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    json_decref(names);
+    j->resp_base = base;
+    srv_new_id(ctx, "resp", j->id, sizeof j->id);
+    j->id[4] = '_'; /* OpenAI's form: resp_<hex> */
+    j->created = (long long)time(NULL);
+    j->t_arrival = sc->t0;
+    return srv_submit_job(ctx, c, sc, j);
+}
+
+/* ------------------------------------------------------------------ the response object */
+
+void srv_response_item_id(const srv_job *j, const char *prefix, long k, char *out, size_t cap) {
+    const char *hex = strchr(j->id, '_');
+    if (k < 0) snprintf(out, cap, "%s_%s", prefix, hex ? hex + 1 : j->id);
+    else snprintf(out, cap, "%s_%s_%ld", prefix, hex ? hex + 1 : j->id, k);
+}
+
+json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status) {
+    char id[64];
+    srv_response_item_id(j, "msg", -1, id, sizeof id);
+    json_t *part = json_pack("{s:s, s:o, s:[], s:[]}", "type", "output_text", "text", srv_json_text(text, len), "annotations", "logprobs");
+    return json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "type", "message", "id", id, "status", status, "role", "assistant", "content", part);
+}
+
+json_t *srv_response_call(const srv_job *j, size_t k, const char *call_id, const char *name, const char *args, size_t args_len,
+                          const char *status) {
+    char id[64];
+    srv_response_item_id(j, "fc", (long)k, id, sizeof id);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "type", "function_call", "id", id, "call_id", call_id, "name", name, "arguments",
+                     srv_json_text(args, args_len), "status", status);
+}
+
+/* The answer's items: its text (for a stream, what went out as text) as a message, unless it
+ * is all calls; its calls (found, or for a stream cut inside them, what went out of them). */
+static json_t *response_output(const srv_job *j) {
+    const char *text = j->text ? j->text : "";
+    size_t content_len = j->text_len;
+    json_t *calls = NULL, *out = json_array();
+    if (j->tool_mode != SRV_TOOLS_OFF && j->finish == PM_FINISH_STOP)
+        calls = srv_tool_calls_find(text, j->text_len, j->tool_mode, j->tool_at, j->tool_end, j->id, j->index, &content_len);
+    const srv_call_reader *rd = &j->calls_read;
+    int cut = !calls && rd->n > 0 && rd->calls[0].header_sent; /* a stream cut inside its calls */
+    if (j->stream) content_len = j->sent;
+    int n_calls = calls ? (int)json_array_size(calls) : 0;
+    for (int k = 0; cut && k < rd->n && rd->calls[k].header_sent; k++) n_calls++;
+    if (content_len || !n_calls)
+        json_array_append_new(out, srv_response_message(j, text, content_len, j->finish == PM_FINISH_LENGTH && !n_calls ? "incomplete" : "completed"));
+    for (size_t k = 0; k < (size_t)n_calls; k++) {
+        if (calls) {
+            const json_t *c = json_array_get(calls, k), *f = json_object_get(c, "function");
+            const json_t *a = json_object_get(f, "arguments");
+            json_array_append_new(out, srv_response_call(j, k, json_string_value(json_object_get(c, "id")),
+                                                         json_string_value(json_object_get(f, "name")), json_string_value(a),
+                                                         json_string_length(a), "completed"));
+        } else {
+            char cid[96];
+            const srv_call_part *p = &rd->calls[k];
+            srv_tool_call_id(cid, sizeof cid, j->id, j->index, k);
+            json_array_append_new(out, srv_response_call(j, k, cid, p->name, p->args ? p->args : "", p->args_len, "incomplete"));
+        }
+    }
+    json_decref(calls);
+    return out;
+}
+
+static const char *final_status(const srv_job *j) {
+    return j->finish == PM_FINISH_STOP ? "completed" : j->finish == PM_FINISH_LENGTH ? "incomplete" : "failed";
+}
+
+json_t *srv_response_object(const srv_job *j, const char *model, int final) {
+    json_t *o = json_loads(j->resp_base ? j->resp_base : "{}", 0, NULL), *base = o;
+    if (!o) return NULL;
+    o = json_object();
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "object", json_string("response"));
+    json_object_set_new(o, "created_at", json_integer(j->created));
+    json_object_set_new(o, "model", json_string(model));
+    const char *status = final ? final_status(j) : "in_progress";
+    json_object_set_new(o, "status", json_string(status));
+    json_object_update(o, base); /* the request's fields after the envelope's, in OpenAI's order */
+    json_decref(base);
+    json_object_set_new(o, "status", json_string(status));
+    if (!strcmp(status, "in_progress")) return o;
+    if (!strcmp(status, "failed")) {
+        json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", j->finish == PM_FINISH_CANCELLED ? "cancelled" : "server_error",
+                                                  "message", j->finish_error[0] ? j->finish_error : "the response was not completed"));
+        return o;
+    }
+    if (!strcmp(status, "incomplete")) json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
+    json_object_set_new(o, "output", response_output(j));
+    json_object_set_new(o, "usage", json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", j->prompt_tokens, "input_tokens_details",
+                                              "cached_tokens", j->cached_tokens, "output_tokens", j->completion_tokens,
+                                              "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
+                                              j->prompt_tokens + j->completion_tokens));
+    return o;
+}
+
+char *srv_response_result(const srv_job *j, const char *model, size_t *len) {
+    json_t *o = srv_response_object(j, model, 1);
+    char *s = o ? srv_json_dump(o, len) : NULL;
+    json_decref(o);
+    return s;
+}
