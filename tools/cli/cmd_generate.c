@@ -1,5 +1,4 @@
-/* cmd_generate.c — `phi4mm generate` and `phi4mm transcribe`: one request from the command line,
- * streamed to stdout. */
+/* cmd_generate.c — `phi4mm generate`: one request from the command line, streamed to stdout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,55 +280,5 @@ int pm_cmd_generate(int argc, char **argv) {
     free(full);
     cli_media_free(&ms);
     free(schema);
-    return rc;
-}
-
-int pm_cmd_transcribe(int argc, char **argv) {
-    const char *cmd = "transcribe", *dir = NULL;
-    long n = 512;
-    int nfiles = 0, rc = 0;
-    const char *files[CLI_MAX_MEDIA];
-    pm_load_options lo = {0};
-    pm_engine_opts opts;
-    pm_engine_opts_default(&opts);
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fprintf(stderr, "usage: phi4mm transcribe -m MODEL_DIR [-n N] [--weights bf16|q8] [--mlock] [--recache] [--kv-cache f32|bf16] [--compute f32|bf16] FILE...\n"
-                            "  speech recognition with the official prompt, one line per file\n");
-            return 0;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(a, "--weights") && i + 1 < argc) rc = cli_weights(cmd, argv[++i], &lo);
-        else if (!strcmp(a, "--mlock")) lo.mlock = 1;
-        else if (!strcmp(a, "--recache")) lo.recache = 1;
-        else if (!strcmp(a, "--kv-cache") && i + 1 < argc) rc = cli_kv_cache(cmd, argv[++i], &opts.kv_bf16);
-        else if (!strcmp(a, "--compute") && i + 1 < argc) rc = cli_compute(cmd, argv[++i], &lo.compute_bf16);
-        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && i + 1 < argc) {
-            if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
-        } else if (a[0] == '-') rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
-        else if (nfiles < CLI_MAX_MEDIA) files[nfiles++] = a;
-    }
-    if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
-    if (!rc && !nfiles) rc = cli_fail(cmd, "no audio files given");
-    if (rc) return rc;
-    char err[1024];
-    pm_model *m = NULL;
-    if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) return cli_fail(cmd, "%s", err);
-    cli_compute_note(cmd, &lo, m);
-    for (int f = 0; f < nfiles && !rc; f++) {
-        cli_media ms = {0};
-        pm_limits lim;
-        pm_limits_default(&lim);
-        if ((rc = cli_load_audio(cmd, &ms, files[f], lim.max_audio_seconds))) break;
-        pm_request req = {0};
-        req.prompt = "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>";
-        req.audios = ms.audio;
-        req.n_audios = 1;
-        req.max_tokens = (int)n;
-        if (nfiles > 1) printf("%s: ", files[f]);
-        rc = run_request(cmd, m, &req, &opts, 0);
-        cli_media_free(&ms);
-    }
-    pm_model_free(m);
     return rc;
 }

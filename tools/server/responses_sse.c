@@ -116,9 +116,11 @@ static void finish(srv_job *j, const char *model) {
     const json_t *item;
     json_array_foreach(json_object_get(r, "output"), i, item) {
         const char *type = json_string_value(json_object_get(item, "type"));
-        if (!strcmp(type, "message")) {
-            message_open(j);
-            message_done(j, item);
+        if (!strcmp(type, "message")) { /* done already when a call began after it */
+            if (j->resp_msg != 2) {
+                message_open(j);
+                message_done(j, item);
+            }
             continue;
         }
         json_t *o = event(j, "response.function_call_arguments.done");
