@@ -540,6 +540,23 @@ def main():
         and done[0]["arguments"] == fargs and same_response(ev[-1]["response"], d) \
         and not any(e["type"].startswith("response.output_text") for e in ev)
     report("responses, the call streamed: its arguments in deltas, the same response", ok, str(raw)[:400])
+    # auto mode, the model's <|tool_call|> pushed by growing biases: text, then text and a call
+    # (the message done before the call item begins), streamed as answered
+    mixed, same_all = 0, True
+    atools = [{"type": "function", "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}}]
+    for bias in (14, 18, 22):
+        ab = {"input": "What is the weather in Paris?", "tools": atools, "max_output_tokens": 120,
+              "logit_bias": {str(added["<|tool_call|>"]): bias}}
+        st, _, d = A.json("POST", "/v1/responses", ab)
+        st3, ev, raw = A.stream("/v1/responses", dict(ab, stream=True))
+        kinds = [it["type"] for it in d.get("output", [])] if st == 200 else []
+        mixed += kinds == ["message", "function_call"]
+        seq = [e["type"] for e in ev if e["type"].startswith("response.output_item")]
+        same_all = same_all and st == st3 == 200 and resp_events_ok(ev) and same_response(ev[-1]["response"], d) \
+            and (kinds != ["message", "function_call"] or seq == ["response.output_item.added", "response.output_item.done"] * 2)
+    report("responses, auto: text then a call, streamed as answered (the message done before the call begins)", same_all and mixed > 0,
+           "mixed %d; %s" % (mixed, str(raw)[:300]))
     # a history in items (a call and its output) is the chat conversation with the call
     hist_items = [{"role": "user", "content": "What is the weather in Paris?"},
                   {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"},
