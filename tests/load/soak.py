@@ -58,13 +58,20 @@ def main():
                            "cache_salt": "soak", "max_tokens": 300}
     parts["text+tools"] = parts["text"]
 
+    # the Responses API (/v1/responses) over the same image request, beside the chat ones
+    parts["responses+image"] = [{"type": "input_image", "image_url": img}, {"type": "input_text", "text": "Describe the image."}]
+
     def body(mode, stream):
+        if mode.startswith("responses"):
+            return json.dumps({"model": "phi4mm", "input": [{"role": "user", "content": parts[mode]}], "max_output_tokens": 8,
+                               "stream": stream})
         return json.dumps(dict({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}],
                                 "max_tokens": 8, "temperature": 0, "stream": stream}, **extra.get(mode, {})))
 
     def request(mode, stream, disconnect=False, timeout=600):
         c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=timeout)
-        c.request("POST", "/v1/chat/completions", body(mode, stream), {"Content-Type": "application/json"})
+        responses = mode.startswith("responses")
+        c.request("POST", "/v1/responses" if responses else "/v1/chat/completions", body(mode, stream), {"Content-Type": "application/json"})
         r = c.getresponse()
         if r.status != 200:
             r.read()
@@ -73,9 +80,12 @@ def main():
         if not stream:
             d = json.loads(r.read())
             c.close()
+            if responses:
+                return 200, "".join(p["text"] for it in d["output"] if it["type"] == "message" for p in it["content"])
             msg = d["choices"][0]["message"]
-            return 200, json.dumps([t["function"] for t in msg["tool_calls"]]) if msg.get("tool_calls") else msg["content"]
-        text, calls = "", []
+            return 200, json.dumps([{"name": t["function"]["name"], "arguments": t["function"]["arguments"]}
+                                    for t in msg["tool_calls"]]) if msg.get("tool_calls") else msg["content"]
+        text, calls = "", {}
         while True:
             line = r.fp.readline()
             if not line:
@@ -86,15 +96,22 @@ def main():
             if line == b"data: [DONE]":
                 break
             ev = json.loads(line[6:])
+            if responses:
+                text += ev.get("delta", "") if ev["type"] == "response.output_text.delta" else ""
+                if ev["type"] in ("response.completed", "response.incomplete", "response.failed"):
+                    break
             for ch in ev.get("choices", []):
                 text += ch.get("delta", {}).get("content") or ""
-                calls += [t["function"] for t in ch.get("delta", {}).get("tool_calls", [])]
+                for t in ch.get("delta", {}).get("tool_calls", []):  # a call's deltas, put together by index
+                    k = calls.setdefault(t["index"], {"name": "", "arguments": ""})
+                    k["name"] += t.get("function", {}).get("name", "")
+                    k["arguments"] += t.get("function", {}).get("arguments", "")
             if disconnect and text:
                 c.sock.shutdown(socket.SHUT_RDWR)
                 c.close()
                 return 200, None
         c.close()
-        return 200, json.dumps(calls) if calls else text
+        return 200, json.dumps([calls[k] for k in sorted(calls)]) if calls else text
 
     ref = {m: request(m, False)[1] for m in parts}
     stats = {"ok": 0, "mismatch": 0, "e503": 0, "other": 0, "disconnects": 0, "bursts": 0}
