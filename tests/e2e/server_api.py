@@ -524,6 +524,17 @@ def main():
         deltas = "".join(e["delta"] for e in ev if e["type"] == "response.output_text.delta")
         ok = st3 == 200 and resp_events_ok(ev) and deltas == resp_text(d) and same_response(ev[-1]["response"], d)
         report("responses %s streamed: events in order, the same response" % name, ok, str(raw)[:400])
+    # log-probabilities (include, top_logprobs): the chat completion's entries, streamed with the deltas
+    lb = {"input": "What is the capital of France?", "max_output_tokens": 6, "include": ["message.output_text.logprobs"], "top_logprobs": 3}
+    st, _, d = A.json("POST", "/v1/responses", lb)
+    st2, _, dc = A.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": lb["input"]}], "max_tokens": 6,
+                                                        "logprobs": True, "top_logprobs": 3})
+    st3, ev, raw = A.stream("/v1/responses", dict(lb, stream=True))
+    got = d["output"][0]["content"][0]["logprobs"] if st == 200 else None
+    streamed = [x for e in ev if e["type"] == "response.output_text.delta" for x in e["logprobs"]]
+    ok = st == st2 == st3 == 200 and got == dc["choices"][0]["logprobs"]["content"] and len(got) == 6 and streamed == got \
+        and all(len(x["top_logprobs"]) == 3 for x in got) and d["top_logprobs"] == 3
+    report("responses logprobs: the chat completion's entries, streamed with their deltas", ok, "%s / %s" % (str(got)[:300], str(dc)[:200]))
     rtb = {"input": "What is the weather in Paris?", "tools": [dict(type="function", **f) for f in fns], "max_output_tokens": 300,
            "parallel_tool_calls": False, "tool_choice": {"type": "function", "name": "get_weather"}}
     st, _, d = A.json("POST", "/v1/responses", rtb)

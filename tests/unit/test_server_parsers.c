@@ -869,10 +869,24 @@ static void test_responses_parse(void **state) {
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
                  "{\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
                  "\"required\":[\"a\"]}}}}");
+    /* log-probabilities: asked by include, or by top_logprobs alone */
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(resp_parse("{\"input\":\"Hi\",\"include\":[\"message.output_text.logprobs\"],\"top_logprobs\":3}", &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 3);
+    srv_chat_req_free(&r);
+    assert_int_equal(resp_parse("{\"input\":\"Hi\",\"top_logprobs\":2}", &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 2);
+    srv_chat_req_free(&r);
+    assert_int_equal(resp_parse("{\"input\":\"Hi\",\"include\":[]}", &r, &e), 0);
+    assert_false(r.logprobs);
+    srv_chat_req_free(&r);
     /* refusals name the body's own fields */
     static const struct { const char *body, *code, *param; } bad[] = {
         {"{\"input\":\"Hi\",\"previous_response_id\":\"resp_1\"}", "unsupported_parameter", "previous_response_id"},
-        {"{\"input\":\"Hi\",\"include\":[\"message.output_text.logprobs\"]}", "unsupported_parameter", "include"},
+        {"{\"input\":\"Hi\",\"include\":[\"message.output_text.logprobs\",\"file_search_call.results\"]}", "unsupported_value",
+         "include[1]"},
+        {"{\"input\":\"Hi\",\"top_logprobs\":21}", "invalid_value", "top_logprobs"},
         {"{\"input\":\"Hi\",\"truncation\":\"auto\"}", "unsupported_value", "truncation"},
         {"{\"input\":\"Hi\",\"background\":true}", "unsupported_parameter", "background"},
         {"{\"max_output_tokens\":5}", "missing_required_parameter", "input"},

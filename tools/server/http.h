@@ -120,12 +120,17 @@ json_t *srv_sse_call_deltas(srv_job *j, const json_t *final);
 void srv_sse_fill_response(srv_job *j, const char *model);
 
 /* /v1/responses (routes_responses.c): the response object of a job (final: its output and usage;
- * else in progress), its non-streamed body, and its items (status "completed", ...). */
+ * else in progress), its non-streamed body, and its items (status "completed", ...; the message
+ * takes logprobs, NULL: none). */
 json_t *srv_response_object(const srv_job *j, const char *model, int final);
 char *srv_response_result(const srv_job *j, const char *model, size_t *len);
 /* An item's id: "<prefix>_<hex of the response id>", "_<k>" added when k >= 0. */
 void srv_response_item_id(const srv_job *j, const char *prefix, long k, char *out, size_t cap);
-json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status);
+json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status, json_t *logprobs);
+/* Log-probability entries [from, to) as an output_text part's logprobs (an empty array without),
+ * and how many entries belong to the first `bytes` of the text (the tokens that began there). */
+json_t *srv_response_logprobs(const srv_job *j, int from, int to);
+int srv_response_lp_count(const srv_job *j, size_t bytes);
 json_t *srv_response_call(const srv_job *j, size_t k, const char *call_id, const char *name, const char *args, size_t args_len,
                           const char *status);
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+static const char LOGPROBS_INCLUDE[] = "message.output_text.logprobs";
+
 static int rp_oom(srv_error *e) { return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
 
 static const char *rp_str(const json_t *o, const char *key) { return json_string_value(json_object_get(o, key)); }
@@ -32,10 +34,16 @@ static int rp_refuse(const json_t *root, srv_error *e) {
     }
     const json_t *v = json_object_get(root, "background");
     if (json_is_true(v)) return srv_bad(e, "background", "unsupported_parameter", "background responses are not supported by this server");
-    if ((v = json_object_get(root, "include")) && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v)))
-        return srv_bad(e, "include", "unsupported_parameter", "include: this server adds nothing to a response");
-    if ((v = json_object_get(root, "top_logprobs")) && !json_is_null(v) && !(json_is_integer(v) && !json_integer_value(v)))
-        return srv_bad(e, "top_logprobs", "unsupported_parameter", "top_logprobs: log-probabilities are served by /v1/chat/completions");
+    if ((v = json_object_get(root, "include")) && !json_is_null(v)) {
+        if (!json_is_array(v)) return srv_bad(e, "include", "invalid_type", "include must be an array of strings");
+        size_t i;
+        const json_t *x;
+        json_array_foreach(v, i, x) if (!json_is_string(x) || strcmp(json_string_value(x), LOGPROBS_INCLUDE)) {
+            char where[32];
+            snprintf(where, sizeof where, "include[%zu]", i);
+            return srv_bad(e, where, "unsupported_value", "%s: only \"%s\" can be included by this server", where, LOGPROBS_INCLUDE);
+        }
+    }
     if ((v = json_object_get(root, "max_tool_calls")) && !json_is_null(v))
         return srv_bad(e, "max_tool_calls", "unsupported_parameter", "max_tool_calls is not supported (parallel_tool_calls false allows one)");
     if ((v = json_object_get(root, "prompt")) && !json_is_null(v))
@@ -279,6 +287,11 @@ int srv_responses_to_chat(const json_t *root, json_t **chat, json_t **names, srv
         json_t *v = json_object_get(root, same[i]);
         if (v && json_object_set(c, same[i], v)) rc = rp_oom(e);
     }
+    /* log-probabilities: asked by include or top_logprobs (alternatives each), as chat's */
+    const json_t *inc = json_object_get(root, "include"), *tl = json_object_get(root, "top_logprobs");
+    int want = json_array_size(inc) || (json_is_integer(tl) && json_integer_value(tl) > 0);
+    if (!rc && want && json_object_set_new(c, "logprobs", json_true())) rc = rp_oom(e);
+    if (!rc && tl && !json_is_null(tl) && json_object_set(c, "top_logprobs", (json_t *)tl)) rc = rp_oom(e);
     const json_t *mt = json_object_get(root, "max_output_tokens");
     if (!rc && mt && !json_is_null(mt) && json_object_set(c, "max_tokens", (json_t *)mt)) rc = rp_oom(e);
     if (!rc) rc = rp_messages(root, msgs, nm, e);

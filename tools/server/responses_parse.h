@@ -7,11 +7,12 @@
  * function_call items -> one assistant message's tool_calls (joined to the assistant message just
  * before, if any), function_call_output -> a tool message. max_output_tokens -> max_tokens,
  * text.format -> response_format, function tools {type, name, description, parameters} and
- * tool_choice {type: function, name} -> chat's nested forms; temperature, top_p, stream,
+ * tool_choice {type: function, name} -> chat's nested forms; include
+ * ["message.output_text.logprobs"] -> logprobs (top_logprobs alternatives); temperature, top_p, stream,
  * parallel_tool_calls and the extensions chat takes (seed, top_k, stop, penalties, logit_bias,
  * min_tokens, ignore_eos, cache_salt) as they are. What this server cannot honour is a 400 naming
  * it: previous_response_id / conversation (nothing is stored: send the whole conversation),
- * background, include, top_logprobs, truncation "auto", max_tool_calls, hosted tools, file inputs,
+ * background, any other include, truncation "auto", max_tool_calls, hosted tools, file inputs,
  * item references.
  *
  * The chat parser's errors name chat's fields; srv_responses_rename puts them back in the body's

@@ -47,7 +47,7 @@ static json_t *part_event(srv_job *j, const char *type, const char *msg_id) {
 static void message_open(srv_job *j) {
     if (j->resp_msg) return;
     j->resp_msg = 1;
-    json_t *item = srv_response_message(j, "", 0, "in_progress");
+    json_t *item = srv_response_message(j, "", 0, "in_progress", NULL);
     json_t *part = json_incref(json_array_get(json_object_get(item, "content"), 0));
     json_array_clear(json_object_get(item, "content"));
     char id[64];
@@ -64,7 +64,7 @@ static void message_done(srv_job *j, const json_t *item) {
     const json_t *part = json_array_get(json_object_get(item, "content"), 0);
     json_t *o = part_event(j, "response.output_text.done", id);
     json_object_set_new(o, "text", json_deep_copy(json_object_get(part, "text")));
-    json_object_set_new(o, "logprobs", json_array());
+    json_object_set_new(o, "logprobs", json_deep_copy(json_object_get(part, "logprobs")));
     emit(j, o);
     o = part_event(j, "response.content_part.done", id);
     json_object_set_new(o, "part", json_deep_copy(part));
@@ -95,7 +95,7 @@ static void call_events(srv_job *j, const json_t *deltas) {
         const char *cid = json_string_value(json_object_get(d, "id"));
         if (cid) { /* a call begins */
             if (j->resp_msg == 1) {
-                json_t *m = srv_response_message(j, j->text ? j->text : "", j->sent, "completed");
+                json_t *m = srv_response_message(j, j->text ? j->text : "", j->sent, "completed", srv_response_logprobs(j, 0, j->lps_sent));
                 message_done(j, m);
                 json_decref(m);
             }
@@ -164,7 +164,9 @@ void srv_sse_fill_response(srv_job *j, const char *model) {
         srv_response_item_id(j, "msg", -1, id, sizeof id);
         json_t *o = part_event(j, "response.output_text.delta", id);
         json_object_set_new(o, "delta", srv_json_text(j->text + j->sent, ready - j->sent));
-        json_object_set_new(o, "logprobs", json_array());
+        int lps = j->tool_mode == SRV_TOOLS_OFF ? j->n_lps : srv_response_lp_count(j, ready); /* the text's tokens since the last */
+        json_object_set_new(o, "logprobs", srv_response_logprobs(j, j->lps_sent, lps));
+        j->lps_sent = lps;
         emit(j, o);
         j->sent = ready;
     }

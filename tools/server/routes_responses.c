@@ -12,6 +12,7 @@
 #include "chat_parse.h"
 #include "http.h"
 #include "json_util.h"
+#include "logprobs.h"
 #include "responses_parse.h"
 #include "tool_calls.h"
 
@@ -42,6 +43,8 @@ static char *response_base(const json_t *root, const srv_chat_req *r) {
     json_object_set_new(o, "top_p", json_real(r->sampling.top_p));
     json_object_set_new(o, "truncation", json_string("disabled"));
     json_object_set_new(o, "usage", json_null());
+    v = json_object_get(root, "top_logprobs");
+    json_object_set_new(o, "top_logprobs", json_is_integer(v) ? json_incref((json_t *)v) : json_null());
     v = json_object_get(root, "user");
     json_object_set_new(o, "user", json_is_string(v) ? json_incref((json_t *)v) : json_null());
     v = json_object_get(root, "metadata");
@@ -107,10 +110,25 @@ void srv_response_item_id(const srv_job *j, const char *prefix, long k, char *ou
     else snprintf(out, cap, "%s_%s_%ld", prefix, hex ? hex + 1 : j->id, k);
 }
 
-json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status) {
+int srv_response_lp_count(const srv_job *j, size_t bytes) {
+    size_t chars = 0;
+    for (size_t i = 0; i < bytes && j->text; i++) chars += ((unsigned char)j->text[i] & 0xC0) != 0x80;
+    int n = 0;
+    while (n < j->n_lps && j->lps[n].offset < chars) n++;
+    return n;
+}
+
+json_t *srv_response_logprobs(const srv_job *j, int from, int to) {
+    json_t *o = j->logprobs && to > from ? srv_logprobs_json(j, from, to) : NULL, *a = json_incref(json_object_get(o, "content"));
+    json_decref(o);
+    return a ? a : json_array();
+}
+
+json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status, json_t *logprobs) {
     char id[64];
     srv_response_item_id(j, "msg", -1, id, sizeof id);
-    json_t *part = json_pack("{s:s, s:o, s:[], s:[]}", "type", "output_text", "text", srv_json_text(text, len), "annotations", "logprobs");
+    json_t *part = json_pack("{s:s, s:o, s:[], s:o}", "type", "output_text", "text", srv_json_text(text, len), "annotations", "logprobs",
+                             logprobs ? logprobs : json_array());
     return json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "type", "message", "id", id, "status", status, "role", "assistant", "content", part);
 }
 
@@ -136,7 +154,8 @@ static json_t *response_output(const srv_job *j) {
     int n_calls = calls ? (int)json_array_size(calls) : 0;
     for (int k = 0; cut && k < rd->n && rd->calls[k].header_sent; k++) n_calls++;
     if (content_len || !n_calls)
-        json_array_append_new(out, srv_response_message(j, text, content_len, j->finish == PM_FINISH_LENGTH && !n_calls ? "incomplete" : "completed"));
+        json_array_append_new(out, srv_response_message(j, text, content_len, j->finish == PM_FINISH_LENGTH && !n_calls ? "incomplete" : "completed",
+                                                         srv_response_logprobs(j, 0, j->tool_mode != SRV_TOOLS_OFF ? srv_response_lp_count(j, content_len) : j->n_lps)));
     for (size_t k = 0; k < (size_t)n_calls; k++) {
         if (calls) {
             const json_t *c = json_array_get(calls, k), *f = json_object_get(c, "function");
