@@ -132,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_t *chat = NULL, *names = NULL;
     memset(&e, 0, sizeof e);
     memset(&r, 0, sizeof r);
-    int rrc = srv_responses_to_chat(root, &chat, &names, &e);
+    int rrc = srv_responses_to_chat(root, json_object_get(root, "messages"), &chat, &names, &e);
     if (!rrc) {
         FUZZ_CHECK(json_is_array(json_object_get(chat, "messages")) && json_is_object(names));
         rrc = srv_chat_parse(chat, &lim, &r, &e);

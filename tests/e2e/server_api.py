@@ -577,8 +577,52 @@ def main():
     ok = st == 200 and st2 == 200 and resp_text(d) == chat_content(dc) and d["usage"]["input_tokens"] == dc["usage"]["prompt_tokens"]
     report("responses: function_call and function_call_output items are the chat history with the call", ok,
            "%s / %s" % (str(d)[:300], str(dc)[:300]))
-    st, _, d = A.json("POST", "/v1/responses", {"input": "Hi", "previous_response_id": "resp_0"})
-    report("responses: previous_response_id is a 400 (nothing is stored)", st == 400 and d["error"]["param"] == "previous_response_id", str(d)[:300])
+    # previous_response_id: the stored conversation (the answer as the assistant's message) goes
+    # before the new input, the instructions are the new request's: the chat completion of the
+    # whole conversation; a call answered by a function_call_output the same; unknown ids, ids
+    # stored with store false or under another cache_salt are 400s
+    q1 = {"instructions": "You are a helpful assistant.", "input": "What is the capital of France?", "max_output_tokens": 12}
+    st, _, r1 = A.json("POST", "/v1/responses", q1)
+    st2, _, r2 = A.json("POST", "/v1/responses", {"instructions": "You are a helpful assistant.", "input": "And of Italy?",
+                                                 "max_output_tokens": 12, "previous_response_id": r1.get("id")})
+    full = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "What is the capital of France?"},
+            {"role": "assistant", "content": resp_text(r1) if st == 200 else ""}, {"role": "user", "content": "And of Italy?"}]
+    st3, _, dc = A.json("POST", "/v1/chat/completions", {"messages": full, "max_tokens": 12})
+    ok = st == st2 == st3 == 200 and r1["store"] is True and r2["previous_response_id"] == r1["id"] and resp_text(r2) == chat_content(dc) \
+        and r2["usage"]["input_tokens"] == dc["usage"]["prompt_tokens"] and re.fullmatch(r"resp_[0-9a-f]{24}", r2["id"])
+    report("responses: previous_response_id continues the stored conversation (= the chat completion of all of it)", ok,
+           "%s / %s" % (str(r2)[:300], str(dc)[:200]))
+    st, _, c1 = A.json("POST", "/v1/responses", dict(rtb, max_output_tokens=300))
+    call = [it for it in c1.get("output", []) if it["type"] == "function_call"] if st == 200 else []
+    st2, _, c2 = A.json("POST", "/v1/responses", {"previous_response_id": c1.get("id"), "tools": rtb["tools"], "max_output_tokens": 6,
+                                                 "input": [{"type": "function_call_output", "call_id": call[0]["call_id"] if call else "x",
+                                                            "output": "18 C, sunny"}]})
+    hist2 = [{"role": "user", "content": rtb["input"]},
+             {"role": "assistant", "content": None, "tool_calls": [{"id": c["call_id"], "type": "function", "function": {
+                 "name": c["name"], "arguments": c["arguments"]}} for c in call]},
+             {"role": "tool", "tool_call_id": call[0]["call_id"] if call else "x", "content": "18 C, sunny"}]
+    st3, _, dc = A.json("POST", "/v1/chat/completions", {"messages": hist2, "tools": tools, "max_tokens": 6})
+    ok = st == st2 == st3 == 200 and len(call) == 1 and resp_text(c2) == chat_content(dc) and c2["usage"]["input_tokens"] == dc["usage"]["prompt_tokens"]
+    report("responses: a call's output sent with previous_response_id (= the chat history with the call)", ok,
+           "%s / %s" % (str(c2)[:300], str(dc)[:200]))
+    st, _, nk = A.json("POST", "/v1/responses", dict(q1, store=False, cache_salt="tenant-r"))
+    st4, _, sk = A.json("POST", "/v1/responses", dict(q1, cache_salt="tenant-r"))
+    bad = [A.json("POST", "/v1/responses", dict(b, input="x", max_output_tokens=2)) for b in (
+        {"previous_response_id": "resp_0"}, {"previous_response_id": nk.get("id")}, {"previous_response_id": sk.get("id")},
+        {"previous_response_id": sk.get("id"), "cache_salt": "tenant-s"})]
+    good = A.json("POST", "/v1/responses", {"previous_response_id": sk.get("id"), "cache_salt": "tenant-r", "input": "x", "max_output_tokens": 2})
+    st, ev, raw = A.stream("/v1/responses", dict(q1, stream=True))
+    sid = ev[-1]["response"]["id"] if st == 200 and ev else None
+    st2, _, r3 = A.json("POST", "/v1/responses", {"instructions": "You are a helpful assistant.", "input": "And of Italy?",
+                                                 "max_output_tokens": 12, "previous_response_id": sid})
+    st3, _, off = B.json("POST", "/v1/responses", {"input": "x", "max_output_tokens": 2, "previous_response_id": sid})
+    report("responses: a streamed response is kept as well; a server with --response-store off refuses previous_response_id",
+           st == st2 == 200 and resp_text(r3) == resp_text(r2) and st3 == 400 and off["error"]["code"] == "unsupported_parameter"
+           and A.metric("phi4mm_response_store_entries") >= 5 and B.metric("phi4mm_response_store_entries") == 0,
+           "%s / %s" % (str(r3)[:200], str(off)[:200]))
+    report("responses: unknown, unstored and other-salt previous_response_id are 400s; the same salt finds it",
+           st == st4 == 200 and nk["store"] is False and all(b[0] == 400 and b[2]["error"]["param"] == "previous_response_id" for b in bad)
+           and good[0] == 200, str([b[2] for b in bad])[:400])
     st, _, d = A.json("POST", "/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}]})
     report("responses: a bad image is a 400 naming input[0].content[0]", st == 400 and d["error"]["code"] == "invalid_image"
            and d["error"]["param"].startswith("input[0].content[0]"), str(d)[:300])

@@ -2,7 +2,7 @@
 # server_api.sh — end-to-end test of `phi4mm serve` (issue 6) on the tiny fixture model.
 # Starts three servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
 #   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>
-#   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks)
+#   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks), no response store
 #   C: 4 parallel sequences, a 3 MiB KV budget (requests refused, kept waiting, then served) and 2 MiB
 #      for decoded media (a long clip refused, a short one served); --recache (its log line checked)
 #   D: --prefill-chunk 2 (a long prompt keeps the prompt thread busy): a short text request goes past it
@@ -54,7 +54,7 @@ wait_ready() { # name -> prints the port
 }
 
 start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
-start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline
+start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline --response-store off
 start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64 --recache
 start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64 --draft 4
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }

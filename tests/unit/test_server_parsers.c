@@ -20,6 +20,7 @@
 #include "../../tools/server/json_util.c"
 #include "../../tools/server/local_media.c"
 #include "../../tools/server/multipart.c"
+#include "../../tools/server/response_store.c"
 #include "../../tools/server/responses_parse.c"
 #include "../../tools/server/tool_calls.c"
 
@@ -804,7 +805,7 @@ static int resp_parse(const char *js, srv_chat_req *r, srv_error *e) {
         return -99;
     }
     memset(r, 0, sizeof *r);
-    int rc = srv_responses_to_chat(root, &chat, &names, e);
+    int rc = srv_responses_to_chat(root, NULL, &chat, &names, e);
     if (!rc) rc = srv_chat_parse(chat, &LIM, r, e);
     if (rc) srv_responses_rename(names, e);
     json_decref(root);
@@ -869,6 +870,25 @@ static void test_responses_parse(void **state) {
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
                  "{\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
                  "\"required\":[\"a\"]}}}}");
+    /* previous_response_id's conversation goes after the new instructions, before the input */
+    {
+        json_t *root = json_loads("{\"instructions\":\"S\",\"input\":\"Next\"}", 0, NULL), *chat = NULL, *names = NULL;
+        json_t *prev = json_loads("[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"assistant\",\"content\":\"A\"}]", 0, NULL);
+        srv_chat_req a, b;
+        srv_error e;
+        assert_int_equal(srv_responses_to_chat(root, prev, &chat, &names, &e), 0);
+        assert_int_equal(srv_chat_parse(chat, &LIM, &a, &e), 0);
+        assert_int_equal(parse("{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"Q\"},"
+                               "{\"role\":\"assistant\",\"content\":\"A\"},{\"role\":\"user\",\"content\":\"Next\"}]}", &b, &e),
+                         0);
+        assert_string_equal(a.prompt, b.prompt);
+        srv_chat_req_free(&a);
+        srv_chat_req_free(&b);
+        json_decref(chat);
+        json_decref(names);
+        json_decref(prev);
+        json_decref(root);
+    }
     /* log-probabilities: asked by include, or by top_logprobs alone */
     srv_chat_req r;
     srv_error e;
@@ -883,7 +903,7 @@ static void test_responses_parse(void **state) {
     srv_chat_req_free(&r);
     /* refusals name the body's own fields */
     static const struct { const char *body, *code, *param; } bad[] = {
-        {"{\"input\":\"Hi\",\"previous_response_id\":\"resp_1\"}", "unsupported_parameter", "previous_response_id"},
+        {"{\"input\":\"Hi\",\"conversation\":\"conv_1\"}", "unsupported_parameter", "conversation"},
         {"{\"input\":\"Hi\",\"include\":[\"message.output_text.logprobs\",\"file_search_call.results\"]}", "unsupported_value",
          "include[1]"},
         {"{\"input\":\"Hi\",\"top_logprobs\":21}", "invalid_value", "top_logprobs"},
@@ -923,6 +943,49 @@ static void test_responses_parse(void **state) {
         assert_null(strstr(e.msg, "messages"));
         srv_chat_req_free(&r);
     }
+}
+
+/* The response store: found by id and salt alike, replaced by id, the least recently used gone
+ * over the cap, one larger than the cap not kept. */
+static void test_response_store(void **state) {
+    (void)state;
+    srv_response_store *s = srv_response_store_new(300); /* three entries of the sizes below do not fit */
+    size_t n, bytes;
+    srv_response_store_put(s, "resp_a", NULL, strdup("[\"a\"]"));
+    srv_response_store_put(s, "resp_b", "tenant", strdup("[\"b\"]"));
+    char *got = srv_response_store_get(s, "resp_a", NULL);
+    assert_string_equal(got, "[\"a\"]");
+    free(got);
+    assert_null(srv_response_store_get(s, "resp_a", "tenant")); /* another salt */
+    assert_null(srv_response_store_get(s, "resp_b", NULL));
+    got = srv_response_store_get(s, "resp_b", "tenant");
+    assert_string_equal(got, "[\"b\"]");
+    free(got);
+    srv_response_store_put(s, "resp_a", NULL, strdup("[\"a2\"]")); /* replaced */
+    got = srv_response_store_get(s, "resp_a", NULL);
+    assert_string_equal(got, "[\"a2\"]");
+    free(got);
+    srv_response_store_usage(s, &n, &bytes);
+    assert_int_equal(n, 2);
+    char big[160];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    srv_response_store_put(s, "resp_c", NULL, strdup(big)); /* over the cap with the others: resp_b, used least recently, goes */
+    assert_null(srv_response_store_get(s, "resp_b", "tenant"));
+    got = srv_response_store_get(s, "resp_c", NULL);
+    assert_non_null(got);
+    free(got);
+    char *huge = malloc(4096);
+    memset(huge, 'y', 4095);
+    huge[4095] = 0;
+    srv_response_store_put(s, "resp_d", NULL, huge); /* larger than the cap: not kept, nothing dropped for it */
+    assert_null(srv_response_store_get(s, "resp_d", NULL));
+    got = srv_response_store_get(s, "resp_c", NULL);
+    assert_non_null(got);
+    free(got);
+    srv_response_store_usage(s, &n, &bytes);
+    assert_true(n >= 1 && bytes <= 300);
+    srv_response_store_free(s);
 }
 
 static void test_local_media_policy(void **state) {
@@ -1051,7 +1114,7 @@ int main(void) {
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
-        cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse),
+        cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse), cmocka_unit_test(test_response_store),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),
     };

@@ -19,6 +19,7 @@
 #include "../cli/commands.h"
 #include "http.h"
 #include "metrics.h"
+#include "response_store.h"
 #include "scheduler.h"
 #include "server.h"
 
@@ -36,6 +37,7 @@ void srv_opts_default(srv_opts *o) {
     o->max_body = (size_t)64 << 20;
     o->retry_after = 1;
     o->prompt_cache = -1;
+    o->response_store = (size_t)64 << 20;
 }
 
 double srv_now(void) {
@@ -101,6 +103,8 @@ static void usage(void) {
             "                          (they end at messages); exact (the same tokens as without it); default\n"
             "                          auto: a quarter of the automatic KV budget (off with --kv-budget SIZE);\n"
             "                          SIZE: on top of it\n"
+            "  --response-store SIZE|off  /v1/responses conversations kept in memory for previous_response_id\n"
+            "                          (default 64M; the least recently used go first; off: not kept)\n"
             "  --kv-cache f32|bf16     KV cache elements (default f32; bf16: half the memory per position, K/V\n"
             "                          rounded to bf16 as they are stored)\n"
             "  --compute f32|bf16      products of many rows (prompts, encoders): fp32 (default) or inputs\n"
@@ -187,6 +191,11 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
             if (strcmp(v, "auto") && strcmp(v, "off") && (cli_size(v, &b) || b == 0))
                 return cli_fail(cmd, "--prompt-cache must be auto, off or a size like 2G, got '%s'", v);
             o->prompt_cache = !strcmp(v, "auto") ? -1 : !strcmp(v, "off") ? 0 : (int64_t)b;
+        } else if (!strcmp(a, "--response-store")) {
+            size_t b = 0;
+            if (strcmp(v, "off") && (cli_size(v, &b) || b == 0))
+                return cli_fail(cmd, "--response-store must be off or a size like 64M, got '%s'", v);
+            o->response_store = b;
         } else if (!strcmp(a, "--compute")) {
             if (cli_compute(cmd, v, &o->load.compute_bf16)) return 1;
         } else if (!strcmp(a, "--kv-cache")) {
@@ -243,7 +252,9 @@ int pm_cmd_serve(int argc, char **argv) {
     ctx->req_budget = ctx->o.max_request_memory > 0 ? ctx->o.max_request_memory : mem / 16 > floor ? mem / 16 : floor;
     atomic_init(&ctx->req_used, 0);
     ctx->metrics = srv_metrics_new();
-    if (!ctx->metrics) {
+    if (ctx->o.response_store) ctx->responses = srv_response_store_new(ctx->o.response_store);
+    if (!ctx->metrics || (ctx->o.response_store && !ctx->responses)) {
+        srv_metrics_free(ctx->metrics);
         free(ctx);
         return cli_fail("serve", "out of memory");
     }
@@ -260,6 +271,7 @@ int pm_cmd_serve(int argc, char **argv) {
     srv_http *http = NULL;
     if (srv_http_start(&http, ctx, err, sizeof err)) {
         srv_metrics_free(ctx->metrics);
+        srv_response_store_free(ctx->responses);
         free(ctx);
         return cli_fail("serve", "%s", err);
     }
@@ -311,6 +323,7 @@ int pm_cmd_serve(int argc, char **argv) {
     srv_sched_free(ctx->sched);
     pm_model_free(ctx->model);
     srv_metrics_free(ctx->metrics);
+    srv_response_store_free(ctx->responses);
     free(ctx);
     return rc;
 }

@@ -123,7 +123,10 @@ void srv_sse_fill_response(srv_job *j, const char *model);
  * else in progress), its non-streamed body, and its items (status "completed", ...; the message
  * takes logprobs, NULL: none). */
 json_t *srv_response_object(const srv_job *j, const char *model, int final);
-char *srv_response_result(const srv_job *j, const char *model, size_t *len);
+char *srv_response_result(srv_job *j, const char *model, size_t *len);
+/* Keeps the conversation the response ended (the job's, with the response's output as the
+ * assistant's message) for previous_response_id, once, when the request asked to store it. */
+void srv_response_keep(srv_job *j, const json_t *response);
 /* An item's id: "<prefix>_<hex of the response id>", "_<k>" added when k >= 0. */
 void srv_response_item_id(const srv_job *j, const char *prefix, long k, char *out, size_t cap);
 json_t *srv_response_message(const srv_job *j, const char *text, size_t len, const char *status, json_t *logprobs);

@@ -98,6 +98,7 @@ void srv_job_unref(srv_job *j) {
     free(j->lps);
     free(j->wire);
     free(j->resp_base);
+    free(j->resp_convo);
     srv_call_reader_free(&j->calls_read);
     pthread_mutex_destroy(&j->mu);
     free(j);

@@ -71,6 +71,7 @@ struct srv_job {
     char *cache_salt;               /* malloc'd; NULL: none */
     srv_tool_mode tool_mode;        /* chat tools: the answer's calls come back as tool_calls (tool_calls.h) */
     char *resp_base;                /* /v1/responses: what the response object repeats of the request (JSON text, malloc'd) */
+    char *resp_convo;               /* ... and the conversation to keep once answered (chat messages JSON; NULL: not kept) */
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;

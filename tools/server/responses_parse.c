@@ -25,14 +25,11 @@ static int rp_name(json_t *names, const char *body, srv_error *e, const char *fm
 
 /* Parameters that change what a response is and that this server cannot honour. */
 static int rp_refuse(const json_t *root, srv_error *e) {
-    static const char *const stored[] = {"previous_response_id", "conversation"};
-    for (size_t i = 0; i < 2; i++) {
-        const json_t *v = json_object_get(root, stored[i]);
-        if (v && !json_is_null(v))
-            return srv_bad(e, stored[i], "unsupported_parameter",
-                           "%s: this server stores no responses or conversations; send the whole conversation in input", stored[i]);
-    }
-    const json_t *v = json_object_get(root, "background");
+    const json_t *v = json_object_get(root, "conversation");
+    if (v && !json_is_null(v))
+        return srv_bad(e, "conversation", "unsupported_parameter",
+                       "conversation: this server keeps no conversation objects; send previous_response_id or the whole conversation");
+    v = json_object_get(root, "background");
     if (json_is_true(v)) return srv_bad(e, "background", "unsupported_parameter", "background responses are not supported by this server");
     if ((v = json_object_get(root, "include")) && !json_is_null(v)) {
         if (!json_is_array(v)) return srv_bad(e, "include", "invalid_type", "include must be an array of strings");
@@ -119,13 +116,19 @@ static json_t *rp_message(const json_t *it, size_t j, size_t i, json_t *names, s
     return m;
 }
 
-/* input (and instructions) as chat's messages. */
-static int rp_messages(const json_t *root, json_t *msgs, json_t *names, srv_error *e) {
+/* input (and instructions, and the previous conversation) as chat's messages. */
+static int rp_messages(const json_t *root, const json_t *previous, json_t *msgs, json_t *names, srv_error *e) {
     const json_t *ins = json_object_get(root, "instructions"), *in = json_object_get(root, "input");
     if (ins && !json_is_null(ins)) {
         if (!json_is_string(ins)) return srv_bad(e, "instructions", "invalid_type", "instructions must be a string");
         if (json_array_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", ins))) return rp_oom(e);
         if (rp_name(names, "instructions", e, "messages[0]")) return -1;
+    }
+    size_t p;
+    const json_t *pm;
+    json_array_foreach(previous, p, pm) { /* the stored conversation, its instructions not carried over */
+        if (json_array_append_new(msgs, json_deep_copy(pm)) || rp_name(names, "previous_response_id", e, "messages[%zu]", json_array_size(msgs) - 1))
+            return rp_oom(e);
     }
     if (!in || json_is_null(in)) return srv_bad(e, "input", "missing_required_parameter", "input is required");
     if (json_is_string(in)) {
@@ -274,7 +277,7 @@ static int rp_format(const json_t *root, json_t *chat, srv_error *e) {
     return !rf || json_object_set_new(chat, "response_format", rf) ? rp_oom(e) : 0;
 }
 
-int srv_responses_to_chat(const json_t *root, json_t **chat, json_t **names, srv_error *e) {
+int srv_responses_to_chat(const json_t *root, const json_t *previous, json_t **chat, json_t **names, srv_error *e) {
     *chat = *names = NULL;
     if (!json_is_object(root)) return srv_bad(e, NULL, "invalid_json", "the request body must be a JSON object");
     if (rp_refuse(root, e)) return -1;
@@ -294,7 +297,7 @@ int srv_responses_to_chat(const json_t *root, json_t **chat, json_t **names, srv
     if (!rc && tl && !json_is_null(tl) && json_object_set(c, "top_logprobs", (json_t *)tl)) rc = rp_oom(e);
     const json_t *mt = json_object_get(root, "max_output_tokens");
     if (!rc && mt && !json_is_null(mt) && json_object_set(c, "max_tokens", (json_t *)mt)) rc = rp_oom(e);
-    if (!rc) rc = rp_messages(root, msgs, nm, e);
+    if (!rc) rc = rp_messages(root, previous, msgs, nm, e);
     if (!rc) rc = rp_tools(root, c, e);
     if (!rc) rc = rp_format(root, c, e);
     json_decref(msgs);

@@ -10,8 +10,9 @@
  * tool_choice {type: function, name} -> chat's nested forms; include
  * ["message.output_text.logprobs"] -> logprobs (top_logprobs alternatives); temperature, top_p, stream,
  * parallel_tool_calls and the extensions chat takes (seed, top_k, stop, penalties, logit_bias,
- * min_tokens, ignore_eos, cache_salt) as they are. What this server cannot honour is a 400 naming
- * it: previous_response_id / conversation (nothing is stored: send the whole conversation),
+ * min_tokens, ignore_eos, cache_salt) as they are; previous_response_id's conversation
+ * (response_store.h) goes between the instructions and the input. What this server cannot honour
+ * is a 400 naming it: conversation objects,
  * background, any other include, truncation "auto", max_tool_calls, hosted tools, file inputs,
  * item references.
  *
@@ -25,8 +26,10 @@
 #include "server.h"
 
 /* The chat body of root (a new reference in *chat) and the map from its messages back to the
- * body's fields (a new reference in *names: srv_responses_rename reads it). -1 with e set. */
-int srv_responses_to_chat(const json_t *root, json_t **chat, json_t **names, srv_error *e);
+ * body's fields (a new reference in *names: srv_responses_rename reads it). previous: the
+ * conversation previous_response_id names (chat messages, after the instructions and before the
+ * input; NULL: none). -1 with e set. */
+int srv_responses_to_chat(const json_t *root, const json_t *previous, json_t **chat, json_t **names, srv_error *e);
 
 /* Rewrites e's param and message from the chat body's field names to the responses body's. */
 void srv_responses_rename(const json_t *names, srv_error *e);

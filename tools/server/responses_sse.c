@@ -131,6 +131,7 @@ static void finish(srv_job *j, const char *model) {
         emit(j, o);
         item_event(j, "response.output_item.done", (int)i, json_deep_copy(item));
     }
+    srv_response_keep(j, r);
     json_t *o = event(j, !strcmp(status, "completed") ? "response.completed" : !strcmp(status, "incomplete") ? "response.incomplete" : "response.failed");
     json_object_set_new(o, "response", r);
     emit(j, o);

@@ -7,6 +7,7 @@
 #include "http.h"
 #include "json_util.h"
 #include "metrics.h"
+#include "response_store.h"
 #include "scheduler.h"
 
 static json_t *model_obj(const srv_ctx *ctx) {
@@ -62,5 +63,20 @@ enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_con
 enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     size_t len = 0;
     char *s = srv_metrics_render(ctx->metrics, atomic_load(&ctx->ready), srv_now(), &len);
+    size_t entries = 0, bytes = 0;
+    if (ctx->responses) srv_response_store_usage(ctx->responses, &entries, &bytes);
+    char more[512];
+    int n = snprintf(more, sizeof more,
+                     "# HELP phi4mm_response_store_entries Conversations kept for previous_response_id.\n"
+                     "# TYPE phi4mm_response_store_entries gauge\nphi4mm_response_store_entries %zu\n"
+                     "# HELP phi4mm_response_store_bytes Bytes they hold (--response-store caps it).\n"
+                     "# TYPE phi4mm_response_store_bytes gauge\nphi4mm_response_store_bytes %zu\n",
+                     entries, bytes);
+    char *all = s && n > 0 ? realloc(s, len + (size_t)n + 1) : NULL;
+    if (all) {
+        memcpy(all + len, more, (size_t)n + 1);
+        s = all;
+        len += (size_t)n;
+    }
     return srv_respond(ctx, c, sc, 200, "text/plain; version=0.0.4; charset=utf-8", s, len);
 }

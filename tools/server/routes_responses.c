@@ -2,22 +2,24 @@
  * body becomes the chat request it amounts to (responses_parse.h), runs as one chat job (the same
  * template, media, adapters, tools, structured output and sampling), and the answer comes back
  * as a response object: a message item with its output_text, then a function_call item per call.
- * Streamed, as the Responses events (responses_sse.c). Nothing is stored: "store" is false and a
- * previous_response_id is a 400. */
+ * Streamed, as the Responses events (responses_sse.c). With store (the default) the conversation
+ * it ended is kept (response_store.h) for a next request's previous_response_id. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "chat_parse.h"
 #include "http.h"
 #include "json_util.h"
 #include "logprobs.h"
+#include "response_store.h"
 #include "responses_parse.h"
 #include "tool_calls.h"
 
 /* What a response object repeats of its request, as JSON text (the job keeps it). */
-static char *response_base(const json_t *root, const srv_chat_req *r) {
+static char *response_base(const json_t *root, const srv_chat_req *r, const char *previous, int kept) {
     const json_t *v;
     json_t *o = json_object();
     json_object_set_new(o, "background", json_false());
@@ -30,9 +32,9 @@ static char *response_base(const json_t *root, const srv_chat_req *r) {
     json_object_set_new(o, "output", json_array());
     v = json_object_get(root, "parallel_tool_calls");
     json_object_set_new(o, "parallel_tool_calls", json_boolean(!json_is_false(v)));
-    json_object_set_new(o, "previous_response_id", json_null());
+    json_object_set_new(o, "previous_response_id", previous ? json_string(previous) : json_null());
     json_object_set_new(o, "reasoning", json_pack("{s:n, s:n}", "effort", "summary"));
-    json_object_set_new(o, "store", json_false());
+    json_object_set_new(o, "store", json_boolean(kept));
     json_object_set_new(o, "temperature", json_real(r->sampling.temperature));
     v = json_object_get(json_object_get(root, "text"), "format");
     json_object_set_new(o, "text", json_pack("{s:o}", "format", json_is_object(v) ? json_deep_copy(v) : json_pack("{s:s}", "type", "text")));
@@ -66,22 +68,66 @@ static int check_metadata(const json_t *root, srv_error *e) {
     return 0;
 }
 
+/* previous_response_id's conversation (chat messages) into *prev; -1 with e set. */
+static int previous_conversation(srv_ctx *ctx, const json_t *root, const char **id, json_t **prev, srv_error *e) {
+    *id = NULL;
+    *prev = NULL;
+    int got = srv_get_str(root, "previous_response_id", id, e);
+    if (got <= 0) return got;
+    if (!ctx->responses)
+        return srv_bad(e, "previous_response_id", "unsupported_parameter",
+                       "previous_response_id: this server keeps no responses (--response-store off); send the whole conversation in input");
+    char *text = srv_response_store_get(ctx->responses, *id, json_string_value(json_object_get(root, "cache_salt")));
+    *prev = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    if (!*prev)
+        return srv_bad(e, "previous_response_id", "invalid_value",
+                       "previous_response_id '%.64s' was not found (not stored by this server, forgotten since, or kept under another "
+                       "cache_salt)", *id);
+    return 0;
+}
+
+/* A response id no client can guess from its own: "resp_" and 96 random bits. */
+static void random_id(srv_ctx *ctx, char *out, size_t cap) {
+    unsigned char b[12];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        srv_new_id(ctx, "resp", out, cap);
+        out[4] = '_';
+        return;
+    }
+    int n = snprintf(out, cap, "resp_");
+    for (size_t i = 0; i < sizeof b && n + 3 <= (int)cap; i++) n += snprintf(out + n, cap - (size_t)n, "%02x", b[i]);
+}
+
 enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     srv_error e;
+    memset(&e, 0, sizeof e);
     json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
     if (!root) return srv_respond_error(ctx, c, sc, &e);
     srv_parse_limits lim = {ctx->limits.max_images, ctx->limits.max_audio_clips, ctx->o.max_body, ctx->o.media_dir};
-    json_t *chat = NULL, *names = NULL;
+    json_t *chat = NULL, *names = NULL, *prev = NULL;
     srv_chat_req r;
     memset(&r, 0, sizeof r);
-    int rc = srv_responses_to_chat(root, &chat, &names, &e);
+    const char *prev_id = NULL;
+    int keep = 1;
+    int rc = json_is_object(root) && srv_get_bool(root, "store", &keep, &e) < 0 ? -1 : 0;
+    if (!rc && json_is_object(root)) rc = previous_conversation(ctx, root, &prev_id, &prev, &e);
+    if (!rc) rc = srv_responses_to_chat(root, prev, &chat, &names, &e);
     if (!rc) rc = check_metadata(root, &e);
     if (!rc) rc = srv_chat_parse(chat, &lim, &r, &e);
     if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)
         rc = srv_bad(&e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
                      r.max_tokens, ctx->max_context);
-    char *base = rc ? NULL : response_base(root, &r);
-    if (!rc && !base) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+    keep = keep && ctx->responses;
+    char *base = rc ? NULL : response_base(root, &r, prev_id, keep), *convo = NULL;
+    if (!rc && keep) { /* the conversation to keep once answered: the messages less the instructions */
+        json_t *msgs = json_deep_copy(json_object_get(chat, "messages"));
+        if (json_is_string(json_object_get(root, "instructions"))) json_array_remove(msgs, 0);
+        convo = msgs ? json_dumps(msgs, JSON_COMPACT) : NULL;
+        json_decref(msgs);
+    }
+    if (!rc && (!base || (keep && !convo))) rc = srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+    json_decref(prev);
     json_decref(chat);
     json_decref(root);
     srv_conn_free_body(ctx, sc);
@@ -89,17 +135,44 @@ enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_
     srv_chat_req_free(&r);
     if (!j) {
         free(base);
+        free(convo);
         srv_responses_rename(names, &e);
         json_decref(names);
         return srv_respond_error(ctx, c, sc, &e);
     }
     json_decref(names);
     j->resp_base = base;
-    srv_new_id(ctx, "resp", j->id, sizeof j->id);
-    j->id[4] = '_'; /* OpenAI's form: resp_<hex> */
+    j->resp_convo = convo;
+    random_id(ctx, j->id, sizeof j->id);
     j->created = (long long)time(NULL);
     j->t_arrival = sc->t0;
     return srv_submit_job(ctx, c, sc, j);
+}
+
+void srv_response_keep(srv_job *j, const json_t *response) {
+    const char *status = json_string_value(json_object_get(response, "status"));
+    if (!j->resp_convo || !j->ctx->responses || !status || (strcmp(status, "completed") && strcmp(status, "incomplete"))) return;
+    json_t *msgs = json_loads(j->resp_convo, 0, NULL), *said = json_pack("{s:s, s:n}", "role", "assistant", "content"), *calls = json_array();
+    size_t i;
+    const json_t *it;
+    json_array_foreach(json_object_get(response, "output"), i, it) {
+        const char *type = json_string_value(json_object_get(it, "type"));
+        if (type && !strcmp(type, "message"))
+            json_object_set(said, "content", json_object_get(json_array_get(json_object_get(it, "content"), 0), "text"));
+        else if (type && !strcmp(type, "function_call"))
+            json_array_append_new(calls, json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", json_object_get(it, "call_id"), "type", "function",
+                                                   "function", "name", json_object_get(it, "name"), "arguments",
+                                                   json_object_get(it, "arguments")));
+    }
+    if (json_array_size(calls)) json_object_set(said, "tool_calls", calls);
+    else if (json_is_null(json_object_get(said, "content"))) json_object_set_new(said, "content", json_string(""));
+    char *text = msgs && said && !json_array_append(msgs, said) ? json_dumps(msgs, JSON_COMPACT) : NULL;
+    if (text) srv_response_store_put(j->ctx->responses, j->id, j->cache_salt, text);
+    json_decref(msgs);
+    json_decref(said);
+    json_decref(calls);
+    free(j->resp_convo);
+    j->resp_convo = NULL; /* kept once */
 }
 
 /* ------------------------------------------------------------------ the response object */
@@ -206,8 +279,9 @@ json_t *srv_response_object(const srv_job *j, const char *model, int final) {
     return o;
 }
 
-char *srv_response_result(const srv_job *j, const char *model, size_t *len) {
+char *srv_response_result(srv_job *j, const char *model, size_t *len) {
     json_t *o = srv_response_object(j, model, 1);
+    if (o) srv_response_keep(j, o);
     char *s = o ? srv_json_dump(o, len) : NULL;
     json_decref(o);
     return s;

@@ -64,6 +64,7 @@ typedef struct srv_opts {
     size_t max_body;            /* bytes (default 64 MiB) */
     int64_t kv_budget;          /* engine KV budget in bytes: 0 = auto (default), < 0 = none */
     int64_t prompt_cache;       /* prompt cache bytes (pm_engine_opts.prefix_cache): < 0 = auto (default), 0 = off */
+    size_t response_store;      /* /v1/responses conversations kept for previous_response_id, bytes (default 64 MiB; 0: off) */
     int draft_tokens;           /* pm_engine_opts.draft_tokens (0: off, the default) */
     int kv_bf16;                /* --kv-cache bf16: pm_engine_opts.kv_bf16 */
     int64_t max_request_memory;   /* decoded media held by all requests, bytes: 0 = auto (default) */
@@ -77,6 +78,7 @@ void srv_opts_default(srv_opts *o);
 typedef struct srv_sched srv_sched;
 typedef struct srv_metrics srv_metrics;
 typedef struct srv_job srv_job;
+typedef struct srv_response_store srv_response_store;
 
 /* The server: options, model, scheduler, metrics. `ready` flips to 1 once the model is loaded and
  * the scheduler runs; until then model endpoints answer 503 "loading". */
@@ -90,6 +92,7 @@ typedef struct srv_ctx {
     int32_t tool_call_close;
     srv_sched *sched;
     srv_metrics *metrics;
+    srv_response_store *responses; /* NULL: --response-store off */
     atomic_int ready;
     atomic_int suspended;       /* connections parked right now (must reach 0 before stopping MHD) */
     atomic_uint_fast64_t next_id;
