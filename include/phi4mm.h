@@ -138,6 +138,17 @@ int pm_audio_decode_gated(const void *bytes, size_t len, const char *what, doubl
 int pm_image_decode_gated(const void *bytes, size_t len, const char *what, int64_t max_pixels, const pm_media_gate *gate,
                           pm_image_in *out, char *err, size_t errlen);
 void pm_audio_in_free(pm_audio_in *a);
+
+/* Long-form transcription: where to cut a clip into pieces of at most max_seconds (>= 1) each, for
+ * one request a piece (the model card gives 40 s for the best recognition; the official code has no
+ * long-form mode). Pieces are balanced (about length / ceil(length / max_seconds) each) and every cut
+ * sits at the quietest 200 ms within 2 s of its target. A clip that fits is one piece. Returns the
+ * number of pieces, their sample ranges [start, end) in a malloc'd *out covering the clip in order;
+ * -1 on bad arguments or out of memory. */
+typedef struct pm_audio_span {
+    size_t start, end;
+} pm_audio_span;
+int pm_audio_split(const pm_audio_in *a, double max_seconds, pm_audio_span **out);
 int pm_image_decode(const void *bytes, size_t len, const char *what, int64_t max_pixels, pm_image_in *out, char *err,
                     size_t errlen);
 void pm_image_in_free(pm_image_in *im);

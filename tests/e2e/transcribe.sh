@@ -5,7 +5,8 @@
 #  - --jsonl: an object a file, in order, errors included;
 #  - a missing and a corrupt file among good ones: each named on stderr, the others transcribed,
 #    exit status 1;
-#  - --translate LANGUAGE is generate with the translation instruction.
+#  - --translate LANGUAGE is generate with the translation instruction;
+#  - --chunk S: a long file in pieces, each the text its samples get alone, cut in the pauses.
 set -u
 source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
@@ -52,3 +53,62 @@ if [ "$got" = "$ref" ] && [ -n "$got" ]; then pass transcribe_translate_is_gener
 else fail transcribe_translate_is_generate "$got vs $ref"; fi
 
 "$BIN" transcribe -m "$M" --parallel 0 "${clips[0]}" >/dev/null 2>"$tmp/err" && fail transcribe_bad_parallel_refused || pass transcribe_bad_parallel_refused
+
+# --chunk: long-form pieces. clip_long (41 s) in pieces of at most 15 s: each piece's text is the
+# one its samples get alone (cut here with Python's wave module at the reported sample ranges),
+# the file's text is the pieces' joined by a space, text mode prints the same text as --jsonl.
+L=$I/clip_long_16k.wav
+"$BIN" transcribe -m "$M" -n 6 --chunk 15 --jsonl "$L" >"$tmp/long.jsonl" 2>"$tmp/err"
+rc=$?
+if [ $rc = 0 ] && $PY - "$tmp/long.jsonl" "$L" "$tmp" <<'EOF2'
+import json, sys, wave
+out, src, tmp = sys.argv[1:4]
+row = json.loads(open(out, encoding="utf-8").read())
+segs = row["segments"]
+w = wave.open(src); sr = w.getframerate(); n = w.getnframes(); pcm = w.readframes(n)
+assert len(segs) == 3, segs
+assert segs[0]["start"] == 0 and abs(segs[-1]["end"] * sr - n) < 0.5, segs
+for a, b in zip(segs, segs[1:]): assert a["end"] == b["start"]
+for i, s in enumerate(segs):
+    lo, hi = round(s["start"] * sr), round(s["end"] * sr)
+    assert 0 < hi - lo <= 15 * sr, s
+    o = wave.open(f"{tmp}/piece{i}.wav", "wb"); o.setnchannels(1); o.setsampwidth(2); o.setframerate(sr)
+    o.writeframes(pcm[2 * lo:2 * hi]); o.close()
+texts = [s["text"] for s in segs]
+assert row["text"] == " ".join(t for t in texts if t), row
+open(f"{tmp}/pieces.txt", "w", encoding="utf-8").write("\n".join(texts) + "\n")
+open(f"{tmp}/joined.txt", "w", encoding="utf-8").write(row["text"] + "\n")
+EOF2
+then
+  ok=1
+  for i in 0 1 2; do
+    alone=$("$BIN" transcribe -m "$M" -n 6 "$tmp/piece$i.wav" 2>/dev/null | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//')
+    [ "$alone" = "$(sed -n "$((i + 1))p" "$tmp/pieces.txt")" ] || { ok=0; fail transcribe_chunk_pieces_alone "piece $i: '$alone' vs '$(sed -n "$((i + 1))p" "$tmp/pieces.txt")'"; }
+  done
+  [ $ok = 1 ] && pass transcribe_chunk_pieces_alone
+  got=$("$BIN" transcribe -m "$M" -n 6 --chunk 15 --parallel 2 "$L" 2>/dev/null)
+  if [ "$got" = "$(cat "$tmp/joined.txt")" ]; then pass transcribe_chunk_text_mode
+  else fail transcribe_chunk_text_mode "'$got' vs '$(cat "$tmp/joined.txt")'"; fi
+else fail transcribe_chunk_pieces_alone "rc $rc; $(head -c 600 "$tmp/long.jsonl"); $(tail -3 "$tmp/err")"; fi
+
+# the cuts go to the pauses: clip_a, 1 s of silence, clip_a, 1 s of silence, clip_a (8 s) in pieces
+# of at most 3.5 s: cut in the middles of the silences (2.5 and 5.5 s)
+$PY - "${clips[0]}" "$tmp/paused.wav" <<'EOF2'
+import sys, wave
+w = wave.open(sys.argv[1]); sr = w.getframerate(); pcm = w.readframes(w.getnframes())
+o = wave.open(sys.argv[2], "wb"); o.setnchannels(1); o.setsampwidth(2); o.setframerate(sr)
+o.writeframes(pcm + bytes(2 * sr) + pcm + bytes(2 * sr) + pcm); o.close()
+EOF2
+"$BIN" transcribe -m "$M" -n 4 --chunk 3.5 --jsonl "$tmp/paused.wav" >"$tmp/paused.jsonl" 2>"$tmp/err"
+if $PY -c '
+import json, sys
+s = json.loads(open(sys.argv[1]).read())["segments"]
+sys.exit(0 if len(s) == 3 and abs(s[0]["end"] - 2.5) <= 0.02 and abs(s[1]["end"] - 5.5) <= 0.02 else 1)' "$tmp/paused.jsonl"; then
+  pass transcribe_chunk_cuts_in_pauses
+else fail transcribe_chunk_cuts_in_pauses "$(head -c 600 "$tmp/paused.jsonl"); $(tail -3 "$tmp/err")"; fi
+
+"$BIN" transcribe -m "$M" --chunk 0.5 "${clips[0]}" >/dev/null 2>"$tmp/err" && fail transcribe_bad_chunk_refused "accepted" \
+  || { grep -q -- '--chunk' "$tmp/err" && pass transcribe_bad_chunk_refused || fail transcribe_bad_chunk_refused "$(cat "$tmp/err")"; }
+"$BIN" transcribe -m "$M" -n 2 "$L" >/dev/null 2>"$tmp/err"
+if grep -q 'clip_long_16k.wav is 41.0 s long.*--chunk 30' "$tmp/err"; then pass transcribe_long_file_note
+else fail transcribe_long_file_note "$(cat "$tmp/err")"; fi
