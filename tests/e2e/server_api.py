@@ -891,6 +891,25 @@ def main():
     body, ct = multipart({"model": "phi4mm", "language": "fr", "max_tokens": "12"}, {"file": ("a.wav", wav_bytes)})
     st, _, d = A.json("POST", "/v1/audio/translations", body, {"Content-Type": ct})
     report("translation (AST prompt, language=fr) equals CLI", st == 200 and d.get("text") == tref, "%s %s vs %r" % (st, d, tref))
+    # chunking_strategy auto: the 41 s clip in pieces of at most 30 s, the same pieces and texts as
+    # `transcribe --chunk 30` (each piece the text it gets alone: transcribe.sh), streamed as one transcript
+    lref, rc = cli("transcribe", "-m", M, "-n", "6", "--chunk", "30", "--jsonl", I + "/clip_long_16k.wav")
+    lref = json.loads(lref)
+    long_bytes = open(I + "/clip_long_16k.wav", "rb").read()
+    body, ct = multipart({"model": "phi4mm", "response_format": "verbose_json", "max_tokens": "6", "chunking_strategy": "auto"},
+                         {"file": ("long.wav", long_bytes)})
+    st, _, v = A.json("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    segs = v.get("segments", []) if st == 200 else []
+    ok = (st == 200 and v["text"] == lref["text"] and len(segs) == len(lref["segments"]) == 2 and abs(v["duration"] - 41.0) < 1e-6
+          and [(g["start"], g["end"], g["text"]) for g in segs] == [(g["start"], g["end"], g["text"]) for g in lref["segments"]]
+          and all(len(g["tokens"]) == 6 for g in segs) and v["usage"]["output_tokens"] == 12 and segs[1]["seek"] == round(segs[1]["start"] * 100))
+    report("chunking_strategy auto: pieces and text = transcribe --chunk 30", ok, "%s %s vs %s" % (st, str(v)[:500], str(lref)[:300]))
+    body, ct = multipart({"model": "phi4mm", "stream": "true", "max_tokens": "6", "chunking_strategy": "auto"}, {"file": ("long.wav", long_bytes)})
+    st, ev, raw = A.stream("/v1/audio/transcriptions", body, {"Content-Type": ct})
+    deltas = "".join(e["delta"] for e in ev if e != "[DONE]" and e.get("type") == "transcript.text.delta")
+    done = [e for e in ev if e != "[DONE]" and e.get("type") == "transcript.text.done"]
+    ok = st == 200 and deltas == lref["text"] and len(done) == 1 and done[0]["text"] == lref["text"] and done[0]["usage"]["output_tokens"] == 12
+    report("chunking_strategy auto streamed: the deltas add up to the pieces' joined text", ok, raw[-400:])
     with open(args.expected, "w") as f:
         json.dump(expected, f)
 
@@ -1080,6 +1099,10 @@ def main():
     expect("transcription without file", 400, "missing_required_parameter", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     body, ct = multipart({"model": "x"}, {"file": ("a.wav", b"not audio at all")})
     expect("transcription of a non-audio file", 400, "invalid_audio", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    body, ct = multipart({"chunking_strategy": '{"type": "server_vad"}'}, {"file": ("a.wav", wav_bytes)})
+    expect("chunking_strategy server_vad refused", 400, "unsupported_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    body, ct = multipart({"chunking_strategy": "always"}, {"file": ("a.wav", wav_bytes)})
+    expect("chunking_strategy other than auto refused", 400, "invalid_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     report("health without API key", A.health_ok())
 
     # oversized bodies: declared (answered before the body is read) and chunked (counted while read)

@@ -1077,6 +1077,11 @@ static void test_audio_form(void **state) {
     assert_true(r.stream);
     assert_int_equal(r.max_tokens, 17);
     assert_true(r.temperature == 0.5f);
+    assert_true(r.chunk_seconds == 0); /* the clip whole unless asked */
+    srv_audio_req_free(&r);
+    const char *f5[][2] = {{"file", "x"}, {"chunking_strategy", "auto"}};
+    assert_int_equal(srv_audio_parse(parts, form(f5, 2, parts), 0, &r, &e), 0);
+    assert_true(r.chunk_seconds == SRV_CHUNK_SECONDS);
     srv_audio_req_free(&r);
     const char *f3[][2] = {{"file", "x"}, {"prompt", "Summarize the talk."}};
     assert_int_equal(srv_audio_parse(parts, form(f3, 2, parts), 0, &r, &e), 0);
@@ -1085,7 +1090,8 @@ static void test_audio_form(void **state) {
     struct {
         const char *k, *v, *param;
     } bad[] = {{"response_format", "srt", "response_format"}, {"stream", "maybe", "stream"}, {"temperature", "hot", "temperature"},
-               {"max_tokens", "0", "max_tokens"},           {"language", "fr_FR!", "language"}, {"prompt", "<|audio_2|>x", "prompt"}};
+               {"max_tokens", "0", "max_tokens"},           {"language", "fr_FR!", "language"}, {"prompt", "<|audio_2|>x", "prompt"},
+               {"chunking_strategy", "{\"type\": \"server_vad\"}", "chunking_strategy"}, {"chunking_strategy", "Auto", "chunking_strategy"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *f[][2] = {{"file", "x"}, {bad[i].k, bad[i].v}};
         assert_int_equal(srv_audio_parse(parts, form(f, 2, parts), 0, &r, &e), -1);

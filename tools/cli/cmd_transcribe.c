@@ -272,7 +272,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
     char prompt[192], err[1024];
     if (language) snprintf(prompt, sizeof prompt, "<|user|><|audio_1|>Translate the audio to %s.<|end|><|assistant|>", language);
     else snprintf(prompt, sizeof prompt, "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>");
-    opts.max_seqs = (int)(parallel < nfiles ? parallel : nfiles);
+    opts.max_seqs = (int)(parallel < nfiles || chunk > 0 ? parallel : nfiles); /* a file may be many pieces */
     opts.limits.max_audio_seconds = max_seconds;
     pm_model *m = NULL;
     pm_engine *eng = NULL;

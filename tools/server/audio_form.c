@@ -110,6 +110,18 @@ int srv_audio_parse(const srv_part *parts, int n, int translate, srv_audio_req *
             else out->max_tokens = (int)v;
         }
     }
+    if (!rc && (p = srv_multipart_find(parts, n, "chunking_strategy"))) {
+        if (!(rc = field_text(p, buf, 1024, e))) {
+            const char *v = buf;
+            while (*v == ' ') v++;
+            if (!strcmp(v, "auto")) out->chunk_seconds = SRV_CHUNK_SECONDS;
+            else if (*v == '{')
+                rc = srv_bad(e, "chunking_strategy", "unsupported_value",
+                             "chunking_strategy objects (server_vad) are not supported: send \"auto\" (pieces of at most %d s "
+                             "cut at the quietest moments)", SRV_CHUNK_SECONDS);
+            else rc = srv_bad(e, "chunking_strategy", "invalid_value", "chunking_strategy must be \"auto\" (got '%s')", buf);
+        }
+    }
     if (!rc && (p = srv_multipart_find(parts, n, "prompt"))) {
         if (!(rc = field_text(p, buf, MAX_FIELD, e)) && buf[0]) snprintf(instruction, sizeof instruction, "%s", buf);
     }

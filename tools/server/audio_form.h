@@ -4,7 +4,9 @@
  *   AST: <|user|><|audio_1|>Translate the audio to {language}.<|end|><|assistant|>
  * Fields: file (required), model (ignored: one model is served), prompt (replaces the task
  * instruction), language (translations: the target, default English; transcriptions: recorded
- * only), response_format json|text|verbose_json, temperature, stream, and the extension
+ * only), response_format json|text|verbose_json, temperature, stream, chunking_strategy "auto"
+ * (long-form: the clip in pieces of at most SRV_CHUNK_SECONDS, one request each, cut at its
+ * quietest moments by pm_audio_split; server_vad objects are refused), and the extension
  * max_tokens. Pure: no engine. */
 #ifndef PM_SRV_AUDIO_FORM_H
 #define PM_SRV_AUDIO_FORM_H
@@ -17,6 +19,7 @@
 
 #define SRV_ASR_INSTRUCTION "Transcribe the audio clip into text."
 #define SRV_AST_INSTRUCTION "Translate the audio to %s."
+#define SRV_CHUNK_SECONDS 30 /* chunking_strategy auto: under the model card's 40 s for the best recognition */
 
 typedef enum { SRV_RF_JSON = 0, SRV_RF_TEXT = 1, SRV_RF_VERBOSE_JSON = 2 } srv_resp_format;
 
@@ -30,6 +33,7 @@ typedef struct srv_audio_req {
     float temperature;
     int stream;
     int max_tokens;            /* 0: not given */
+    double chunk_seconds;      /* chunking_strategy auto: SRV_CHUNK_SECONDS; 0: the clip whole */
     char language[48];         /* English name ("French"), "" when not given for transcriptions */
 } srv_audio_req;
 

@@ -219,7 +219,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     char *body = j->kind == SRV_JOB_CHAT         ? srv_chat_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)
                  : j->kind == SRV_JOB_COMPLETION ? srv_completion_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)
                  : j->kind == SRV_JOB_RESPONSE   ? srv_response_result(j, ctx->model_id, &len)
-                                                 : srv_audio_result(j, &len, &ct);
+                                                 : srv_audio_result(sc->jobs, sc->n_jobs, &len, &ct);
     return srv_respond(ctx, c, sc, 200, ct, body, len);
 }
 

@@ -76,6 +76,7 @@ struct srv_job {
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     pm_mode mode;
     double audio_seconds;
+    double seg_start, seg_end;      /* transcriptions: the part of the clip it transcribes, in seconds (chunking_strategy) */
     int64_t media_bytes;            /* decoded media counted against ctx->req_budget */
     int64_t body_bytes;             /* the request's body buffer, still held while its media decode */
     int media_refused;              /* the media budget refused a decode: 1 busy now, 2 never */

@@ -1,8 +1,11 @@
 /* routes_audio.c — POST /v1/audio/transcriptions and /v1/audio/translations, served by
  * Phi-4-multimodal itself (speech adapter, official ASR / AST prompts; see audio_form.h).
  * Responses: json {"text"}, text (the transcript as text/plain), verbose_json {"task",
- * "language", "duration", "text", "segments" (one segment: the model gives no timestamps),
- * "usage"}; stream=true gives transcript.text.delta / transcript.text.done events. */
+ * "language", "duration", "text", "segments" (one a request: the clip whole, or each piece of
+ * chunking_strategy auto with its start and end; the model gives no timestamps of its own),
+ * "usage"}; stream=true gives transcript.text.delta / transcript.text.done events.
+ * chunking_strategy auto: the clip's pieces (pm_audio_split) are a job each, decoded side by side
+ * as a request's choices are; the transcript is their texts, each trimmed, joined by a space. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +13,77 @@
 #include <time.h>
 
 #include "audio_form.h"
+#include "job.h"
 #include "http.h"
 #include "json_util.h"
 #include "multipart.h"
 
 enum { MAX_PARTS = 32 };
+
+/* Cuts the job's clip into pieces of at most chunk seconds (0: one piece) and makes a job of each
+ * after the first (which keeps j, its clip shrunk to the first piece). The samples are copied from
+ * the clip's end, which is then given back, so the peak is the clip and one piece; each copy is
+ * counted against the server's media memory under its own job. 0 with *out / *n, or -1 with e. */
+static int piece_jobs(srv_ctx *ctx, srv_job *j, double chunk, srv_job ***out, int *n, srv_error *e) {
+    pm_audio_in *a = &j->audios[0];
+    double rate = a->sample_rate, whole = (double)a->n_samples / rate;
+    pm_audio_span one = {0, a->n_samples}, *spans = &one;
+    int k = chunk > 0 ? pm_audio_split(a, chunk, &spans) : 1;
+    if (k < 1) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    int rc = 0;
+    if (k > ctx->o.max_queue)
+        rc = srv_bad(e, "chunking_strategy", "limit_exceeded",
+                     "the clip (%.1f s) makes %d pieces of at most %.0f s, more than the server queues for one request (--max-queue %d)",
+                     whole, k, chunk, ctx->o.max_queue);
+    srv_job **jobs = rc ? NULL : calloc((size_t)k, sizeof *jobs);
+    if (!rc && !jobs) rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (int i = k - 1; i >= 1 && !rc; i--) {
+        srv_job *p = jobs[i] = srv_job_new(ctx, j->kind);
+        if (!p || !(p->audios = calloc(1, sizeof *p->audios))) {
+            rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            break;
+        }
+        size_t len = spans[i].end - spans[i].start;
+        const pm_media_gate *g = srv_job_media_gate(p);
+        int grc = g->adjust(g->user, (int64_t)(len * sizeof(double)));
+        if (grc) {
+            srv_job_media_refusal(p, grc == 1 ? PM_EBUSY : PM_ELIMIT, "file", e);
+            rc = -1;
+            break;
+        }
+        double *copy = malloc(len * sizeof *copy);
+        if (!copy) {
+            g->adjust(g->user, -(int64_t)(len * sizeof(double)));
+            rc = srv_fail(e, 503, "server_error", NULL, "out_of_memory", "out of memory for the clip's pieces");
+            break;
+        }
+        memcpy(copy, a->samples + spans[i].start, len * sizeof *copy);
+        p->audios[0] = (pm_audio_in){copy, len, a->sample_rate};
+        p->n_audios = 1;
+        p->seg_start = (double)spans[i].start / rate;
+        p->seg_end = (double)spans[i].end / rate;
+        double *shrunk = realloc((void *)a->samples, spans[i].start * sizeof *shrunk); /* the clip gives its tail back */
+        if (shrunk) {
+            const pm_media_gate *jg = srv_job_media_gate(j);
+            jg->adjust(jg->user, -(int64_t)((a->n_samples - spans[i].start) * sizeof(double)));
+            a->samples = shrunk;
+        }
+        a->n_samples = spans[i].start;
+    }
+    j->seg_start = 0;
+    j->seg_end = (double)spans[0].end / rate;
+    if (spans != &one) free(spans);
+    if (rc) {
+        for (int i = 1; jobs && i < k; i++)
+            if (jobs[i]) srv_job_unref(jobs[i]);
+        free(jobs);
+        return -1;
+    }
+    jobs[0] = j;
+    *out = jobs;
+    *n = k;
+    return 0;
+}
 
 enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int translate) {
     srv_error e;
@@ -50,80 +119,142 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
             else if (drc == PM_ENOMEM) rc = srv_fail(&e, 503, "server_error", NULL, "out_of_memory", "%s", err);
             else if (drc == PM_ELIMIT) rc = srv_bad(&e, "file", "limit_exceeded", "%s", err);
             else if (drc) rc = srv_bad(&e, "file", "invalid_audio", "%s", err);
-            else {
-                j->n_audios = 1;
-                if (j->audios[0].sample_rate > 0) j->audio_seconds = (double)j->audios[0].n_samples / j->audios[0].sample_rate;
-            }
+            else j->n_audios = 1;
         }
     }
     free(parts);
     srv_conn_free_body(ctx, sc); /* the file is decoded; the form is no longer needed */
+    srv_job **jobs = NULL;
+    int k = 0;
+    if (j) j->body_bytes = 0;
+    if (!rc) rc = piece_jobs(ctx, j, r.chunk_seconds, &jobs, &k, &e);
     if (rc) {
         srv_audio_req_free(&r);
         if (j) srv_job_unref(j);
         return srv_respond_error(ctx, c, sc, &e);
     }
-    j->stream = r.stream;
-    j->format = r.format;
-    snprintf(j->language, sizeof j->language, "%s", r.language);
-    j->prompt = r.prompt;
-    r.prompt = NULL;
-    j->max_tokens = r.max_tokens > 0 ? r.max_tokens : ctx->o.default_max_tokens;
-    j->sampling.temperature = r.temperature;
-    j->sampling.top_p = 1.0f;
-    j->sampling.seed = (uint64_t)time(NULL);
-    j->mode = PM_MODE_SPEECH;
-    srv_new_id(ctx, translate ? "trans" : "asr", j->id, sizeof j->id);
-    j->created = (long long)time(NULL);
-    j->t_arrival = sc->t0;
+    char id[sizeof j->id];
+    srv_new_id(ctx, translate ? "trans" : "asr", id, sizeof id);
+    uint64_t seed = (uint64_t)time(NULL);
+    for (int i = 0; i < k; i++) {
+        srv_job *p = jobs[i];
+        p->prompt = strdup(r.prompt);
+        if (!p->prompt) {
+            for (int q = 0; q < k; q++) srv_job_unref(jobs[q]);
+            free(jobs);
+            srv_audio_req_free(&r);
+            srv_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+            return srv_respond_error(ctx, c, sc, &e);
+        }
+        p->stream = r.stream;
+        p->format = r.format;
+        snprintf(p->language, sizeof p->language, "%s", r.language);
+        p->max_tokens = r.max_tokens > 0 ? r.max_tokens : ctx->o.default_max_tokens;
+        p->sampling.temperature = r.temperature;
+        p->sampling.top_p = 1.0f;
+        p->sampling.seed = seed + (uint64_t)i;
+        p->mode = PM_MODE_SPEECH;
+        p->index = i;
+        p->first_of_prompt = 1; /* each piece is its own prompt: the usage counts them all */
+        p->audio_seconds = p->seg_end - p->seg_start;
+        snprintf(p->id, sizeof p->id, "%s", id);
+        p->created = (long long)time(NULL);
+        p->t_arrival = sc->t0;
+    }
     srv_audio_req_free(&r);
-    return srv_submit_job(ctx, c, sc, j);
+    return srv_submit_jobs(ctx, c, sc, jobs, k);
 }
 
-char *srv_audio_result(const srv_job *j, size_t *len, const char **content_type) {
-    const char *text = j->text ? j->text : "";
+/* The transcript of a request's jobs: one job's text as it is; pieces' texts each without the
+ * whitespace around it, joined by one space (empty ones left out). Malloc'd. */
+char *srv_transcript_text(srv_job *const *jobs, int n, size_t *len) {
+    size_t cap = 1;
+    for (int i = 0; i < n; i++) cap += jobs[i]->text_len + 1;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        const char *t = jobs[i]->text ? jobs[i]->text : "";
+        size_t a = 0, b = jobs[i]->text_len;
+        if (n > 1) srv_trim_space(t, &a, &b);
+        if (b == a) continue;
+        if (at) out[at++] = ' ';
+        memcpy(out + at, t + a, b - a);
+        at += b - a;
+    }
+    out[at] = 0;
+    *len = at;
+    return out;
+}
+
+/* [*a, *b) of t without the ASCII whitespace at either end. */
+void srv_trim_space(const char *t, size_t *a, size_t *b) {
+    while (*a < *b && (t[*a] == ' ' || t[*a] == '\n' || t[*a] == '\t' || t[*a] == '\r')) (*a)++;
+    while (*b > *a && (t[*b - 1] == ' ' || t[*b - 1] == '\n' || t[*b - 1] == '\t' || t[*b - 1] == '\r')) (*b)--;
+}
+
+json_t *srv_transcript_usage(srv_job *const *jobs, int n) {
+    int in = 0, outt = 0;
+    for (int i = 0; i < n; i++) {
+        in += jobs[i]->prompt_tokens;
+        outt += jobs[i]->completion_tokens;
+    }
+    json_t *u = json_object();
+    json_object_set_new(u, "type", json_string("tokens"));
+    json_object_set_new(u, "input_tokens", json_integer(in));
+    json_object_set_new(u, "output_tokens", json_integer(outt));
+    json_object_set_new(u, "total_tokens", json_integer(in + outt));
+    return u;
+}
+
+char *srv_audio_result(srv_job *const *jobs, int n, size_t *len, const char **content_type) {
+    const srv_job *j = jobs[0];
+    size_t text_len = 0;
+    char *text = srv_transcript_text(jobs, n, &text_len);
+    if (!text) return NULL;
     if (j->format == SRV_RF_TEXT) {
         *content_type = "text/plain; charset=utf-8";
-        json_t *s = srv_json_text(text, j->text_len); /* sanitised UTF-8 */
+        json_t *s = srv_json_text(text, text_len); /* sanitised UTF-8 */
         char *out = s ? strdup(json_string_value(s)) : NULL;
         json_decref(s);
+        free(text);
         if (out) *len = strlen(out);
         return out;
     }
     json_t *o = json_object();
-    json_t *t = srv_json_text(text, j->text_len);
+    json_t *t = srv_json_text(text, text_len);
+    free(text);
     if (j->format == SRV_RF_VERBOSE_JSON) {
-        double dur = j->audio_seconds;
         char lang[48];
         snprintf(lang, sizeof lang, "%s", j->language[0] ? j->language : "unknown");
         for (char *p = lang; *p; p++) *p = (char)tolower((unsigned char)*p);
         json_object_set_new(o, "task", json_string(j->kind == SRV_JOB_TRANSLATE ? "translate" : "transcribe"));
         json_object_set_new(o, "language", json_string(lang));
-        json_object_set_new(o, "duration", json_real(dur));
+        json_object_set_new(o, "duration", json_real(jobs[n - 1]->seg_end));
         json_object_set_new(o, "text", json_copy(t));
-        json_t *seg = json_object();
-        json_object_set_new(seg, "id", json_integer(0));
-        json_object_set_new(seg, "seek", json_integer(0));
-        json_object_set_new(seg, "start", json_real(0.0));
-        json_object_set_new(seg, "end", json_real(dur));
-        json_object_set_new(seg, "text", json_copy(t));
-        json_t *toks = json_array();
-        for (int i = 0; i < j->n_tokens; i++) json_array_append_new(toks, json_integer(j->tokens[i]));
-        json_object_set_new(seg, "tokens", toks);
-        json_object_set_new(seg, "temperature", json_real(j->sampling.temperature));
         json_t *segs = json_array();
-        json_array_append_new(segs, seg);
+        for (int i = 0; i < n; i++) {
+            const srv_job *p = jobs[i];
+            size_t a = 0, b = p->text_len;
+            if (n > 1) srv_trim_space(p->text ? p->text : "", &a, &b);
+            json_t *seg = json_object();
+            json_object_set_new(seg, "id", json_integer(i));
+            json_object_set_new(seg, "seek", json_integer((json_int_t)(p->seg_start * 100 + 0.5))); /* 10 ms frames, as Whisper's */
+            json_object_set_new(seg, "start", json_real(p->seg_start));
+            json_object_set_new(seg, "end", json_real(p->seg_end));
+            json_object_set_new(seg, "text", srv_json_text(p->text ? p->text + a : "", b - a));
+            json_t *toks = json_array();
+            for (int q = 0; q < p->n_tokens; q++) json_array_append_new(toks, json_integer(p->tokens[q]));
+            json_object_set_new(seg, "tokens", toks);
+            json_object_set_new(seg, "temperature", json_real(p->sampling.temperature));
+            json_array_append_new(segs, seg);
+        }
         json_object_set_new(o, "segments", segs);
     } else {
         json_object_set_new(o, "text", json_copy(t));
     }
     json_decref(t);
-    json_t *u = json_object();
-    json_object_set_new(u, "type", json_string("tokens"));
-    json_object_set_new(u, "input_tokens", json_integer(j->prompt_tokens));
-    json_object_set_new(u, "output_tokens", json_integer(j->completion_tokens));
-    json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
-    json_object_set_new(o, "usage", u);
+    json_object_set_new(o, "usage", srv_transcript_usage(jobs, n));
     *content_type = "application/json";
     char *s = srv_json_dump(o, len);
     json_decref(o);

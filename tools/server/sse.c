@@ -9,7 +9,10 @@
  * With logprobs, a text chunk (or the finish chunk) carries the entries of the tokens recorded
  * since the previous one (logprobs.h), so that every generated token's entry is sent once.
  * Transcriptions: {"type":"transcript.text.delta","delta":...} per piece, then
- * {"type":"transcript.text.done","text":<all>,"usage":{...}}.
+ * {"type":"transcript.text.done","text":<all>,"usage":{...}}. The pieces of a long clip
+ * (chunking_strategy) stream in order as one transcript: each without the whitespace at its ends
+ * (trailing whitespace waits until text follows it), a space between them, so that the deltas
+ * add up to the done event's text.
  * A sequence that ends in an error (or is cancelled by a server shutdown) ends its stream with
  * data: {"error": {...}} (then [DONE] for chat): every stream gets a final event.
  *
@@ -34,6 +37,7 @@
 typedef struct srv_stream {
     srv_job **jobs; /* the request's choices, streamed in turn (a reference each) */
     int n, cur;
+    int said, piece_said;           /* transcript pieces: any text sent; any of the current piece's */
     struct MHD_Connection *c;
 } srv_stream;
 
@@ -250,41 +254,57 @@ static void fill_chat(srv_job *j, const char *model, const srv_stream *st) {
     else fill_openai(j, model, chat_chunk, st);
 }
 
-static void fill_transcript(srv_job *j) {
+static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+static void fill_transcript(srv_job *j, srv_stream *st) {
     j->sse_phase = SSE_RUNNING;
-    if (j->text_len > j->sent) {
+    size_t upto = j->text_len;
+    const char *sep = "";
+    if (st->n > 1) { /* a piece: trimmed, after a space */
+        while (upto > j->sent && is_space(j->text[upto - 1])) upto--;
+        if (!st->piece_said)
+            while (j->sent < upto && is_space(j->text[j->sent])) j->sent++;
+        if (upto > j->sent && !st->piece_said && st->said) sep = " ";
+    }
+    if (upto > j->sent) {
         json_t *o = json_object();
         json_object_set_new(o, "type", json_string("transcript.text.delta"));
-        json_object_set_new(o, "delta", srv_json_text(j->text + j->sent, j->text_len - j->sent));
+        json_t *d = srv_json_text(j->text + j->sent, upto - j->sent);
+        if (sep[0] && d) {
+            char *joined = NULL;
+            if (asprintf(&joined, "%s%s", sep, json_string_value(d)) >= 0) json_string_set(d, joined);
+            free(joined);
+        }
+        json_object_set_new(o, "delta", d);
         wire_event(j, o);
-        j->sent = j->text_len;
+        j->sent = upto;
+        st->said = st->piece_said = 1;
     }
     if (j->state != SRV_JS_DONE) return;
-    if (j->finish == PM_FINISH_STOP || j->finish == PM_FINISH_LENGTH) {
-        json_t *o = json_object();
-        json_object_set_new(o, "type", json_string("transcript.text.done"));
-        json_object_set_new(o, "text", srv_json_text(j->text ? j->text : "", j->text_len));
-        json_t *u = json_object();
-        json_object_set_new(u, "type", json_string("tokens"));
-        json_object_set_new(u, "input_tokens", json_integer(j->prompt_tokens));
-        json_object_set_new(u, "output_tokens", json_integer(j->completion_tokens));
-        json_object_set_new(u, "total_tokens", json_integer(j->prompt_tokens + j->completion_tokens));
-        json_object_set_new(o, "usage", u);
-        wire_event(j, o);
-    } else {
-        wire_event(j, error_event(j));
-    }
     j->sse_phase = SSE_END;
+    if (!srv_sse_ended_well(j)) {
+        wire_event(j, error_event(j));
+        return;
+    }
+    if (st->cur + 1 < st->n) return; /* the next piece follows */
+    size_t len = 0;
+    char *text = srv_transcript_text(st->jobs, st->n, &len);
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("transcript.text.done"));
+    json_object_set_new(o, "text", srv_json_text(text ? text : "", text ? len : 0));
+    json_object_set_new(o, "usage", srv_transcript_usage(st->jobs, st->n));
+    free(text);
+    wire_event(j, o);
 }
 
 /* Fills the current job's wire with its next events (its mu held). */
-static void fill_locked(srv_job *j, const srv_stream *st) {
+static void fill_locked(srv_job *j, srv_stream *st) {
     if (j->sse_phase == SSE_END) return;
     const char *model = j->ctx->model_id;
     if (j->kind == SRV_JOB_CHAT) fill_chat(j, model, st);
     else if (j->kind == SRV_JOB_COMPLETION) fill_openai(j, model, text_chunk, st);
     else if (j->kind == SRV_JOB_RESPONSE) srv_sse_fill_response(j, model);
-    else fill_transcript(j);
+    else fill_transcript(j, st);
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -310,6 +330,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
             pthread_mutex_unlock(&j->mu);
             if (!next) return MHD_CONTENT_READER_END_OF_STREAM;
             st->cur++;
+            st->piece_said = 0;
             continue;
         }
         srv_job_park_locked(j, st->c, SRV_WAIT_DATA); /* returns 0 only if data raced in: we are called again */
