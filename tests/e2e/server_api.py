@@ -623,6 +623,30 @@ def main():
     report("responses: unknown, unstored and other-salt previous_response_id are 400s; the same salt finds it",
            st == st4 == 200 and nk["store"] is False and all(b[0] == 400 and b[2]["error"]["param"] == "previous_response_id" for b in bad)
            and good[0] == 200, str([b[2] for b in bad])[:400])
+    # GET /v1/responses/{id}: the response object as it was answered (streamed: the final event's);
+    # under a cache_salt only with ?cache_salt=; DELETE forgets it (then GET 404, previous_response_id 400)
+    g1 = A.json("GET", "/v1/responses/" + r1["id"])
+    g2 = A.json("GET", "/v1/responses/" + str(sid))
+    g3 = A.json("GET", "/v1/responses/" + sk["id"])
+    g4 = A.json("GET", "/v1/responses/" + sk["id"] + "?cache_salt=tenant-r")
+    ok = (g1[0] == 200 and g1[2] == r1 and g2[0] == 200 and g2[2] == ev[-1]["response"] and g3[0] == 404
+          and g3[2]["error"]["param"] == "response_id" and g4[0] == 200 and g4[2] == sk)
+    report("responses: GET /v1/responses/{id} returns the response as answered (streamed too); a salted one only with its cache_salt", ok,
+           str([g[0] for g in (g1, g2, g3, g4)]) + str(g3[2])[:200])
+    d0 = A.json("DELETE", "/v1/responses/" + sk["id"])
+    d1 = A.json("DELETE", "/v1/responses/" + sk["id"] + "?cache_salt=tenant-r")
+    g5 = A.json("GET", "/v1/responses/" + sk["id"] + "?cache_salt=tenant-r")
+    p5 = A.json("POST", "/v1/responses", {"previous_response_id": sk["id"], "cache_salt": "tenant-r", "input": "x", "max_output_tokens": 2})
+    d2 = A.json("DELETE", "/v1/responses/" + sk["id"] + "?cache_salt=tenant-r")
+    off = B.json("GET", "/v1/responses/" + r1["id"])
+    items = A.json("GET", "/v1/responses/" + r1["id"] + "/input_items")
+    rs = A.json("GET", "/v1/responses/" + r1["id"] + "?stream=true")
+    post = A.request("POST", "/v1/responses/" + r1["id"], {"input": "x"})
+    ok = (d0[0] == 404 and d1[0] == 200 and d1[2] == {"id": sk["id"], "object": "response", "deleted": True} and g5[0] == 404
+          and p5[0] == 400 and d2[0] == 404 and off[0] == 404 and items[0] == 404 and rs[0] == 400 and rs[2]["error"]["param"] == "stream"
+          and post[0] == 405 and post[1].get("allow") == "GET, DELETE")
+    report("responses: DELETE forgets a kept response (then GET 404, previous_response_id 400); store off, input_items, stream=true, POST refused",
+           ok, str([x[0] for x in (d0, d1, g5, p5, d2, off, items, rs, post)]) + str(d1[2])[:200])
     st, _, d = A.json("POST", "/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}]})
     report("responses: a bad image is a 400 naming input[0].content[0]", st == 400 and d["error"]["code"] == "invalid_image"
            and d["error"]["param"].startswith("input[0].content[0]"), str(d)[:300])

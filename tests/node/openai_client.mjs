@@ -239,6 +239,23 @@ await check('responses: create and the stream helper equal the CLI', async () =>
     `${JSON.stringify(r.output_text)} / ${JSON.stringify(f.output_text)} vs ${JSON.stringify(expected.text)}`);
 });
 
+await check('responses: retrieve and delete a kept response', async () => {
+  const r = await client.responses.create({ model: 'x', input: 'What is the capital of France?', max_output_tokens: 6 });
+  log.push(`> client.responses.retrieve(${JSON.stringify(r.id)})`);
+  const g = await client.responses.retrieve(r.id);
+  log.push(`< ${JSON.stringify(g)}`);
+  await client.responses.delete(r.id);
+  let gone = null;
+  try {
+    await client.responses.retrieve(r.id);
+  } catch (e) {
+    gone = e;
+  }
+  report('responses: retrieve and delete a kept response', g.id === r.id && g.output_text === r.output_text &&
+    JSON.stringify(g.output) === JSON.stringify(r.output) && gone instanceof OpenAI.NotFoundError,
+    `${JSON.stringify(g).slice(0, 200)}; after delete: ${gone}`);
+});
+
 await check('responses: a forced function call, streamed and not', async () => {
   const req = {
     model: 'x',

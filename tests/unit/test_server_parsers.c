@@ -949,20 +949,20 @@ static void test_responses_parse(void **state) {
  * over the cap, one larger than the cap not kept. */
 static void test_response_store(void **state) {
     (void)state;
-    srv_response_store *s = srv_response_store_new(300); /* three entries of the sizes below do not fit */
+    srv_response_store *s = srv_response_store_new(310); /* three entries of the sizes below do not fit */
     size_t n, bytes;
-    srv_response_store_put(s, "resp_a", NULL, strdup("[\"a\"]"));
-    srv_response_store_put(s, "resp_b", "tenant", strdup("[\"b\"]"));
-    char *got = srv_response_store_get(s, "resp_a", NULL);
+    srv_response_store_put(s, "resp_a", NULL, strdup("[\"a\"]"), strdup("{}"));
+    srv_response_store_put(s, "resp_b", "tenant", strdup("[\"b\"]"), strdup("{}"));
+    char *got = srv_response_store_get(s, "resp_a", NULL, 0);
     assert_string_equal(got, "[\"a\"]");
     free(got);
-    assert_null(srv_response_store_get(s, "resp_a", "tenant")); /* another salt */
-    assert_null(srv_response_store_get(s, "resp_b", NULL));
-    got = srv_response_store_get(s, "resp_b", "tenant");
+    assert_null(srv_response_store_get(s, "resp_a", "tenant", 0)); /* another salt */
+    assert_null(srv_response_store_get(s, "resp_b", NULL, 0));
+    got = srv_response_store_get(s, "resp_b", "tenant", 0);
     assert_string_equal(got, "[\"b\"]");
     free(got);
-    srv_response_store_put(s, "resp_a", NULL, strdup("[\"a2\"]")); /* replaced */
-    got = srv_response_store_get(s, "resp_a", NULL);
+    srv_response_store_put(s, "resp_a", NULL, strdup("[\"a2\"]"), strdup("{}")); /* replaced */
+    got = srv_response_store_get(s, "resp_a", NULL, 0);
     assert_string_equal(got, "[\"a2\"]");
     free(got);
     srv_response_store_usage(s, &n, &bytes);
@@ -970,21 +970,30 @@ static void test_response_store(void **state) {
     char big[160];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
-    srv_response_store_put(s, "resp_c", NULL, strdup(big)); /* over the cap with the others: resp_b, used least recently, goes */
-    assert_null(srv_response_store_get(s, "resp_b", "tenant"));
-    got = srv_response_store_get(s, "resp_c", NULL);
+    srv_response_store_put(s, "resp_c", NULL, strdup(big), strdup("{}")); /* over the cap with the others: resp_b, used least recently, goes */
+    assert_null(srv_response_store_get(s, "resp_b", "tenant", 0));
+    got = srv_response_store_get(s, "resp_c", NULL, 0);
     assert_non_null(got);
     free(got);
     char *huge = malloc(4096);
     memset(huge, 'y', 4095);
     huge[4095] = 0;
-    srv_response_store_put(s, "resp_d", NULL, huge); /* larger than the cap: not kept, nothing dropped for it */
-    assert_null(srv_response_store_get(s, "resp_d", NULL));
-    got = srv_response_store_get(s, "resp_c", NULL);
+    srv_response_store_put(s, "resp_d", NULL, huge, strdup("{}")); /* larger than the cap: not kept, nothing dropped for it */
+    assert_null(srv_response_store_get(s, "resp_d", NULL, 0));
+    got = srv_response_store_get(s, "resp_c", NULL, 0);
     assert_non_null(got);
     free(got);
     srv_response_store_usage(s, &n, &bytes);
-    assert_true(n >= 1 && bytes <= 300);
+    assert_true(n >= 1 && bytes <= 310);
+    /* the response object beside the messages (GET), and deleted by id and salt alike */
+    srv_response_store_put(s, "resp_e", "tenant", strdup("[\"e\"]"), strdup("{\"id\":\"resp_e\"}"));
+    got = srv_response_store_get(s, "resp_e", "tenant", 1);
+    assert_string_equal(got, "{\"id\":\"resp_e\"}");
+    free(got);
+    assert_int_equal(srv_response_store_delete(s, "resp_e", NULL), 0); /* another salt */
+    assert_int_equal(srv_response_store_delete(s, "resp_e", "tenant"), 1);
+    assert_null(srv_response_store_get(s, "resp_e", "tenant", 1));
+    assert_int_equal(srv_response_store_delete(s, "resp_e", "tenant"), 0);
     srv_response_store_free(s);
 }
 

@@ -90,6 +90,7 @@ enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc
         for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
             if (ROUTES[i].route == sc->route || (sc->route == SRV_R_MODEL && ROUTES[i].route == SRV_R_MODELS))
                 MHD_add_response_header(r, "Allow", ROUTES[i].method);
+        if (sc->route == SRV_R_RESPONSE) MHD_add_response_header(r, "Allow", "GET, DELETE");
     }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -250,19 +251,23 @@ static void route_lookup(srv_conn *sc, const char *url) {
         sc->route = SRV_R_MODEL;
         sc->endpoint = "models";
     }
+    if (!strncmp(url, "/v1/responses/", 14) && url[14]) {
+        sc->route = SRV_R_RESPONSE;
+        sc->endpoint = "responses";
+    }
 }
 
 static const char *route_method(srv_route r) {
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
         if (ROUTES[i].route == r) return ROUTES[i].method;
-    return r == SRV_R_MODEL ? "GET" : NULL;
+    return r == SRV_R_MODEL || r == SRV_R_RESPONSE ? "GET" : NULL;
 }
 
 static enum MHD_Result preflight(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     add_common_headers(ctx, r);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     enum MHD_Result ok = MHD_queue_response(c, 204, r);
@@ -285,6 +290,7 @@ static int first_call(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, cons
         return 1;
     }
     const char *want = route_method(sc->route);
+    if (sc->route == SRV_R_RESPONSE && !strcmp(method, "DELETE")) want = method;
     if (strcmp(method, want) && !(!strcmp(want, "GET") && !strcmp(method, "HEAD"))) {
         snprintf(msg, sizeof msg, "method %s is not allowed on %s (use %s)", method, sc->path, want);
         *res = respond_fail(ctx, c, sc, 405, "invalid_request_error", "method_not_allowed", msg);
@@ -357,6 +363,7 @@ static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
     case SRV_R_METRICS: return srv_route_metrics(ctx, c, sc);
     case SRV_R_MODELS: return srv_route_models(ctx, c, sc, NULL);
     case SRV_R_MODEL: return srv_route_models(ctx, c, sc, sc->path + 11);
+    case SRV_R_RESPONSE: return srv_route_response_stored(ctx, c, sc);
     default: break;
     }
     if (!atomic_load(&ctx->ready))

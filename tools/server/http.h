@@ -21,6 +21,7 @@ typedef enum {
     SRV_R_TRANSLATE,
     SRV_R_MODELS,
     SRV_R_MODEL,      /* /v1/models/{id} */
+    SRV_R_RESPONSE,   /* /v1/responses/{id}: GET, DELETE */
     SRV_R_HEALTH,
     SRV_R_METRICS,
     SRV_R_TOKENIZE,
@@ -85,6 +86,9 @@ enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_co
 enum MHD_Result srv_route_tokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+/* GET /v1/responses/{id} (the response object kept) and DELETE (forgets it), for the cache_salt
+ * query parameter's salt (none: entries kept without one). */
+enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 
 /* The job of choice `index` (sample `sample` of its prompt) of a parsed chat or completions
  * request: what it needs of r is copied and r's media decoded into it. NULL with e set. */

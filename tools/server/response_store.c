@@ -8,7 +8,7 @@
 
 typedef struct entry {
     struct entry *prev, *next;
-    char *id, *salt, *messages;
+    char *id, *salt, *messages, *response;
     size_t bytes;
 } entry;
 
@@ -48,6 +48,7 @@ static void drop(srv_response_store *s, entry *e) {
     free(e->id);
     free(e->salt);
     free(e->messages);
+    free(e->response);
     free(e);
 }
 
@@ -66,18 +67,20 @@ static entry *find(srv_response_store *s, const char *id) {
     return NULL;
 }
 
-void srv_response_store_put(srv_response_store *s, const char *id, const char *salt, char *messages) {
-    size_t bytes = strlen(messages) + strlen(id) + (salt ? strlen(salt) : 0) + sizeof(entry);
+void srv_response_store_put(srv_response_store *s, const char *id, const char *salt, char *messages, char *response) {
+    size_t bytes = strlen(messages) + strlen(response) + strlen(id) + (salt ? strlen(salt) : 0) + sizeof(entry);
     entry *e = bytes <= s->cap ? calloc(1, sizeof *e) : NULL;
     if (e) {
         e->id = strdup(id);
         e->salt = salt ? strdup(salt) : NULL;
         e->messages = messages;
+        e->response = response;
         e->bytes = bytes;
     }
     if (!e || !e->id || (salt && !e->salt)) { /* too large to keep, or out of memory: not kept */
         if (e) free(e->id), free(e->salt), free(e);
         free(messages);
+        free(response);
         return;
     }
     pthread_mutex_lock(&s->mu);
@@ -90,17 +93,26 @@ void srv_response_store_put(srv_response_store *s, const char *id, const char *s
     pthread_mutex_unlock(&s->mu);
 }
 
-char *srv_response_store_get(srv_response_store *s, const char *id, const char *salt) {
+char *srv_response_store_get(srv_response_store *s, const char *id, const char *salt, int response) {
     pthread_mutex_lock(&s->mu);
     entry *e = find(s, id);
     char *out = NULL;
     if (e && same_salt(e->salt, salt)) {
         unlink_entry(s, e);
         push_front(s, e);
-        out = strdup(e->messages);
+        out = strdup(response ? e->response : e->messages);
     }
     pthread_mutex_unlock(&s->mu);
     return out;
+}
+
+int srv_response_store_delete(srv_response_store *s, const char *id, const char *salt) {
+    pthread_mutex_lock(&s->mu);
+    entry *e = find(s, id);
+    int found = e && same_salt(e->salt, salt);
+    if (found) drop(s, e);
+    pthread_mutex_unlock(&s->mu);
+    return found;
 }
 
 void srv_response_store_usage(srv_response_store *s, size_t *entries, size_t *bytes) {

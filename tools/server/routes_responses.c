@@ -77,7 +77,7 @@ static int previous_conversation(srv_ctx *ctx, const json_t *root, const char **
     if (!ctx->responses)
         return srv_bad(e, "previous_response_id", "unsupported_parameter",
                        "previous_response_id: this server keeps no responses (--response-store off); send the whole conversation in input");
-    char *text = srv_response_store_get(ctx->responses, *id, json_string_value(json_object_get(root, "cache_salt")));
+    char *text = srv_response_store_get(ctx->responses, *id, json_string_value(json_object_get(root, "cache_salt")), 0);
     *prev = text ? json_loads(text, 0, NULL) : NULL;
     free(text);
     if (!*prev)
@@ -167,12 +167,46 @@ void srv_response_keep(srv_job *j, const json_t *response) {
     if (json_array_size(calls)) json_object_set(said, "tool_calls", calls);
     else if (json_is_null(json_object_get(said, "content"))) json_object_set_new(said, "content", json_string(""));
     char *text = msgs && said && !json_array_append(msgs, said) ? json_dumps(msgs, JSON_COMPACT) : NULL;
-    if (text) srv_response_store_put(j->ctx->responses, j->id, j->cache_salt, text);
+    char *whole = text ? json_dumps(response, JSON_COMPACT) : NULL;
+    if (text && whole) srv_response_store_put(j->ctx->responses, j->id, j->cache_salt, text, whole);
+    else free(text);
     json_decref(msgs);
     json_decref(said);
     json_decref(calls);
     free(j->resp_convo);
     j->resp_convo = NULL; /* kept once */
+}
+
+enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    const char *id = sc->path + strlen("/v1/responses/");
+    const char *salt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
+    int del = !strcmp(sc->method, "DELETE");
+    srv_error e;
+    if (strchr(id, '/')) {
+        srv_fail(&e, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint: %s %s (a stored response's input items are not served)",
+                 sc->method, sc->path);
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    const char *stream = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "stream");
+    if (!del && stream && strcmp(stream, "false")) {
+        srv_bad(&e, "stream", "unsupported_value", "a kept response is answered whole: its events are not replayed (stream=%.20s)", stream);
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    if (!ctx->responses) {
+        srv_fail(&e, 404, "invalid_request_error", "response_id", "not_found",
+                 "no response found with id '%s': this server keeps none (--response-store off)", id);
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    char *text = del ? NULL : srv_response_store_get(ctx->responses, id, salt, 1);
+    int found = del ? srv_response_store_delete(ctx->responses, id, salt) : text != NULL;
+    if (!found) {
+        srv_fail(&e, 404, "invalid_request_error", "response_id", "not_found",
+                 "no response found with id '%s'%s (kept in memory, the least recently used first to go under --response-store)", id,
+                 salt ? " for this cache_salt" : "");
+        return srv_respond_error(ctx, c, sc, &e);
+    }
+    if (del) return srv_respond_json(ctx, c, sc, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1));
+    return srv_respond(ctx, c, sc, 200, "application/json", text, strlen(text));
 }
 
 /* ------------------------------------------------------------------ the response object */
