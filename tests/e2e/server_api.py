@@ -915,6 +915,20 @@ def main():
     body, ct = multipart({"model": "phi4mm", "language": "fr", "max_tokens": "12"}, {"file": ("a.wav", wav_bytes)})
     st, _, d = A.json("POST", "/v1/audio/translations", body, {"Content-Type": ct})
     report("translation (AST prompt, language=fr) equals CLI", st == 200 and d.get("text") == tref, "%s %s vs %r" % (st, d, tref))
+    # include[] logprobs: each generated token's entry, the chat completion's for the same prompt
+    # (the clip, then the instruction); streamed, the done event has them all
+    body, ct = multipart({"model": "phi4mm", "max_tokens": "12", "include[]": "logprobs"}, {"file": ("a.wav", wav_bytes)})
+    st, _, v = A.json("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    st2, _, dc = A.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        audio_part("clip_a_16k"), {"type": "text", "text": "Transcribe the audio clip into text."}]}], "max_tokens": 12, "logprobs": True})
+    want = [{k: e[k] for k in ("token", "logprob", "bytes")} for e in dc["choices"][0]["logprobs"]["content"]] if st2 == 200 else None
+    body, ct = multipart({"model": "phi4mm", "max_tokens": "12", "include[]": "logprobs", "stream": "true"}, {"file": ("a.wav", wav_bytes)})
+    st3, ev, raw = A.stream("/v1/audio/transcriptions", body, {"Content-Type": ct})
+    done = [e for e in ev if e != "[DONE]" and e.get("type") == "transcript.text.done"]
+    ok = (st == 200 and v["text"] == ref and v.get("logprobs") == want and len(want) == 12 and chat_content(dc) == ref
+          and st3 == 200 and len(done) == 1 and done[0].get("logprobs") == want)
+    report("transcription include[] logprobs = the chat completion's (streamed: in the done event)", ok,
+           "%s %s vs %s" % (st, str(v)[:300], str(want)[:300]))
     # chunking_strategy auto: the 41 s clip in pieces of at most 30 s, the same pieces and texts as
     # `transcribe --chunk 30` (each piece the text it gets alone: transcribe.sh), streamed as one transcript
     lref, rc = cli("transcribe", "-m", M, "-n", "6", "--chunk", "30", "--jsonl", I + "/clip_long_16k.wav")
@@ -1125,6 +1139,8 @@ def main():
     expect("transcription of a non-audio file", 400, "invalid_audio", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     body, ct = multipart({"chunking_strategy": '{"type": "server_vad"}'}, {"file": ("a.wav", wav_bytes)})
     expect("chunking_strategy server_vad refused", 400, "unsupported_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    body, ct = multipart({"response_format": "verbose_json", "timestamp_granularities[]": "word"}, {"file": ("a.wav", wav_bytes)})
+    expect("word timestamps refused", 400, "unsupported_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     body, ct = multipart({"chunking_strategy": "always"}, {"file": ("a.wav", wav_bytes)})
     expect("chunking_strategy other than auto refused", 400, "invalid_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     report("health without API key", A.health_ok())

@@ -1092,6 +1092,24 @@ static void test_audio_form(void **state) {
     assert_int_equal(srv_audio_parse(parts, form(f5, 2, parts), 0, &r, &e), 0);
     assert_true(r.chunk_seconds == SRV_CHUNK_SECONDS);
     srv_audio_req_free(&r);
+    const char *f6[][2] = {{"file", "x"}, {"response_format", "verbose_json"}, {"include[]", "logprobs"}, {"timestamp_granularities[]", "segment"}};
+    assert_int_equal(srv_audio_parse(parts, form(f6, 4, parts), 0, &r, &e), 0);
+    assert_true(r.logprobs);
+    srv_audio_req_free(&r);
+    struct {
+        const char *k1, *v1, *k2, *v2, *param, *code;
+    } bad2[] = {{"include[]", "usage", "model", "x", "include[]", "unsupported_value"},
+                {"timestamp_granularities[]", "word", "response_format", "verbose_json", "timestamp_granularities[]", "unsupported_value"},
+                {"timestamp_granularities[]", "segment", "response_format", "json", "timestamp_granularities[]", "invalid_value"},
+                {"timestamp_granularities[]", "line", "response_format", "verbose_json", "timestamp_granularities[]", "invalid_value"},
+                {"include[]", "logprobs", "response_format", "text", "include[]", "invalid_value"}};
+    for (size_t i = 0; i < sizeof bad2 / sizeof bad2[0]; i++) {
+        const char *f[][2] = {{"file", "x"}, {bad2[i].k2, bad2[i].v2}, {bad2[i].k1, bad2[i].v1}};
+        assert_int_equal(srv_audio_parse(parts, form(f, 3, parts), 0, &r, &e), -1);
+        assert_string_equal(e.param, bad2[i].param);
+        assert_string_equal(e.code, bad2[i].code);
+        srv_audio_req_free(&r);
+    }
     const char *f3[][2] = {{"file", "x"}, {"prompt", "Summarize the talk."}};
     assert_int_equal(srv_audio_parse(parts, form(f3, 2, parts), 0, &r, &e), 0);
     assert_string_equal(r.prompt, "<|user|><|audio_1|>Summarize the talk.<|end|><|assistant|>");

@@ -122,6 +122,25 @@ int srv_audio_parse(const srv_part *parts, int n, int translate, srv_audio_req *
             else rc = srv_bad(e, "chunking_strategy", "invalid_value", "chunking_strategy must be \"auto\" (got '%s')", buf);
         }
     }
+    /* the repeated fields (OpenAI's SDKs send include[] and timestamp_granularities[]) */
+    for (int i = 0; i < n && !rc; i++) {
+        const char *name = parts[i].name;
+        int inc = !strcmp(name, "include[]") || !strcmp(name, "include");
+        int gran = !strcmp(name, "timestamp_granularities[]") || !strcmp(name, "timestamp_granularities");
+        if (!inc && !gran) continue;
+        if ((rc = field_text(&parts[i], buf, 64, e))) break;
+        if (inc && !strcmp(buf, "logprobs")) out->logprobs = 1;
+        else if (inc) rc = srv_bad(e, "include[]", "unsupported_value", "include[] '%s' is not supported (logprobs)", buf);
+        else if (!strcmp(buf, "word"))
+            rc = srv_bad(e, "timestamp_granularities[]", "unsupported_value",
+                         "word timestamps are not supported: the model gives none (segment: the pieces of chunking_strategy auto)");
+        else if (strcmp(buf, "segment"))
+            rc = srv_bad(e, "timestamp_granularities[]", "invalid_value", "timestamp_granularities[] must be segment or word (got '%s')", buf);
+        else if (out->format != SRV_RF_VERBOSE_JSON)
+            rc = srv_bad(e, "timestamp_granularities[]", "invalid_value", "timestamp_granularities[] needs response_format verbose_json");
+    }
+    if (!rc && out->logprobs && out->format == SRV_RF_TEXT)
+        rc = srv_bad(e, "include[]", "invalid_value", "include[] logprobs needs response_format json or verbose_json");
     if (!rc && (p = srv_multipart_find(parts, n, "prompt"))) {
         if (!(rc = field_text(p, buf, MAX_FIELD, e)) && buf[0]) snprintf(instruction, sizeof instruction, "%s", buf);
     }

@@ -6,8 +6,10 @@
  * instruction), language (translations: the target, default English; transcriptions: recorded
  * only), response_format json|text|verbose_json, temperature, stream, chunking_strategy "auto"
  * (long-form: the clip in pieces of at most SRV_CHUNK_SECONDS, one request each, cut at its
- * quietest moments by pm_audio_split; server_vad objects are refused), and the extension
- * max_tokens. Pure: no engine. */
+ * quietest moments by pm_audio_split; server_vad objects are refused), include[] logprobs (each
+ * generated token's log-probability, json and verbose_json), timestamp_granularities[] segment
+ * (verbose_json; word is refused: the model gives no timestamps), and the extension max_tokens.
+ * Pure: no engine. */
 #ifndef PM_SRV_AUDIO_FORM_H
 #define PM_SRV_AUDIO_FORM_H
 
@@ -34,6 +36,7 @@ typedef struct srv_audio_req {
     int stream;
     int max_tokens;            /* 0: not given */
     double chunk_seconds;      /* chunking_strategy auto: SRV_CHUNK_SECONDS; 0: the clip whole */
+    int logprobs;              /* include[] logprobs */
     char language[48];         /* English name ("French"), "" when not given for transcriptions */
 } srv_audio_req;
 

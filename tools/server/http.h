@@ -107,11 +107,16 @@ json_t *srv_choice_object(const srv_job *j, const char *object, const char *mode
 /* Transcriptions (routes_audio.c): the answer of a request's jobs (the clip whole, or its pieces
  * under chunking_strategy, in order); the transcript (one job's text as it is, pieces' trimmed and
  * joined by a space; malloc'd); [*a, *b) of t without the ASCII whitespace at its ends; the usage
- * {"type": "tokens", "input_tokens", "output_tokens", "total_tokens"} over every piece. */
+ * {"type": "tokens", "input_tokens", "output_tokens", "total_tokens"} over every piece (with
+ * include[] logprobs, "logprobs": every piece's token entries in order). */
 char *srv_audio_result(srv_job *const *jobs, int n, size_t *len, const char **content_type);
 char *srv_transcript_text(srv_job *const *jobs, int n, size_t *len);
 void srv_trim_space(const char *t, size_t *a, size_t *b);
 json_t *srv_transcript_usage(srv_job *const *jobs, int n);
+/* include[] logprobs: the entries [from, to) of a job's tokens as [{"token", "logprob", "bytes"}];
+ * every piece's, in order. */
+json_t *srv_transcript_logprobs(const srv_job *j, int from, int to);
+json_t *srv_transcript_logprobs_all(srv_job *const *jobs, int n);
 
 /* Streaming (sse.c): a job's sse_phase is SSE_END once its last event is in its wire. */
 enum { SSE_START = 0, SSE_RUNNING = 1, SSE_END = 2 };

@@ -16,6 +16,7 @@
 #include "job.h"
 #include "http.h"
 #include "json_util.h"
+#include "logprobs.h"
 #include "multipart.h"
 
 enum { MAX_PARTS = 32 };
@@ -154,6 +155,7 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
         p->sampling.top_p = 1.0f;
         p->sampling.seed = seed + (uint64_t)i;
         p->mode = PM_MODE_SPEECH;
+        p->logprobs = r.logprobs;
         p->index = i;
         p->first_of_prompt = 1; /* each piece is its own prompt: the usage counts them all */
         p->audio_seconds = p->seg_end - p->seg_start;
@@ -191,6 +193,24 @@ char *srv_transcript_text(srv_job *const *jobs, int n, size_t *len) {
 void srv_trim_space(const char *t, size_t *a, size_t *b) {
     while (*a < *b && (t[*a] == ' ' || t[*a] == '\n' || t[*a] == '\t' || t[*a] == '\r')) (*a)++;
     while (*b > *a && (t[*b - 1] == ' ' || t[*b - 1] == '\n' || t[*b - 1] == '\t' || t[*b - 1] == '\r')) (*b)--;
+}
+
+json_t *srv_transcript_logprobs(const srv_job *j, int from, int to) {
+    json_t *o = srv_logprobs_json(j, from, to), *a = json_incref(json_object_get(o, "content")), *it;
+    json_decref(o);
+    size_t i;
+    json_array_foreach(a, i, it) json_object_del(it, "top_logprobs");
+    return a ? a : json_array();
+}
+
+json_t *srv_transcript_logprobs_all(srv_job *const *jobs, int n) {
+    json_t *all = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *some = srv_transcript_logprobs(jobs[i], 0, jobs[i]->n_lps);
+        json_array_extend(all, some);
+        json_decref(some);
+    }
+    return all;
 }
 
 json_t *srv_transcript_usage(srv_job *const *jobs, int n) {
@@ -254,6 +274,7 @@ char *srv_audio_result(srv_job *const *jobs, int n, size_t *len, const char **co
         json_object_set_new(o, "text", json_copy(t));
     }
     json_decref(t);
+    if (j->logprobs) json_object_set_new(o, "logprobs", srv_transcript_logprobs_all(jobs, n));
     json_object_set_new(o, "usage", srv_transcript_usage(jobs, n));
     *content_type = "application/json";
     char *s = srv_json_dump(o, len);

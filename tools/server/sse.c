@@ -12,7 +12,8 @@
  * {"type":"transcript.text.done","text":<all>,"usage":{...}}. The pieces of a long clip
  * (chunking_strategy) stream in order as one transcript: each without the whitespace at its ends
  * (trailing whitespace waits until text follows it), a space between them, so that the deltas
- * add up to the done event's text.
+ * add up to the done event's text. With include[] logprobs a delta carries the entries of the
+ * tokens since the last one, and the done event all of them.
  * A sequence that ends in an error (or is cancelled by a server shutdown) ends its stream with
  * data: {"error": {...}} (then [DONE] for chat): every stream gets a final event.
  *
@@ -276,6 +277,10 @@ static void fill_transcript(srv_job *j, srv_stream *st) {
             free(joined);
         }
         json_object_set_new(o, "delta", d);
+        if (j->logprobs) { /* the entries of the tokens since the last delta */
+            json_object_set_new(o, "logprobs", srv_transcript_logprobs(j, j->lps_sent, j->n_lps));
+            j->lps_sent = j->n_lps;
+        }
         wire_event(j, o);
         j->sent = upto;
         st->said = st->piece_said = 1;
@@ -292,6 +297,7 @@ static void fill_transcript(srv_job *j, srv_stream *st) {
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string("transcript.text.done"));
     json_object_set_new(o, "text", srv_json_text(text ? text : "", text ? len : 0));
+    if (j->logprobs) json_object_set_new(o, "logprobs", srv_transcript_logprobs_all(st->jobs, st->n));
     json_object_set_new(o, "usage", srv_transcript_usage(st->jobs, st->n));
     free(text);
     wire_event(j, o);
