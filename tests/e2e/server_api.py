@@ -942,6 +942,21 @@ def main():
           and [(g["start"], g["end"], g["text"]) for g in segs] == [(g["start"], g["end"], g["text"]) for g in lref["segments"]]
           and all(len(g["tokens"]) == 6 for g in segs) and v["usage"]["output_tokens"] == 12 and segs[1]["seek"] == round(segs[1]["start"] * 100))
     report("chunking_strategy auto: pieces and text = transcribe --chunk 30", ok, "%s %s vs %s" % (st, str(v)[:500], str(lref)[:300]))
+    def stamp(t, sep):
+        ms = int(t * 1000 + 0.5)
+        return "%02d:%02d:%02d%s%03d" % (ms // 3600000, ms // 60000 % 60, ms // 1000 % 60, sep, ms % 1000)
+    want_srt = "".join("%d\n%s --> %s\n%s\n\n" % (i + 1, stamp(g["start"], ","), stamp(g["end"], ","), g["text"].replace("\n", " "))
+                       for i, g in enumerate(lref["segments"]))
+    want_vtt = "WEBVTT\n\n" + "".join("%s --> %s\n%s\n\n" % (stamp(g["start"], "."), stamp(g["end"], "."), g["text"].replace("\n", " "))
+                                      for g in lref["segments"])
+    subs = []
+    for fmt in ("srt", "vtt"):
+        body, ct = multipart({"model": "phi4mm", "response_format": fmt, "max_tokens": "6", "chunking_strategy": "auto"},
+                             {"file": ("long.wav", long_bytes)})
+        subs.append(A.request("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct}))
+    ok = (subs[0][0] == subs[1][0] == 200 and subs[0][2].decode() == want_srt and subs[1][2].decode() == want_vtt
+          and subs[1][1]["content-type"].startswith("text/vtt") and "-->" not in "".join(g["text"] for g in lref["segments"]))
+    report("response_format srt / vtt: a cue a piece with its times", ok, "%r / %r vs %r" % (subs[0][2][:300], subs[1][2][:200], want_srt[:300]))
     body, ct = multipart({"model": "phi4mm", "stream": "true", "max_tokens": "6", "chunking_strategy": "auto"}, {"file": ("long.wav", long_bytes)})
     st, ev, raw = A.stream("/v1/audio/transcriptions", body, {"Content-Type": ct})
     deltas = "".join(e["delta"] for e in ev if e != "[DONE]" and e.get("type") == "transcript.text.delta")
@@ -1141,6 +1156,8 @@ def main():
     expect("chunking_strategy server_vad refused", 400, "unsupported_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     body, ct = multipart({"response_format": "verbose_json", "timestamp_granularities[]": "word"}, {"file": ("a.wav", wav_bytes)})
     expect("word timestamps refused", 400, "unsupported_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    body, ct = multipart({"response_format": "srt", "include[]": "logprobs"}, {"file": ("a.wav", wav_bytes)})
+    expect("logprobs with srt refused", 400, "invalid_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     body, ct = multipart({"chunking_strategy": "always"}, {"file": ("a.wav", wav_bytes)})
     expect("chunking_strategy other than auto refused", 400, "invalid_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     report("health without API key", A.health_ok())

@@ -1092,6 +1092,14 @@ static void test_audio_form(void **state) {
     assert_int_equal(srv_audio_parse(parts, form(f5, 2, parts), 0, &r, &e), 0);
     assert_true(r.chunk_seconds == SRV_CHUNK_SECONDS);
     srv_audio_req_free(&r);
+    const char *f7[][2] = {{"file", "x"}, {"response_format", "srt"}};
+    assert_int_equal(srv_audio_parse(parts, form(f7, 2, parts), 0, &r, &e), 0);
+    assert_int_equal(r.format, SRV_RF_SRT);
+    srv_audio_req_free(&r);
+    f7[1][1] = "vtt";
+    assert_int_equal(srv_audio_parse(parts, form(f7, 2, parts), 0, &r, &e), 0);
+    assert_int_equal(r.format, SRV_RF_VTT);
+    srv_audio_req_free(&r);
     const char *f6[][2] = {{"file", "x"}, {"response_format", "verbose_json"}, {"include[]", "logprobs"}, {"timestamp_granularities[]", "segment"}};
     assert_int_equal(srv_audio_parse(parts, form(f6, 4, parts), 0, &r, &e), 0);
     assert_true(r.logprobs);
@@ -1116,7 +1124,7 @@ static void test_audio_form(void **state) {
     srv_audio_req_free(&r);
     struct {
         const char *k, *v, *param;
-    } bad[] = {{"response_format", "srt", "response_format"}, {"stream", "maybe", "stream"}, {"temperature", "hot", "temperature"},
+    } bad[] = {{"response_format", "ass", "response_format"}, {"stream", "maybe", "stream"}, {"temperature", "hot", "temperature"},
                {"max_tokens", "0", "max_tokens"},           {"language", "fr_FR!", "language"}, {"prompt", "<|audio_2|>x", "prompt"},
                {"chunking_strategy", "{\"type\": \"server_vad\"}", "chunking_strategy"}, {"chunking_strategy", "Auto", "chunking_strategy"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

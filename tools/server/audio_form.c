@@ -83,7 +83,9 @@ int srv_audio_parse(const srv_part *parts, int n, int translate, srv_audio_req *
             if (!strcmp(buf, "json")) out->format = SRV_RF_JSON;
             else if (!strcmp(buf, "text")) out->format = SRV_RF_TEXT;
             else if (!strcmp(buf, "verbose_json")) out->format = SRV_RF_VERBOSE_JSON;
-            else rc = srv_bad(e, "response_format", "unsupported_value", "response_format '%s' is not supported (json, text, verbose_json)", buf);
+            else if (!strcmp(buf, "srt")) out->format = SRV_RF_SRT;
+            else if (!strcmp(buf, "vtt")) out->format = SRV_RF_VTT;
+            else rc = srv_bad(e, "response_format", "unsupported_value", "response_format '%s' is not supported (json, text, verbose_json, srt, vtt)", buf);
         }
     }
     if (!rc && (p = srv_multipart_find(parts, n, "temperature"))) {
@@ -139,7 +141,7 @@ int srv_audio_parse(const srv_part *parts, int n, int translate, srv_audio_req *
         else if (out->format != SRV_RF_VERBOSE_JSON)
             rc = srv_bad(e, "timestamp_granularities[]", "invalid_value", "timestamp_granularities[] needs response_format verbose_json");
     }
-    if (!rc && out->logprobs && out->format == SRV_RF_TEXT)
+    if (!rc && out->logprobs && out->format != SRV_RF_JSON && out->format != SRV_RF_VERBOSE_JSON)
         rc = srv_bad(e, "include[]", "invalid_value", "include[] logprobs needs response_format json or verbose_json");
     if (!rc && (p = srv_multipart_find(parts, n, "prompt"))) {
         if (!(rc = field_text(p, buf, MAX_FIELD, e)) && buf[0]) snprintf(instruction, sizeof instruction, "%s", buf);

@@ -4,7 +4,7 @@
  *   AST: <|user|><|audio_1|>Translate the audio to {language}.<|end|><|assistant|>
  * Fields: file (required), model (ignored: one model is served), prompt (replaces the task
  * instruction), language (translations: the target, default English; transcriptions: recorded
- * only), response_format json|text|verbose_json, temperature, stream, chunking_strategy "auto"
+ * only), response_format json|text|verbose_json|srt|vtt (a cue a segment), temperature, stream, chunking_strategy "auto"
  * (long-form: the clip in pieces of at most SRV_CHUNK_SECONDS, one request each, cut at its
  * quietest moments by pm_audio_split; server_vad objects are refused), include[] logprobs (each
  * generated token's log-probability, json and verbose_json), timestamp_granularities[] segment
@@ -23,7 +23,7 @@
 #define SRV_AST_INSTRUCTION "Translate the audio to %s."
 #define SRV_CHUNK_SECONDS 30 /* chunking_strategy auto: under the model card's 40 s for the best recognition */
 
-typedef enum { SRV_RF_JSON = 0, SRV_RF_TEXT = 1, SRV_RF_VERBOSE_JSON = 2 } srv_resp_format;
+typedef enum { SRV_RF_JSON = 0, SRV_RF_TEXT = 1, SRV_RF_VERBOSE_JSON = 2, SRV_RF_SRT = 3, SRV_RF_VTT = 4 } srv_resp_format;
 
 typedef struct srv_audio_req {
     int translate;

@@ -1,6 +1,7 @@
 /* routes_audio.c — POST /v1/audio/transcriptions and /v1/audio/translations, served by
  * Phi-4-multimodal itself (speech adapter, official ASR / AST prompts; see audio_form.h).
- * Responses: json {"text"}, text (the transcript as text/plain), verbose_json {"task",
+ * Responses: json {"text"}, text (the transcript as text/plain), srt / vtt (a cue a segment),
+ * verbose_json {"task",
  * "language", "duration", "text", "segments" (one a request: the clip whole, or each piece of
  * chunking_strategy auto with its start and end; the model gives no timestamps of its own),
  * "usage"}; stream=true gives transcript.text.delta / transcript.text.done events.
@@ -227,8 +228,52 @@ json_t *srv_transcript_usage(srv_job *const *jobs, int n) {
     return u;
 }
 
+/* srt / vtt: a cue a segment with text (the clip whole, or each piece), numbered from 1 (srt), the
+ * times as HH:MM:SS,mmm (srt) or HH:MM:SS.mmm (vtt); line breaks in a text become spaces (a blank
+ * line would end its cue) and "-->" becomes "-- >" (it would read as a timing line). */
+static char *subtitles(srv_job *const *jobs, int n, int vtt, size_t *len) {
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    if (vtt) fputs("WEBVTT\n\n", f);
+    for (int i = 0, cue = 0; i < n; i++) {
+        const srv_job *p = jobs[i];
+        size_t a = 0, b = p->text_len;
+        const char *t = p->text ? p->text : "";
+        srv_trim_space(t, &a, &b);
+        if (a == b) continue;
+        json_t *s = srv_json_text(t + a, b - a); /* sanitised UTF-8 */
+        const char *txt = s ? json_string_value(s) : "";
+        double at[2] = {p->seg_start, p->seg_end};
+        if (!vtt) fprintf(f, "%d\n", ++cue);
+        for (int k = 0; k < 2; k++) {
+            long long ms = (long long)(at[k] * 1000 + 0.5);
+            fprintf(f, "%02lld:%02lld:%02lld%c%03lld%s", ms / 3600000, ms / 60000 % 60, ms / 1000 % 60, vtt ? '.' : ',', ms % 1000,
+                    k ? "\n" : " --> ");
+        }
+        int dashes = 0;
+        for (const char *c = txt; *c; c++) {
+            char ch = *c == '\n' || *c == '\r' ? ' ' : *c;
+            if (ch == '>' && dashes >= 2) fputc(' ', f);
+            dashes = ch == '-' ? dashes + 1 : 0;
+            fputc(ch, f);
+        }
+        fputs("\n\n", f);
+        json_decref(s);
+    }
+    if (fclose(f)) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 char *srv_audio_result(srv_job *const *jobs, int n, size_t *len, const char **content_type) {
     const srv_job *j = jobs[0];
+    if (j->format == SRV_RF_SRT || j->format == SRV_RF_VTT) {
+        *content_type = j->format == SRV_RF_VTT ? "text/vtt; charset=utf-8" : "text/plain; charset=utf-8";
+        return subtitles(jobs, n, j->format == SRV_RF_VTT, len);
+    }
     size_t text_len = 0;
     char *text = srv_transcript_text(jobs, n, &text_len);
     if (!text) return NULL;
