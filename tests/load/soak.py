@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """soak.py — a bounded soak of `phi4mm serve` (make soak SOAK_SECONDS=N). Loopback only.
 
-32 client threads loop until the deadline over four modes (text, image, audio, image+audio chat,
-greedy, max_tokens 8), half of them streamed. Along the way: random disconnects mid-stream (the
+32 client threads loop until the deadline over the modes (text, image, audio, image+audio chat,
+greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces),
+half of them streamed. Along the way: random disconnects mid-stream (the
 server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
 Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
 every completed response identical to the same request run alone before the soak, RSS drift
@@ -61,7 +62,22 @@ def main():
     # the Responses API (/v1/responses) over the same image request, beside the chat ones
     parts["responses+image"] = [{"type": "input_image", "image_url": img}, {"type": "input_text", "text": "Describe the image."}]
 
+    # long-form transcription (chunking_strategy auto): the 41 s clip as 2 pieces, a job each, whose
+    # stream joins them; cancelled mid-stream like the others
+    long_wav = open(a.inputs + "/clip_long_16k.wav", "rb").read()
+    parts["transcription+chunks"] = None
+
+    def form(stream):
+        b = "soakboundary7f3a"
+        fields = {"model": "phi4mm", "max_tokens": "8", "chunking_strategy": "auto", "stream": "true" if stream else "false"}
+        out = b"".join(("--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" % (b, k, v)).encode() for k, v in fields.items())
+        out += ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"long.wav\"\r\n"
+                "Content-Type: audio/wav\r\n\r\n" % b).encode() + long_wav + ("\r\n--%s--\r\n" % b).encode()
+        return out, "multipart/form-data; boundary=" + b
+
     def body(mode, stream):
+        if mode.startswith("transcription"):
+            return form(stream)
         if mode.startswith("responses"):
             return json.dumps({"model": "phi4mm", "input": [{"role": "user", "content": parts[mode]}], "max_output_tokens": 8,
                                "stream": stream})
@@ -70,8 +86,12 @@ def main():
 
     def request(mode, stream, disconnect=False, timeout=600):
         c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=timeout)
-        responses = mode.startswith("responses")
-        c.request("POST", "/v1/responses" if responses else "/v1/chat/completions", body(mode, stream), {"Content-Type": "application/json"})
+        responses, asr = mode.startswith("responses"), mode.startswith("transcription")
+        if asr:
+            data, ctype = body(mode, stream)
+            c.request("POST", "/v1/audio/transcriptions", data, {"Content-Type": ctype})
+        else:
+            c.request("POST", "/v1/responses" if responses else "/v1/chat/completions", body(mode, stream), {"Content-Type": "application/json"})
         r = c.getresponse()
         if r.status != 200:
             r.read()
@@ -80,6 +100,8 @@ def main():
         if not stream:
             d = json.loads(r.read())
             c.close()
+            if asr:
+                return 200, d["text"]
             if responses:
                 return 200, "".join(p["text"] for it in d["output"] if it["type"] == "message" for p in it["content"])
             msg = d["choices"][0]["message"]
@@ -96,6 +118,12 @@ def main():
             if line == b"data: [DONE]":
                 break
             ev = json.loads(line[6:])
+            if asr:
+                text += ev.get("delta", "") if ev.get("type") == "transcript.text.delta" else ""
+                if ev.get("type") == "transcript.text.done" or "error" in ev:
+                    if "error" in ev:
+                        text = None
+                    break
             if responses:
                 text += ev.get("delta", "") if ev["type"] == "response.output_text.delta" else ""
                 if ev["type"] in ("response.completed", "response.incomplete", "response.failed"):
@@ -177,7 +205,17 @@ def main():
         health = c.getresponse().status
     except Exception:
         health = 0
+    store = {}
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
+            if line.startswith("phi4mm_response_store_"):
+                store[line.split()[0][len("phi4mm_response_store_"):]] = int(float(line.split()[1]))
+    except Exception:
+        pass
     print("soak: %.0f s, %d clients: %s" % (time.time() - t0, a.clients, json.dumps({k: v for k, v in stats.items() if k != "exceptions"})))
+    print("soak: response store at the end: %s" % json.dumps(store))
     if warm:
         print("soak: RSS %d -> %d KiB (%.1f %%), fds %d -> %d" % (warm["rss"], end_rss, 100.0 * (end_rss - warm["rss"]) / max(1, warm["rss"]), warm["fds"], end_fds))
     for ex in stats.get("exceptions", [])[:5]:

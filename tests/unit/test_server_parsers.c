@@ -995,6 +995,29 @@ static void test_response_store(void **state) {
     assert_null(srv_response_store_get(s, "resp_e", "tenant", 1));
     assert_int_equal(srv_response_store_delete(s, "resp_e", "tenant"), 0);
     srv_response_store_free(s);
+    /* texts of 64 KB and more live in their own mappings: kept, found, replaced and dropped alike */
+    s = srv_response_store_new(1 << 20);
+    for (int round = 0; round < 3; round++) {
+        size_t n = (size_t)(100 << 10) + (size_t)round;
+        char *m = malloc(n + 1), *r = malloc(n + 1);
+        memset(m, 'a' + round, n), memset(r, 'A' + round, n);
+        m[n] = r[n] = 0;
+        char *want = strdup(m);
+        srv_response_store_put(s, "resp_big", NULL, m, r);
+        got = srv_response_store_get(s, "resp_big", NULL, 0);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+        free(got);
+        got = srv_response_store_get(s, "resp_big", NULL, 1);
+        assert_int_equal(strlen(got), n);
+        assert_int_equal(got[0], 'A' + round);
+        free(got);
+        free(want);
+    }
+    srv_response_store_usage(s, &n, &bytes);
+    assert_int_equal(n, 1);
+    assert_int_equal(srv_response_store_delete(s, "resp_big", NULL), 1);
+    srv_response_store_free(s);
 }
 
 static void test_local_media_policy(void **state) {

@@ -1,8 +1,14 @@
 /* response_store.c — see response_store.h. A list in recency order (most recent first): a lookup
- * walks it, which at the few thousand entries a cap of tens of MB holds costs microseconds. */
+ * walks it, which at the few thousand entries a cap of tens of MB holds costs microseconds.
+ *
+ * A kept text of 64 KB or more (a conversation with an image) lives in its own mapping, unmapped
+ * when it goes: malloc'd, such blocks land in whichever HTTP thread's arena made them, and a full
+ * store churning its evictions left ~15 MB more resident than it held (the soak's RSS check), as
+ * glibc's mmap threshold had risen past their size. */
 #include "response_store.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,14 +47,32 @@ static void push_front(srv_response_store *s, entry *e) {
     if (!s->tail) s->tail = e;
 }
 
+enum { MAP_AT = 64 << 10 };
+
+/* A kept copy of text (n bytes): mapped when large, else malloc'd (NULL on OOM); kept_free gives it back. */
+static char *kept_copy(const char *text, size_t n) {
+    if (n + 1 < MAP_AT) return strdup(text);
+    char *p = mmap(NULL, n + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    memcpy(p, text, n + 1);
+    return p;
+}
+
+static void kept_free(char *p) {
+    if (!p) return;
+    size_t n = strlen(p);
+    if (n + 1 < MAP_AT) free(p);
+    else munmap(p, n + 1);
+}
+
 static void drop(srv_response_store *s, entry *e) {
     unlink_entry(s, e);
     s->bytes -= e->bytes;
     s->n--;
     free(e->id);
     free(e->salt);
-    free(e->messages);
-    free(e->response);
+    kept_free(e->messages);
+    kept_free(e->response);
     free(e);
 }
 
@@ -68,19 +92,20 @@ static entry *find(srv_response_store *s, const char *id) {
 }
 
 void srv_response_store_put(srv_response_store *s, const char *id, const char *salt, char *messages, char *response) {
-    size_t bytes = strlen(messages) + strlen(response) + strlen(id) + (salt ? strlen(salt) : 0) + sizeof(entry);
+    size_t nm = strlen(messages), nr = strlen(response);
+    size_t bytes = nm + nr + strlen(id) + (salt ? strlen(salt) : 0) + sizeof(entry);
     entry *e = bytes <= s->cap ? calloc(1, sizeof *e) : NULL;
     if (e) {
         e->id = strdup(id);
         e->salt = salt ? strdup(salt) : NULL;
-        e->messages = messages;
-        e->response = response;
+        e->messages = kept_copy(messages, nm);
+        e->response = kept_copy(response, nr);
         e->bytes = bytes;
     }
-    if (!e || !e->id || (salt && !e->salt)) { /* too large to keep, or out of memory: not kept */
-        if (e) free(e->id), free(e->salt), free(e);
-        free(messages);
-        free(response);
+    free(messages);
+    free(response);
+    if (!e || !e->id || (salt && !e->salt) || !e->messages || !e->response) { /* too large to keep, or out of memory: not kept */
+        if (e) free(e->id), free(e->salt), kept_free(e->messages), kept_free(e->response), free(e);
         return;
     }
     pthread_mutex_lock(&s->mu);
