@@ -187,6 +187,9 @@ put("multipart", "ast", mp(b"----b0undary", [(b"file", b"a.wav", None, wav[:300]
                            ct=b'multipart/form-data; charset=utf-8; boundary="----b0undary"'))
 put("multipart", "fields", mp(b"B", [(b"file", b"x", None, b"--B not a delimiter\r\n--Bx"), (b"stream", None, None, b"true"),
                                       (b"max_tokens", None, None, b"12")]))
+put("multipart", "longform", mp(b"L", [(b"file", b"a.wav", None, wav[:400]), (b"chunking_strategy", None, None, b"auto"),
+                                        (b"response_format", None, None, b"verbose_json"), (b"include[]", None, None, b"logprobs"),
+                                        (b"timestamp_granularities[]", None, None, b"segment"), (b"response_format", None, None, b"srt")]))
 put("multipart", "nocrlf", b"multipart/form-data; boundary=Q\n--Q\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc")
 
 # -- base64 (mode 0 decode, 1 encode round trip, 2 data URL)
