@@ -43,8 +43,9 @@ static void release(file_job *f) {
     f->decoded = 0;
 }
 
-static void file_fail(file_job *f, const char *fmt, const char *what) {
-    if (!f->error[0]) snprintf(f->error, sizeof f->error, fmt, f->path, what);
+/* The file's first failure ("FILE: what") is the one it reports. */
+static void file_fail(file_job *f, const char *what) {
+    if (!f->error[0]) snprintf(f->error, sizeof f->error, "%.200s: %.800s", f->path, what);
 }
 
 /* Reads and decodes the file (at most max_seconds of it) and cuts it into pieces of at most chunk
@@ -120,7 +121,7 @@ static void on_end(void *user, pm_finish why, int prompt, int completion, const 
             snprintf(what, sizeof what, "piece %.1f-%.1f s: %.800s", (double)p->start / f->rate,
                      (double)p->end / f->rate, error ? error : "cancelled (out of memory for its text)");
         else snprintf(what, sizeof what, "%.800s", error ? error : "cancelled (out of memory for its text)");
-        file_fail(f, "%.200s: %.820s", what);
+        file_fail(f, what);
     }
     (*f->running)--;
     piece_ended(p);
@@ -319,7 +320,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
             f->submitted++;
             if (src) {
                 p->state = T_FAILED;
-                file_fail(f, "%.200s: %.800s", err);
+                file_fail(f, err);
                 piece_ended(p);
             } else {
                 p->state = T_RUNNING;
