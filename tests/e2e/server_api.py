@@ -1158,6 +1158,14 @@ def main():
     expect("word timestamps refused", 400, "unsupported_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     body, ct = multipart({"response_format": "srt", "include[]": "logprobs"}, {"file": ("a.wav", wav_bytes)})
     expect("logprobs with srt refused", 400, "invalid_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    # a clip of more pieces than the server queues (121 s: 5 pieces, server D's --max-queue 4) is a 400
+    import io, wave as wavemod
+    w = wavemod.open(io.BytesIO(open(I + "/clip_long_16k.wav", "rb").read()))
+    pcm, sr = w.readframes(w.getnframes()), w.getframerate()
+    out = io.BytesIO()
+    o = wavemod.open(out, "wb"); o.setnchannels(1); o.setsampwidth(2); o.setframerate(sr); o.writeframes((pcm * 3)[:2 * sr * 121]); o.close()
+    body, ct = multipart({"chunking_strategy": "auto", "max_tokens": "2"}, {"file": ("a.wav", out.getvalue())})
+    expect("a clip of more pieces than --max-queue", 400, "limit_exceeded", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct}, server=D)
     body, ct = multipart({"chunking_strategy": "always"}, {"file": ("a.wav", wav_bytes)})
     expect("chunking_strategy other than auto refused", 400, "invalid_value", "POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
     report("health without API key", A.health_ok())

@@ -103,7 +103,7 @@ static void usage(void) {
             "                          (they end at messages); exact (the same tokens as without it); default\n"
             "                          auto: a quarter of the automatic KV budget (off with --kv-budget SIZE);\n"
             "                          SIZE: on top of it\n"
-            "  --response-store SIZE|off  /v1/responses conversations kept in memory for previous_response_id\n"
+            "  --response-store SIZE|off  /v1/responses kept in memory (previous_response_id, GET /v1/responses/{id})\n"
             "                          (default 64M; the least recently used go first; off: not kept)\n"
             "  --kv-cache f32|bf16     KV cache elements (default f32; bf16: half the memory per position, K/V\n"
             "                          rounded to bf16 as they are stored)\n"
