@@ -6,7 +6,8 @@
 #  - a missing and a corrupt file among good ones: each named on stderr, the others transcribed,
 #    exit status 1;
 #  - --translate LANGUAGE is generate with the translation instruction;
-#  - --chunk S: a long file in pieces, each the text its samples get alone, cut in the pauses.
+#  - --chunk S: a long file in pieces, each the text its samples get alone, cut in the pauses;
+#  - --srt / --vtt: the pieces as subtitle cues with the times --jsonl reports; one file only.
 set -u
 source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
@@ -112,3 +113,24 @@ else fail transcribe_chunk_cuts_in_pauses "$(head -c 600 "$tmp/paused.jsonl"); $
 "$BIN" transcribe -m "$M" -n 2 "$L" >/dev/null 2>"$tmp/err"
 if grep -q 'clip_long_16k.wav is 41.0 s long.*--chunk 30' "$tmp/err"; then pass transcribe_long_file_note
 else fail transcribe_long_file_note "$(cat "$tmp/err")"; fi
+
+# --srt / --vtt: one file's subtitles, a cue a piece with the times --jsonl reports (the text on one line)
+for fmt in srt vtt; do
+  "$BIN" transcribe -m "$M" -n 6 --chunk 15 --$fmt "$L" >"$tmp/long.$fmt" 2>"$tmp/err"
+  if $PY - "$tmp/long.jsonl" "$tmp/long.$fmt" "$fmt" <<'EOF2'
+import json, sys
+segs = json.loads(open(sys.argv[1], encoding="utf-8").read())["segments"]
+got, fmt = open(sys.argv[2], encoding="utf-8").read(), sys.argv[3]
+def stamp(t):
+    ms = int(t * 1000 + 0.5)
+    return "%02d:%02d:%02d%s%03d" % (ms // 3600000, ms // 60000 % 60, ms // 1000 % 60, "," if fmt == "srt" else ".", ms % 1000)
+cues = [s for s in segs if s["text"]]
+want = ("WEBVTT\n\n" if fmt == "vtt" else "") + "".join(
+    ("%d\n" % (i + 1) if fmt == "srt" else "") + "%s --> %s\n%s\n\n" % (stamp(s["start"]), stamp(s["end"]), s["text"].replace("\n", " "))
+    for i, s in enumerate(cues))
+sys.exit(0 if got == want and "-->" not in "".join(s["text"] for s in cues) else 1)
+EOF2
+  then pass transcribe_$fmt; else fail transcribe_$fmt "$(head -c 400 "$tmp/long.$fmt"); $(tail -2 "$tmp/err")"; fi
+done
+"$BIN" transcribe -m "$M" --srt "${clips[0]}" "${clips[1]}" >/dev/null 2>"$tmp/err" && fail transcribe_srt_one_file "accepted" \
+  || { grep -q -- '--srt' "$tmp/err" && pass transcribe_srt_one_file || fail transcribe_srt_one_file "$(cat "$tmp/err")"; }

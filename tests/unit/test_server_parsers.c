@@ -22,6 +22,7 @@
 #include "../../tools/server/multipart.c"
 #include "../../tools/server/response_store.c"
 #include "../../tools/server/responses_parse.c"
+#include "../../tools/server/subtitles.c"
 #include "../../tools/server/tool_calls.c"
 
 /* ------------------------------------------------------------------ base64 */
@@ -1020,6 +1021,28 @@ static void test_response_store(void **state) {
     srv_response_store_free(s);
 }
 
+/* Subtitle cues: srt numbered with comma milliseconds, vtt after its header with dot milliseconds,
+ * rounded to the millisecond; a line break in a text becomes a space, a "-->" (however many dashes)
+ * never survives, and the text's length is honoured (not its NUL). */
+static void test_subtitles(void **state) {
+    (void)state;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    srv_subtitles_header(f, 0);
+    srv_subtitles_cue(f, 0, 1, 0.0, 13.85, "a\nb --> c", 9);
+    srv_subtitles_cue(f, 0, 2, 13.85, 3661.2345, "x ---> y -> z", 13);
+    fclose(f);
+    assert_string_equal(out, "1\n00:00:00,000 --> 00:00:13,850\na b -- > c\n\n2\n00:00:13,850 --> 01:01:01,235\nx --- > y -> z\n\n");
+    free(out);
+    f = open_memstream(&out, &len);
+    srv_subtitles_header(f, 1);
+    srv_subtitles_cue(f, 1, 1, 59.9996, 60.5, "hi\0there", 2);
+    fclose(f);
+    assert_string_equal(out, "WEBVTT\n\n00:01:00.000 --> 00:01:00.500\nhi\n\n");
+    free(out);
+}
+
 static void test_local_media_policy(void **state) {
     (void)state;
     char dir[] = "/tmp/phi4mm_media_XXXXXX", out[] = "/tmp/phi4mm_out_XXXXXX";
@@ -1179,6 +1202,7 @@ int main(void) {
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
         cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse), cmocka_unit_test(test_response_store),
+        cmocka_unit_test(test_subtitles),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),
     };

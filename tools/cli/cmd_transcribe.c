@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../server/subtitles.h"
 #include "cli_util.h"
 #include "commands.h"
 
@@ -33,6 +34,7 @@ typedef struct file_job {
     int decoded, rate;  /* its sample rate (kept once the samples are freed) */
     piece *pieces;
     int n_pieces, submitted, ended, printed;
+    int said, subs;     /* text of it printed (subtitles: cues written); --srt 1 / --vtt 2: cues instead of text */
     int state, stream;
     char error[1024];
     int *running;       /* the pieces in the engine */
@@ -138,16 +140,22 @@ static const char *trimmed(const piece *p, size_t *len) {
 }
 
 /* Text mode: the file's pieces done so far, in order, after those already printed (a long file
- * shows as it goes); the line ends with the file. */
+ * shows as it goes), joined by a space; the line ends with the file. --srt / --vtt: a cue each. */
 static void put_pieces(file_job *f, int nfiles) {
     if (f->stream) return;
     for (; f->printed < f->n_pieces && f->pieces[f->printed].state == T_DONE; f->printed++) {
         const piece *p = &f->pieces[f->printed];
         size_t len = p->len;
-        const char *t = f->n_pieces > 1 ? trimmed(p, &len) : p->text;
+        const char *t = f->n_pieces > 1 || f->subs ? trimmed(p, &len) : p->text;
+        if (f->subs) {
+            if (f->printed == 0) srv_subtitles_header(stdout, f->subs == 2);
+            if (len) srv_subtitles_cue(stdout, f->subs == 2, ++f->said, (double)p->start / f->rate, (double)p->end / f->rate, t, len);
+            continue;
+        }
         if (f->printed == 0 && nfiles > 1) printf("%s: ", f->path);
-        if (f->printed > 0 && len) fputc(' ', stdout);
+        if (f->said && len) fputc(' ', stdout);
         fwrite(t ? t : "", 1, len, stdout);
+        f->said |= len > 0;
     }
     fflush(stdout);
 }
@@ -191,7 +199,7 @@ static void put_file(file_job *f, int nfiles, int jsonl, int chunked) {
         json_decref(o);
     } else {
         put_pieces(f, nfiles);
-        if (f->state == T_DONE || f->printed > 0 || f->stream) fputc('\n', stdout);
+        if (!f->subs && (f->state == T_DONE || f->printed > 0 || f->stream)) fputc('\n', stdout);
     }
     if (f->state == T_FAILED) cli_fail("transcribe", "%s", f->error);
     fflush(stdout);
@@ -212,6 +220,8 @@ static void usage_transcribe(void) {
             "                        the best recognition) is cut at its quietest moments into pieces of at most\n"
             "                        S s, about equal, decoded side by side and joined by a space (--jsonl: with\n"
             "                        \"segments\" [{start, end, text, finish}]); default: files whole\n"
+            "  --srt, --vtt          one FILE's subtitles (SubRip / WebVTT) instead of text: a cue a piece\n"
+            "                        (with --chunk S, e.g. 6 for subtitle-sized cues), or one for the file\n"
             "  --weights bf16|q8, --mlock, --recache, --kv-cache f32|bf16, --compute f32|bf16, --kv-budget SIZE\n"
             "                        as for generate\n"
             "a file that cannot be transcribed is named on stderr, the others go on; exit status 1 if any failed\n");
@@ -221,7 +231,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
     const char *cmd = "transcribe", *dir = NULL, *language = NULL;
     long n = 512, parallel = 8;
     double max_seconds = 0, chunk = 0;
-    int rc = 0, jsonl = 0, nfiles = 0;
+    int rc = 0, jsonl = 0, subs = 0, nfiles = 0;
     const char **files = calloc((size_t)argc, sizeof *files);
     pm_load_options lo = {0};
     pm_engine_opts opts;
@@ -232,7 +242,8 @@ int pm_cmd_transcribe(int argc, char **argv) {
     if (!files) return cli_fail(cmd, "out of memory");
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int flag = !strcmp(a, "--jsonl") || !strcmp(a, "--mlock") || !strcmp(a, "--recache") || !strcmp(a, "-h") || !strcmp(a, "--help");
+        int flag = !strcmp(a, "--jsonl") || !strcmp(a, "--srt") || !strcmp(a, "--vtt") || !strcmp(a, "--mlock") || !strcmp(a, "--recache") ||
+                   !strcmp(a, "-h") || !strcmp(a, "--help");
         if (a[0] == '-' && !flag && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -246,6 +257,8 @@ int pm_cmd_transcribe(int argc, char **argv) {
         else if (!strcmp(a, "--mlock")) lo.mlock = 1;
         else if (!strcmp(a, "--recache")) lo.recache = 1;
         else if (!strcmp(a, "--jsonl")) jsonl = 1;
+        else if (!strcmp(a, "--srt")) subs = 1;
+        else if (!strcmp(a, "--vtt")) subs = 2;
         else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, argv[++i], &opts.kv_bf16);
         else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, argv[++i], &lo.compute_bf16);
         else if (!strcmp(a, "--kv-budget")) rc = cli_kv_budget(cmd, argv[++i], &opts.kv_budget);
@@ -266,6 +279,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !nfiles) rc = cli_fail(cmd, "no audio files given");
+    if (!rc && subs && (jsonl || nfiles > 1)) rc = cli_fail(cmd, "--srt / --vtt write one recording's subtitles: one FILE, without --jsonl");
     if (rc) {
         free(files);
         return rc;
@@ -286,6 +300,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
     for (int i = 0; !rc && i < nfiles; i++) {
         jobs[i].path = files[i];
         jobs[i].running = &running;
+        jobs[i].subs = subs;
     }
     while (!rc && out < nfiles) {
         /* admit the next pieces while the engine has room */
@@ -298,7 +313,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
                     continue;
                 }
                 f->state = T_RUNNING;
-                f->stream = nfiles == 1 && !jsonl && f->n_pieces == 1;
+                f->stream = nfiles == 1 && !jsonl && !subs && f->n_pieces == 1;
             }
             piece *p = &f->pieces[f->submitted];
             if (f->error[0]) { /* an earlier piece failed: the file has failed, the rest is not run */

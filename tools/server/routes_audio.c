@@ -19,6 +19,7 @@
 #include "json_util.h"
 #include "logprobs.h"
 #include "multipart.h"
+#include "subtitles.h"
 
 enum { MAX_PARTS = 32 };
 
@@ -228,37 +229,22 @@ json_t *srv_transcript_usage(srv_job *const *jobs, int n) {
     return u;
 }
 
-/* srt / vtt: a cue a segment with text (the clip whole, or each piece), numbered from 1 (srt), the
- * times as HH:MM:SS,mmm (srt) or HH:MM:SS.mmm (vtt); line breaks in a text become spaces (a blank
- * line would end its cue) and "-->" becomes "-- >" (it would read as a timing line). */
+/* srt / vtt: a cue a segment with text (the clip whole, or each piece), each text trimmed and
+ * sanitised to UTF-8 (subtitles.h). */
 static char *subtitles(srv_job *const *jobs, int n, int vtt, size_t *len) {
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
     if (!f) return NULL;
-    if (vtt) fputs("WEBVTT\n\n", f);
+    srv_subtitles_header(f, vtt);
     for (int i = 0, cue = 0; i < n; i++) {
         const srv_job *p = jobs[i];
         size_t a = 0, b = p->text_len;
         const char *t = p->text ? p->text : "";
         srv_trim_space(t, &a, &b);
         if (a == b) continue;
-        json_t *s = srv_json_text(t + a, b - a); /* sanitised UTF-8 */
+        json_t *s = srv_json_text(t + a, b - a);
         const char *txt = s ? json_string_value(s) : "";
-        double at[2] = {p->seg_start, p->seg_end};
-        if (!vtt) fprintf(f, "%d\n", ++cue);
-        for (int k = 0; k < 2; k++) {
-            long long ms = (long long)(at[k] * 1000 + 0.5);
-            fprintf(f, "%02lld:%02lld:%02lld%c%03lld%s", ms / 3600000, ms / 60000 % 60, ms / 1000 % 60, vtt ? '.' : ',', ms % 1000,
-                    k ? "\n" : " --> ");
-        }
-        int dashes = 0;
-        for (const char *c = txt; *c; c++) {
-            char ch = *c == '\n' || *c == '\r' ? ' ' : *c;
-            if (ch == '>' && dashes >= 2) fputc(' ', f);
-            dashes = ch == '-' ? dashes + 1 : 0;
-            fputc(ch, f);
-        }
-        fputs("\n\n", f);
+        srv_subtitles_cue(f, vtt, ++cue, p->seg_start, p->seg_end, txt, s ? json_string_length(s) : 0);
         json_decref(s);
     }
     if (fclose(f)) {
