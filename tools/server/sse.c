@@ -270,13 +270,11 @@ static void fill_transcript(srv_job *j, srv_stream *st) {
     if (upto > j->sent) {
         json_t *o = json_object();
         json_object_set_new(o, "type", json_string("transcript.text.delta"));
-        json_t *d = srv_json_text(j->text + j->sent, upto - j->sent);
-        if (sep[0] && d) {
-            char *joined = NULL;
-            if (asprintf(&joined, "%s%s", sep, json_string_value(d)) >= 0) json_string_set(d, joined);
-            free(joined);
-        }
-        json_object_set_new(o, "delta", d);
+        size_t n = upto - j->sent;
+        char *joined = sep[0] ? malloc(n + 1) : NULL; /* the space, then the piece's bytes */
+        if (joined) joined[0] = ' ', memcpy(joined + 1, j->text + j->sent, n);
+        json_object_set_new(o, "delta", joined ? srv_json_text(joined, n + 1) : srv_json_text(j->text + j->sent, n));
+        free(joined);
         if (j->logprobs) { /* the entries of the tokens since the last delta */
             json_object_set_new(o, "logprobs", srv_transcript_logprobs(j, j->lps_sent, j->n_lps));
             j->lps_sent = j->n_lps;
