@@ -104,7 +104,7 @@ test-asan:
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_APT_PKGS := clang libclang-rt-14-dev
-FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse tool_calls call_reader responses_parse json_util local_media audio_form)
+FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse tool_calls call_reader responses_parse response_items json_util local_media audio_form)
 
 fuzz: deps
 	@if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \

@@ -13,7 +13,8 @@
  * non-empty prompt with no media and no placeholder, the same parameter ranges. With tools: their
  * list for the prompt, and a forced choice's schema compiles. The bytes also go through the
  * tool-call reader as model text (srv_tool_calls_find, srv_tool_content_ready), as a /v1/responses
- * body (translated to chat, then parsed; a refusal names no chat field), and through the
+ * body (translated to chat, then parsed; a refusal names no chat field; an accepted one's messages
+ * named and listed back as input items, each with an id and a type), and through the
  * streaming call reader at once and in pieces (the same calls; each piece's a prefix of them). */
 #include <jansson.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 
 #include "../tools/server/chat_parse.h"
 #include "../tools/server/json_util.h"
+#include "../tools/server/response_items.h"
 #include "../tools/server/responses_parse.h"
 #include "../tools/server/tool_calls.h"
 #include "engine/json_schema.h"
@@ -137,6 +139,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(json_is_array(json_object_get(chat, "messages")) && json_is_object(names));
         rrc = srv_chat_parse(chat, &lim, &r, &e);
         if (!rrc) FUZZ_CHECK(r.prompt != NULL && r.n == 1);
+        if (!rrc) { /* kept: every message named, listed back as items that each have an id and a type */
+            json_t *msgs = json_deep_copy(json_object_get(chat, "messages")), *items = NULL;
+            FUZZ_CHECK(msgs && srv_items_name(msgs, "f") == 0 && (items = srv_items_from_messages(msgs, 1)));
+            size_t i;
+            json_t *it;
+            json_array_foreach(items, i, it) FUZZ_CHECK(json_is_string(json_object_get(it, "id")) && json_is_string(json_object_get(it, "type")));
+            json_decref(items);
+            json_decref(msgs);
+        }
     }
     if (rrc) {
         srv_responses_rename(names, &e);

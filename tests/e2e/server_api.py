@@ -639,14 +639,63 @@ def main():
     p5 = A.json("POST", "/v1/responses", {"previous_response_id": sk["id"], "cache_salt": "tenant-r", "input": "x", "max_output_tokens": 2})
     d2 = A.json("DELETE", "/v1/responses/" + sk["id"] + "?cache_salt=tenant-r")
     off = B.json("GET", "/v1/responses/" + r1["id"])
-    items = A.json("GET", "/v1/responses/" + r1["id"] + "/input_items")
+    items = A.json("GET", "/v1/responses/" + sk["id"] + "/input_items?cache_salt=tenant-r")
     rs = A.json("GET", "/v1/responses/" + r1["id"] + "?stream=true")
     post = A.request("POST", "/v1/responses/" + r1["id"], {"input": "x"})
     ok = (d0[0] == 404 and d1[0] == 200 and d1[2] == {"id": sk["id"], "object": "response", "deleted": True} and g5[0] == 404
           and p5[0] == 400 and d2[0] == 404 and off[0] == 404 and items[0] == 404 and rs[0] == 400 and rs[2]["error"]["param"] == "stream"
           and post[0] == 405 and post[1].get("allow") == "GET, DELETE")
-    report("responses: DELETE forgets a kept response (then GET 404, previous_response_id 400); store off, input_items, stream=true, POST refused",
+    report("responses: DELETE forgets a kept response (then GET and input_items 404, previous_response_id 400); store off, stream=true, POST refused",
            ok, str([x[0] for x in (d0, d1, g5, p5, d2, off, items, rs, post)]) + str(d1[2])[:200])
+    # GET /v1/responses/{id}/input_items: the conversation the response answered, less the
+    # instructions and the answer, newest first unless order=asc; an item keeps its id in every
+    # response holding it (r1's answer is r1's output message); paged by limit and after
+    def items_of(rid, query=""):
+        st, h, d = A.json("GET", "/v1/responses/%s/input_items%s" % (rid, query))
+        return d if st == 200 else {"status": st, "body": d}
+    i2 = items_of(r2["id"], "?order=asc")
+    want = [("message", "user", "What is the capital of France?"), ("message", "assistant", resp_text(r1)), ("message", "user", "And of Italy?")]
+    got = [(it["type"], it["role"], it["content"][0]["text"]) for it in i2.get("data", [])]
+    ok = (i2.get("object") == "list" and got == want and i2["data"][1]["id"] == r1["output"][0]["id"]
+          and i2["data"][0]["id"] == items_of(r1["id"])["data"][0]["id"] and i2["has_more"] is False
+          and [it["content"][0]["type"] for it in i2["data"]] == ["input_text", "output_text", "input_text"]
+          and i2["first_id"] == i2["data"][0]["id"] and i2["last_id"] == i2["data"][-1]["id"]
+          and items_of(r2["id"])["data"] == i2["data"][::-1] and len({it["id"] for it in i2["data"]}) == 3)
+    walk, after = [], ""
+    for _ in range(4):
+        pg = items_of(r2["id"], "?order=asc&limit=1" + after)
+        walk += pg.get("data", [])
+        if not pg.get("has_more"):
+            break
+        after = "&after=" + pg["last_id"]
+    ok = ok and walk == i2["data"]
+    report("responses: input_items lists the conversation a response answered (earlier answers by their output ids), paged by limit / after",
+           ok, "%s / %s" % (str(i2)[:400], str(walk)[:200]))
+    ic = items_of(c2["id"], "?order=asc")
+    kinds = [it["type"] for it in ic.get("data", [])]
+    fc = ic["data"][1] if kinds == ["message", "function_call", "function_call_output"] else {}
+    ok = (kinds == ["message", "function_call", "function_call_output"] and call and fc["id"] == call[0]["id"]
+          and fc["call_id"] == call[0]["call_id"] and fc["arguments"] == call[0]["arguments"] and fc["name"] == call[0]["name"]
+          and ic["data"][2]["call_id"] == call[0]["call_id"] and ic["data"][2]["output"] == "18 C, sunny")
+    st, _, ci = A.json("POST", "/v1/responses", {"input": [dict(hist_items[0], id="msg_mine"), dict(hist_items[1], id="fc_mine"),
+                                                           dict(hist_items[2], id="fco_mine")], "max_output_tokens": 2})
+    ok = ok and st == 200 and [it["id"] for it in items_of(ci["id"], "?order=asc").get("data", [])] == ["msg_mine", "fc_mine", "fco_mine"]
+    report("responses: input_items of calls: the model's call (its output id) and the tool's output; a client's own item ids kept", ok, str(ic)[:400])
+    st, _, mi = A.json("POST", "/v1/responses", {"input": rcases[1][1]["input"], "max_output_tokens": 2})
+    plain, full = items_of(mi.get("id"), "?order=asc"), items_of(mi.get("id"), "?order=asc&include%5B%5D=message.input_image.image_url")
+    parts = lambda d: [p["type"] for p in d["data"][0]["content"]] if d.get("data") else None
+    ok = (st == 200 and parts(plain) == parts(full) == ["input_image", "input_audio", "input_text"]
+          and plain["data"][0]["content"][0]["image_url"] is None and full["data"][0]["content"][0]["image_url"] == img
+          and full["data"][0]["content"][1]["input_audio"] == audio_part()["input_audio"])
+    report("responses: input_items of an image and a clip: the image's url only with include message.input_image.image_url", ok,
+           str(plain)[:300])
+    bad = [(q, A.json("GET", "/v1/responses/%s/input_items%s" % (r2["id"], q))) for q in
+           ("?limit=0", "?limit=101", "?order=up", "?after=msg_none", "?before=x", "?include=message.output_text.logprobs", "?include=x")]
+    dele = A.request("DELETE", "/v1/responses/%s/input_items" % r2["id"])
+    ok = (all(b[0] == 400 and b[2]["error"]["param"] == q[1:].split("=")[0] for q, b in bad) and dele[0] == 405
+          and dele[1].get("allow") == "GET" and A.json("GET", "/v1/responses/resp_0/input_items")[0] == 404)
+    report("responses: input_items refuses a bad limit, order, after, before, include (400 naming it), DELETE (405), an unknown id (404)", ok,
+           str([(q, b[0], b[2]) for q, b in bad])[:500])
     st, _, d = A.json("POST", "/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}]})
     report("responses: a bad image is a 400 naming input[0].content[0]", st == 400 and d["error"]["code"] == "invalid_image"
            and d["error"]["param"].startswith("input[0].content[0]"), str(d)[:300])

@@ -239,11 +239,18 @@ await check('responses: create and the stream helper equal the CLI', async () =>
     `${JSON.stringify(r.output_text)} / ${JSON.stringify(f.output_text)} vs ${JSON.stringify(expected.text)}`);
 });
 
-await check('responses: retrieve and delete a kept response', async () => {
+await check('responses: retrieve, list the next turn\'s input items and delete a kept response', async () => {
   const r = await client.responses.create({ model: 'x', input: 'What is the capital of France?', max_output_tokens: 6 });
   log.push(`> client.responses.retrieve(${JSON.stringify(r.id)})`);
   const g = await client.responses.retrieve(r.id);
   log.push(`< ${JSON.stringify(g)}`);
+  // the next turn's input items, a page an item: the SDK follows has_more / after by itself
+  const r2 = await client.responses.create({ model: 'x', input: 'And of Italy?', previous_response_id: r.id, max_output_tokens: 2 });
+  const items = [];
+  for await (const it of client.responses.inputItems.list(r2.id, { limit: 1, order: 'asc' })) items.push(it);
+  log.push(`< (input items) ${JSON.stringify(items)}`);
+  const itemsOk = items.length === 3 && items[0].role === 'user' && items[0].content[0].text === 'What is the capital of France?' &&
+    items[1].id === r.output[0].id && items[1].content[0].text === r.output_text && items[2].content[0].text === 'And of Italy?';
   await client.responses.delete(r.id);
   let gone = null;
   try {
@@ -251,9 +258,9 @@ await check('responses: retrieve and delete a kept response', async () => {
   } catch (e) {
     gone = e;
   }
-  report('responses: retrieve and delete a kept response', g.id === r.id && g.output_text === r.output_text &&
-    JSON.stringify(g.output) === JSON.stringify(r.output) && gone instanceof OpenAI.NotFoundError,
-    `${JSON.stringify(g).slice(0, 200)}; after delete: ${gone}`);
+  report('responses: retrieve, list the next turn\'s input items and delete a kept response', g.id === r.id &&
+    g.output_text === r.output_text && JSON.stringify(g.output) === JSON.stringify(r.output) && itemsOk &&
+    gone instanceof OpenAI.NotFoundError, `${JSON.stringify(g).slice(0, 200)}; items ${JSON.stringify(items).slice(0, 300)}; after delete: ${gone}`);
 });
 
 await check('responses: a forced function call, streamed and not', async () => {

@@ -20,6 +20,7 @@
 #include "../../tools/server/json_util.c"
 #include "../../tools/server/local_media.c"
 #include "../../tools/server/multipart.c"
+#include "../../tools/server/response_items.c"
 #include "../../tools/server/response_store.c"
 #include "../../tools/server/responses_parse.c"
 #include "../../tools/server/subtitles.c"
@@ -1021,6 +1022,54 @@ static void test_response_store(void **state) {
     srv_response_store_free(s);
 }
 
+/* A kept conversation as input items: ids given once (a client's own and ones already given stay),
+ * each message kind as its item, an assistant's calls after its text, image urls only when asked. */
+static void test_response_items(void **state) {
+    (void)state;
+    json_t *msgs = json_loads(
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},{\"type\":\"image_url\",\"image_url\":\"data:image/png;base64,QQ\"},"
+        "{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"UklG\",\"format\":\"wav\"}}]},"
+        "{\"role\":\"assistant\",\"content\":\"Let me look.\",\"id\":\"msg_out\",\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},{\"id\":\"call_2\",\"item_id\":\"fc_mine\",\"type\":\"function\","
+        "\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"a\\\":1}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"18 C\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_3\",\"function\":{\"name\":\"h\",\"arguments\":\"\"}}]},"
+        "{\"role\":\"developer\",\"content\":\"Be brief\"}]",
+        0, NULL);
+    assert_non_null(msgs);
+    assert_int_equal(srv_items_name(msgs, "abc"), 0);
+    json_t *items = srv_items_from_messages(msgs, 0), *with_urls = srv_items_from_messages(msgs, 1);
+    char *got = json_dumps(items, JSON_COMPACT | JSON_SORT_KEYS);
+    const char *want =
+        "[{\"content\":[{\"text\":\"Hi\",\"type\":\"input_text\"},{\"detail\":\"auto\",\"image_url\":null,\"type\":\"input_image\"},"
+        "{\"input_audio\":{\"data\":\"UklG\",\"format\":\"wav\"},\"type\":\"input_audio\"}],\"id\":\"msg_abc_0\",\"role\":\"user\","
+        "\"status\":\"completed\",\"type\":\"message\"},"
+        "{\"content\":[{\"annotations\":[],\"text\":\"Let me look.\",\"type\":\"output_text\"}],\"id\":\"msg_out\",\"role\":\"assistant\","
+        "\"status\":\"completed\",\"type\":\"message\"},"
+        "{\"arguments\":\"{}\",\"call_id\":\"call_1\",\"id\":\"fc_abc_1_0\",\"name\":\"f\",\"status\":\"completed\",\"type\":\"function_call\"},"
+        "{\"arguments\":\"{\\\"a\\\":1}\",\"call_id\":\"call_2\",\"id\":\"fc_mine\",\"name\":\"g\",\"status\":\"completed\","
+        "\"type\":\"function_call\"},"
+        "{\"call_id\":\"call_1\",\"id\":\"fco_abc_2\",\"output\":\"18 C\",\"status\":\"completed\",\"type\":\"function_call_output\"},"
+        "{\"arguments\":\"\",\"call_id\":\"call_3\",\"id\":\"fc_abc_3_0\",\"name\":\"h\",\"status\":\"completed\",\"type\":\"function_call\"},"
+        "{\"content\":[{\"text\":\"Be brief\",\"type\":\"input_text\"}],\"id\":\"msg_abc_4\",\"role\":\"developer\","
+        "\"status\":\"completed\",\"type\":\"message\"}]";
+    assert_string_equal(got, want);
+    free(got);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(json_array_get(with_urls, 0), "content"), 1),
+                                                          "image_url")),
+                        "data:image/png;base64,QQ");
+    /* named again (a next turn keeps the conversation): nothing changes */
+    char *before = json_dumps(msgs, JSON_COMPACT);
+    assert_int_equal(srv_items_name(msgs, "def"), 0);
+    char *after = json_dumps(msgs, JSON_COMPACT);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    json_decref(items);
+    json_decref(with_urls);
+    json_decref(msgs);
+}
+
 /* Subtitle cues: srt numbered with comma milliseconds, vtt after its header with dot milliseconds,
  * rounded to the millisecond; a line break in a text becomes a space, a "-->" (however many dashes)
  * never survives, and the text's length is honoured (not its NUL). */
@@ -1202,6 +1251,7 @@ int main(void) {
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
         cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse), cmocka_unit_test(test_response_store),
+        cmocka_unit_test(test_response_items),
         cmocka_unit_test(test_subtitles),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_audio_form),

@@ -91,6 +91,7 @@ enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc
             if (ROUTES[i].route == sc->route || (sc->route == SRV_R_MODEL && ROUTES[i].route == SRV_R_MODELS))
                 MHD_add_response_header(r, "Allow", ROUTES[i].method);
         if (sc->route == SRV_R_RESPONSE) MHD_add_response_header(r, "Allow", "GET, DELETE");
+        if (sc->route == SRV_R_RESPONSE_ITEMS) MHD_add_response_header(r, "Allow", "GET");
     }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -252,7 +253,8 @@ static void route_lookup(srv_conn *sc, const char *url) {
         sc->endpoint = "models";
     }
     if (!strncmp(url, "/v1/responses/", 14) && url[14]) {
-        sc->route = SRV_R_RESPONSE;
+        size_t n = strlen(url), ls = strlen("/input_items");
+        sc->route = n > 14 + ls && !strcmp(url + n - ls, "/input_items") ? SRV_R_RESPONSE_ITEMS : SRV_R_RESPONSE;
         sc->endpoint = "responses";
     }
 }
@@ -260,7 +262,7 @@ static void route_lookup(srv_conn *sc, const char *url) {
 static const char *route_method(srv_route r) {
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
         if (ROUTES[i].route == r) return ROUTES[i].method;
-    return r == SRV_R_MODEL || r == SRV_R_RESPONSE ? "GET" : NULL;
+    return r == SRV_R_MODEL || r == SRV_R_RESPONSE || r == SRV_R_RESPONSE_ITEMS ? "GET" : NULL;
 }
 
 static enum MHD_Result preflight(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
@@ -363,7 +365,8 @@ static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
     case SRV_R_METRICS: return srv_route_metrics(ctx, c, sc);
     case SRV_R_MODELS: return srv_route_models(ctx, c, sc, NULL);
     case SRV_R_MODEL: return srv_route_models(ctx, c, sc, sc->path + 11);
-    case SRV_R_RESPONSE: return srv_route_response_stored(ctx, c, sc);
+    case SRV_R_RESPONSE:
+    case SRV_R_RESPONSE_ITEMS: return srv_route_response_stored(ctx, c, sc);
     default: break;
     }
     if (!atomic_load(&ctx->ready))

@@ -22,6 +22,7 @@ typedef enum {
     SRV_R_MODELS,
     SRV_R_MODEL,      /* /v1/models/{id} */
     SRV_R_RESPONSE,   /* /v1/responses/{id}: GET, DELETE */
+    SRV_R_RESPONSE_ITEMS, /* /v1/responses/{id}/input_items: GET */
     SRV_R_HEALTH,
     SRV_R_METRICS,
     SRV_R_TOKENIZE,

@@ -2,7 +2,8 @@
  * request can name one by previous_response_id instead of sending it again (OpenAI's store: true).
  *
  * An entry is the whole conversation as chat messages (JSON text: the inputs, with the previous
- * responses' before them, and the answer as an assistant message) and the response object itself
+ * responses' before them, and the answer as an assistant message; each message named for GET
+ * .../input_items, response_items.h) and the response object itself
  * (GET /v1/responses/{id}), under the response's id and
  * its cache_salt: a request with another salt (or none where one was given) does not find it, as
  * the prompt cache keeps salted entries apart. Ids are 96 random bits, so that one client cannot

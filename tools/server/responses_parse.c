@@ -92,7 +92,8 @@ static json_t *rp_message(const json_t *it, size_t j, size_t i, json_t *names, s
     snprintf(where, sizeof where, "input[%zu]", j);
     if (rp_name(names, where, e, "messages[%zu]", i)) return NULL;
     json_t *m = json_pack("{s:s}", "role", role);
-    if (!m) {
+    if (!m || (json_is_string(json_object_get(it, "id")) && json_object_set(m, "id", json_object_get(it, "id")))) {
+        json_decref(m);
         rp_oom(e);
         return NULL;
     }
@@ -168,6 +169,10 @@ static int rp_messages(const json_t *root, const json_t *previous, json_t *msgs,
             const json_t *id = json_object_get(it, "call_id"), *nm = json_object_get(it, "name"), *args = json_object_get(it, "arguments");
             json_t *call = json_pack("{s:o, s:s, s:{s:O, s:O}}", "id", id ? json_incref((json_t *)id) : json_string("call"), "type",
                                      "function", "function", "name", nm ? nm : json_null(), "arguments", args ? args : json_null());
+            if (call && json_is_string(json_object_get(it, "id")) && json_object_set(call, "item_id", json_object_get(it, "id"))) {
+                json_decref(call);
+                call = NULL;
+            }
             if (!call || json_array_append_new(calls, call)) return rp_oom(e);
             if (rp_name(names, where, e, "messages[%zu].tool_calls[%zu].function", i_msg, m_call) ||
                 rp_name(names, where, e, "messages[%zu].tool_calls[%zu]", i_msg, m_call))
@@ -192,6 +197,10 @@ static int rp_messages(const json_t *root, const json_t *previous, json_t *msgs,
             }
             json_t *m = json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", id ? id : json_null(), "content",
                                   content ? content : json_incref((json_t *)(out ? out : json_null())));
+            if (m && json_is_string(json_object_get(it, "id")) && json_object_set(m, "id", json_object_get(it, "id"))) {
+                json_decref(m);
+                m = NULL;
+            }
             if (!m || json_array_append_new(msgs, m)) return rp_oom(e);
             char ow[112];
             snprintf(ow, sizeof ow, "input[%zu].output", j);

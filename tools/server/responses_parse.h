@@ -5,7 +5,8 @@
  * -> messages: {role, content} messages (type "message"; content a string or parts input_text /
  * output_text -> text, input_image {image_url} -> image_url, input_audio -> input_audio), a run of
  * function_call items -> one assistant message's tool_calls (joined to the assistant message just
- * before, if any), function_call_output -> a tool message. max_output_tokens -> max_tokens,
+ * before, if any), function_call_output -> a tool message; an item's own id stays with it ("id" on
+ * the message, "item_id" on the call: response_items.h). max_output_tokens -> max_tokens,
  * text.format -> response_format, function tools {type, name, description, parameters} and
  * tool_choice {type: function, name} -> chat's nested forms; include
  * ["message.output_text.logprobs"] -> logprobs (top_logprobs alternatives); temperature, top_p, stream,

@@ -3,7 +3,8 @@
  * template, media, adapters, tools, structured output and sampling), and the answer comes back
  * as a response object: a message item with its output_text, then a function_call item per call.
  * Streamed, as the Responses events (responses_sse.c). With store (the default) the conversation
- * it ended is kept (response_store.h) for a next request's previous_response_id. */
+ * it ended is kept (response_store.h) for a next request's previous_response_id, and for
+ * GET /v1/responses/{id} (the response), its /input_items (response_items.h) and DELETE. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "http.h"
 #include "json_util.h"
 #include "logprobs.h"
+#include "response_items.h"
 #include "response_store.h"
 #include "responses_parse.h"
 #include "tool_calls.h"
@@ -157,16 +159,22 @@ void srv_response_keep(srv_job *j, const json_t *response) {
     const json_t *it;
     json_array_foreach(json_object_get(response, "output"), i, it) {
         const char *type = json_string_value(json_object_get(it, "type"));
-        if (type && !strcmp(type, "message"))
+        if (type && !strcmp(type, "message")) {
             json_object_set(said, "content", json_object_get(json_array_get(json_object_get(it, "content"), 0), "text"));
-        else if (type && !strcmp(type, "function_call"))
-            json_array_append_new(calls, json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", json_object_get(it, "call_id"), "type", "function",
-                                                   "function", "name", json_object_get(it, "name"), "arguments",
-                                                   json_object_get(it, "arguments")));
+            json_object_set(said, "id", json_object_get(it, "id"));
+        } else if (type && !strcmp(type, "function_call")) {
+            json_array_append_new(calls, json_pack("{s:O, s:s, s:{s:O, s:O}, s:O}", "id", json_object_get(it, "call_id"), "type",
+                                                   "function", "function", "name", json_object_get(it, "name"), "arguments",
+                                                   json_object_get(it, "arguments"), "item_id", json_object_get(it, "id")));
+        }
     }
     if (json_array_size(calls)) json_object_set(said, "tool_calls", calls);
     else if (json_is_null(json_object_get(said, "content"))) json_object_set_new(said, "content", json_string(""));
-    char *text = msgs && said && !json_array_append(msgs, said) ? json_dumps(msgs, JSON_COMPACT) : NULL;
+    const char *hex = strchr(j->id, '_');
+    /* every item named, so that GET .../input_items lists the same ids each time (response_items.h) */
+    char *text = msgs && said && !json_array_append(msgs, said) && !srv_items_name(msgs, hex ? hex + 1 : j->id)
+                     ? json_dumps(msgs, JSON_COMPACT)
+                     : NULL;
     char *whole = text ? json_dumps(response, JSON_COMPACT) : NULL;
     if (text && whole) srv_response_store_put(j->ctx->responses, j->id, j->cache_salt, text, whole);
     else free(text);
@@ -177,18 +185,117 @@ void srv_response_keep(srv_job *j, const json_t *response) {
     j->resp_convo = NULL; /* kept once */
 }
 
+static const char ITEMS_SUFFIX[] = "/input_items";
+
+/* The query of GET .../input_items: limit (1-100, default 20), order (asc | desc, the default:
+ * newest first), after (an item id: the page starts past it), include. */
+typedef struct {
+    long limit;
+    int asc, image_urls;
+    const char *after;
+    srv_error *e;
+    int failed;
+} items_query;
+
+/* include / include[]: each value OpenAI's list takes. Those about items this server never makes
+ * (search, computer, code interpreter, reasoning) have nothing to add; the earlier answers'
+ * log-probabilities are not kept, so asking for them is a 400 rather than an empty list. */
+static enum MHD_Result items_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    items_query *q = cls;
+    static const char *const none_here[] = {"file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+                                            "computer_call_output.output.image_url", "code_interpreter_call.outputs",
+                                            "reasoning.encrypted_content"};
+    if (q->failed || !key) return MHD_YES;
+    if (!strcmp(key, "include") || !strcmp(key, "include[]")) {
+        const char *v = value ? value : "";
+        if (!strcmp(v, "message.input_image.image_url")) {
+            q->image_urls = 1;
+            return MHD_YES;
+        }
+        for (size_t i = 0; i < sizeof none_here / sizeof none_here[0]; i++)
+            if (!strcmp(v, none_here[i])) return MHD_YES;
+        q->failed = 1;
+        if (!strcmp(v, "message.output_text.logprobs"))
+            srv_bad(q->e, "include", "unsupported_value", "include: the log-probabilities of earlier answers are not kept");
+        else srv_bad(q->e, "include", "invalid_value", "include '%.60s' is not one of the Responses API's includables", v);
+    } else if (!strcmp(key, "limit")) {
+        char *end;
+        q->limit = value ? strtol(value, &end, 10) : 0;
+        if (!value || *end || q->limit < 1 || q->limit > 100) {
+            q->failed = 1;
+            srv_bad(q->e, "limit", "invalid_value", "limit must be an integer from 1 to 100 (got '%.20s')", value ? value : "");
+        }
+    } else if (!strcmp(key, "order")) {
+        q->asc = value && !strcmp(value, "asc");
+        if (!value || (!q->asc && strcmp(value, "desc"))) {
+            q->failed = 1;
+            srv_bad(q->e, "order", "invalid_value", "order must be asc or desc (got '%.20s')", value ? value : "");
+        }
+    } else if (!strcmp(key, "after")) {
+        q->after = value;
+    } else if (!strcmp(key, "before")) {
+        q->failed = 1;
+        srv_bad(q->e, "before", "unsupported_parameter", "before is not supported: page with after (and order)");
+    }
+    return MHD_YES;
+}
+
+/* One page of a kept conversation's input items (the conversation less its answer), as OpenAI's
+ * list object; -1 with e set. */
+static int items_page(const char *convo, const items_query *q, json_t **out, srv_error *e) {
+    json_t *msgs = json_loads(convo, 0, NULL);
+    if (msgs) json_array_remove(msgs, json_array_size(msgs) - 1); /* the answer: the response's output, not its input */
+    json_t *all = msgs ? srv_items_from_messages(msgs, q->image_urls) : NULL, *data = json_array();
+    json_decref(msgs);
+    if (!all || !data) {
+        json_decref(all);
+        json_decref(data);
+        return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    size_t n = json_array_size(all), from = 0;
+    if (q->after) {
+        for (; from < n; from++) {
+            const char *at = json_string_value(json_object_get(json_array_get(all, q->asc ? from : n - 1 - from), "id"));
+            if (at && !strcmp(at, q->after)) break;
+        }
+        if (from == n) {
+            json_decref(all);
+            json_decref(data);
+            return srv_bad(e, "after", "invalid_value", "after: no input item '%.64s' in this response", q->after);
+        }
+        from++;
+    }
+    for (size_t k = from; k < n && json_array_size(data) < (size_t)q->limit; k++)
+        json_array_append(data, json_array_get(all, q->asc ? k : n - 1 - k));
+    size_t got = json_array_size(data);
+    const json_t *first = json_object_get(json_array_get(data, 0), "id"), *last = json_object_get(json_array_get(data, got - 1), "id");
+    *out = json_pack("{s:s, s:o, s:O, s:O, s:b}", "object", "list", "data", data, "first_id", got ? first : json_null(), "last_id",
+                     got ? last : json_null(), "has_more", from + got < n);
+    json_decref(all);
+    return *out ? 0 : srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+/* GET / DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items. */
 enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
-    const char *id = sc->path + strlen("/v1/responses/");
+    char id[sizeof sc->path];
+    snprintf(id, sizeof id, "%s", sc->path + strlen("/v1/responses/"));
+    size_t len = strlen(id), ls = strlen(ITEMS_SUFFIX);
+    int items = sc->route == SRV_R_RESPONSE_ITEMS; /* the path ends in ITEMS_SUFFIX */
+    if (items && len >= ls) id[len - ls] = 0;
     const char *salt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
     int del = !strcmp(sc->method, "DELETE");
     srv_error e;
+    memset(&e, 0, sizeof e);
     if (strchr(id, '/')) {
-        srv_fail(&e, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint: %s %s (a stored response's input items are not served)",
-                 sc->method, sc->path);
+        srv_fail(&e, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint: %s %s", sc->method, sc->path);
         return srv_respond_error(ctx, c, sc, &e);
     }
+    items_query q = {20, 0, 0, NULL, &e, 0};
+    if (items) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, items_arg, &q);
+    if (q.failed) return srv_respond_error(ctx, c, sc, &e);
     const char *stream = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "stream");
-    if (!del && stream && strcmp(stream, "false")) {
+    if (!items && !del && stream && strcmp(stream, "false")) {
         srv_bad(&e, "stream", "unsupported_value", "a kept response is answered whole: its events are not replayed (stream=%.20s)", stream);
         return srv_respond_error(ctx, c, sc, &e);
     }
@@ -197,7 +304,7 @@ enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c
                  "no response found with id '%s': this server keeps none (--response-store off)", id);
         return srv_respond_error(ctx, c, sc, &e);
     }
-    char *text = del ? NULL : srv_response_store_get(ctx->responses, id, salt, 1);
+    char *text = del ? NULL : srv_response_store_get(ctx->responses, id, salt, !items);
     int found = del ? srv_response_store_delete(ctx->responses, id, salt) : text != NULL;
     if (!found) {
         srv_fail(&e, 404, "invalid_request_error", "response_id", "not_found",
@@ -206,7 +313,11 @@ enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c
         return srv_respond_error(ctx, c, sc, &e);
     }
     if (del) return srv_respond_json(ctx, c, sc, 200, json_pack("{s:s, s:s, s:b}", "id", id, "object", "response", "deleted", 1));
-    return srv_respond(ctx, c, sc, 200, "application/json", text, strlen(text));
+    if (!items) return srv_respond(ctx, c, sc, 200, "application/json", text, strlen(text));
+    json_t *page = NULL;
+    int rc = items_page(text, &q, &page, &e);
+    free(text);
+    return rc ? srv_respond_error(ctx, c, sc, &e) : srv_respond_json(ctx, c, sc, 200, page);
 }
 
 /* ------------------------------------------------------------------ the response object */
