@@ -4,10 +4,10 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := openblas jansson libpcre2-8 sndfile libmicrohttpd libpng libjpeg libwebp cmocka
+PKGS    := openblas jansson libpcre2-8 sndfile libavformat libavcodec libavutil libmicrohttpd libpng libjpeg libwebp cmocka
 APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev libpcre2-dev libsndfile1-dev \
-            libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libcmocka-dev
-# tests only: python3-numpy python3-scipy python3-pil python3-torch, nodejs npm, curl (test-deps installs the missing groups;
+            libavformat-dev libavcodec-dev libavutil-dev libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libcmocka-dev
+# tests only: python3-numpy python3-scipy python3-pil python3-torch, nodejs npm, curl, ffmpeg (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -47,6 +47,7 @@ test-deps: deps
 	/usr/bin/python3 -c 'import numpy, scipy, PIL, torch' 2>/dev/null || missing="python3-numpy python3-scipy python3-pil python3-torch"; \
 	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
+	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "phi4mm: installing test dependencies: $$missing"; \

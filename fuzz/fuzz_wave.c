@@ -1,5 +1,6 @@
 /* fuzz_wave.c — libFuzzer harness for audio payloads through the real decoder path:
- * pm_wave_read_memory_gated (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; a 5 s cap, so
+ * pm_wave_read_memory_gated (libsndfile virtual I/O: WAV, FLAC, Ogg, MP3, AIFF, ...; MP4 / M4A and
+ * WebM / Matroska through libavformat, seeded by make_corpus.sh when the ffmpeg CLI is there; a 5 s cap, so
  * a decompression bomb is refused while decoding, and a memory gate whose budget follows the
  * input's size, as in the server: a refusal gives back every byte, an accepted clip holds exactly
  * its samples' bytes), then, when it
@@ -27,6 +28,8 @@
 #define EXTRACT_MAX_SAMPLES 8000
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static int quiet;
+    if (!quiet) pm_wave_quiet(), quiet = 1; /* libav's log would drown the fuzzer's */
     pm_wave w;
     pm_err e = {0};
     /* through a memory gate (as the server decodes) whose budget follows the input's size: from a

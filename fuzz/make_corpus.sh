@@ -3,7 +3,8 @@
 # git, see fuzz/.gitignore) from the tiny fixture and from small generated files. Idempotent: seeds are
 # (re)written, inputs the fuzzer added to a corpus directory are kept.
 #   usage: fuzz/make_corpus.sh [BUILD_DIR]      (BUILD_DIR: where the audio seed writer is built)
-# Needs: $PHI4MM_FIXTURES (default ../shared/fixtures), /usr/bin/python3 with PIL, cc + libsndfile.
+# Needs: $PHI4MM_FIXTURES (default ../shared/fixtures), /usr/bin/python3 with PIL, cc + libsndfile;
+# the ffmpeg CLI for the MP4 / WebM audio seeds (skipped, with a note, without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-fuzz}
@@ -18,6 +19,18 @@ mkdir -p "$BUILD_DIR"
 cc -O1 -o "$BUILD_DIR/seed_audio" fuzz/seed_audio.c $(pkg-config --cflags --libs sndfile) -lm
 for f in clip_a_16k clip_b_8k clip_c_48k clip_d_22k; do cp "$FX/inputs/$f.wav" "$C/wave/fixture_$f.wav"; done
 "$BUILD_DIR/seed_audio" "$C/wave" >/dev/null
+# the containers libavformat reads (src/audio/wave_av.c), 0.3 s each, when the ffmpeg CLI is here
+if command -v ffmpeg >/dev/null; then
+  src="$FX/inputs/clip_a_16k.wav"
+  for spec in "alac.m4a:-c:a alac" "aac.m4a:-c:a aac -b:a 32k" "aac_fast.m4a:-c:a aac -b:a 32k -movflags +faststart" \
+              "opus.webm:-c:a libopus -b:a 16k" "vorbis.webm:-c:a libvorbis" "flac.mka:-c:a flac" "pcm.mkv:-c:a pcm_s16le" \
+              "mp3.mp4:-c:a libmp3lame -b:a 32k" "stereo_alac.m4a:-ac 2 -ar 22050 -c:a alac"; do
+    # shellcheck disable=SC2086 # the codec options are words
+    ffmpeg -v error -y -t 0.3 -i "$src" ${spec#*:} "$C/wave/container_${spec%%:*}"
+  done
+else
+  echo "make_corpus: no ffmpeg CLI: the wave target gets no MP4 / WebM seeds" >&2
+fi
 
 # ---- everything else from Python (Debian's python3: numpy, PIL)
 "$PY" - "$FX" "$C" <<'PY'

@@ -1,11 +1,14 @@
-/* wave.c — audio decoding through libsndfile (files and in-memory payloads).
+/* wave.c — audio decoding through libsndfile (files and in-memory payloads); MP4 / M4A / WebM /
+ * Matroska, which libsndfile does not read, go to libavformat instead (wave_av.c).
  *
  * Design: one decode loop (decode_open_stream) serves both entry points; the in-memory path plugs a
  * read-only SF_VIRTUAL_IO over the caller's buffer. Frames are read in fixed chunks until libsndfile
  * reports the end, so formats whose frame count is only an estimate (MP3, Ogg) and WAVs whose header
  * claims more data than the file holds both yield exactly the decodable samples. Validation (no
- * samples, non-finite samples, too low a rate) happens here so every caller gets the same errors. */
+ * samples, non-finite samples, too low a rate, the duration cap, the memory gate) happens here, in
+ * the sink both decoders fill (wave_internal.h), so every caller gets the same errors. */
 #include "audio/wave.h"
+#include "audio/wave_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -32,109 +35,135 @@ static int gate_adjust(const pm_media_gate *gate, int64_t delta, int64_t *taken,
                    (double)(*taken + delta) / 1e6);
 }
 
-/* Reads every frame of an opened stream, averages channels, validates. Closes sf. With
- * max_seconds > 0, stops with PM_ELIMIT as soon as the decoded length exceeds it, so a small
- * compressed payload (a FLAC of silence decodes ~3000x larger) cannot fill memory first; the
- * buffer never grows past that length either. With a gate, every growth of the sample buffer is
- * asked for first and the final buffer is trimmed to the samples (phi4mm.h). */
-static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, const char *what, double max_seconds, const pm_media_gate *gate,
-                              pm_wave *out, pm_err *e) {
+/* With max_seconds > 0 the buffer stops with PM_ELIMIT as soon as the decoded length exceeds it,
+ * so a small compressed payload (a FLAC of silence decodes ~3000x larger) cannot fill memory
+ * first; it never grows past that length either. With a gate, every growth is asked for first. */
+int wave_sink_put(wave_sink *s, const double *f, size_t got, int ch, pm_err *e) {
+    size_t n = s->n;
+    if (s->max_seconds > 0 && (double)(n + got) / s->rate > s->max_seconds)
+        return pm_errf(e, PM_ELIMIT, "%s: audio runs over the limit of %.4f s per request (decoding stopped at %.4f s)", s->what,
+                       s->max_seconds, (double)(n + got) / s->rate);
+    if (n + got > s->cap) {
+        size_t most = s->max_seconds > 0 ? (size_t)(s->max_seconds * s->rate) + 1 : (size_t)-1; /* samples the limit allows */
+        size_t ncap = s->cap ? s->cap * 2 : (size_t)WAVE_CHUNK * 4;
+        while (ncap < n + got) ncap *= 2;
+        if (ncap > most && most >= n + got) ncap = most;
+        int rc = gate_adjust(s->gate, (int64_t)((ncap - s->cap) * sizeof(double)), &s->taken, s->what, e);
+        if (rc) return rc;
+        double *p = realloc(s->mono, sizeof(double) * ncap);
+        if (!p) return pm_errf(e, PM_ENOMEM, "%s: out of memory decoding %zu samples", s->what, ncap);
+        s->mono = p;
+        s->cap = ncap;
+    }
+    for (size_t i = 0; i < got; i++) {
+        const double *fr = f + i * (size_t)ch;
+        double v;
+        if (ch == 1) {
+            v = fr[0];
+        } else {
+            double sum = 0.0;
+            for (int c = 0; c < ch; c++) sum += fr[c];
+            v = sum / (double)ch;
+        }
+        s->mono[n + i] = v;
+    }
+    s->n = n + got;
+    return PM_OK;
+}
+
+int wave_sink_finish(wave_sink *s, int rc, pm_wave *out, pm_err *e) {
+    if (rc == PM_OK && s->n == 0) rc = pm_errf(e, PM_EINVAL, "%s: the audio has no samples", s->what);
+    for (size_t i = 0; rc == PM_OK && i < s->n; i++)
+        if (!isfinite(s->mono[i]))
+            rc = pm_errf(e, PM_EINVAL, "%s: sample %zu is %s (audio must be finite)", s->what, i, isnan(s->mono[i]) ? "NaN" : "infinite");
+    if (rc != PM_OK) {
+        free(s->mono);
+        s->mono = NULL;
+        gate_adjust(s->gate, -s->taken, &s->taken, s->what, e);
+        return rc;
+    }
+    if (s->gate && s->cap > s->n) { /* trim to the samples and give the rest back */
+        double *p = realloc(s->mono, sizeof(double) * s->n);
+        if (p) {
+            s->mono = p;
+            gate_adjust(s->gate, -(int64_t)((s->cap - s->n) * sizeof(double)), &s->taken, s->what, e);
+        }
+    }
+    out->samples = s->mono;
+    out->n = s->n;
+    out->sample_rate = s->rate;
+    s->mono = NULL;
+    return PM_OK;
+}
+
+/* Reads every frame of an opened stream into s, then wave_sink_finish. Closes sf. */
+static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, wave_sink *s, pm_wave *out, pm_err *e) {
     int ch = info->channels;
     if (ch < 1) {
         sf_close(sf);
-        return pm_errf(e, PM_EFORMAT, "%s: audio has %d channels", what, ch);
+        return pm_errf(e, PM_EFORMAT, "%s: audio has %d channels", s->what, ch);
     }
     if (info->samplerate < PM_WAVE_MIN_RATE) {
         sf_close(sf);
-        return pm_errf(e, PM_EINVAL, "%s: sample rate %d Hz is below the supported minimum of %d Hz", what, info->samplerate,
+        return pm_errf(e, PM_EINVAL, "%s: sample rate %d Hz is below the supported minimum of %d Hz", s->what, info->samplerate,
                        PM_WAVE_MIN_RATE);
     }
+    s->rate = info->samplerate;
     sf_count_t frames = WAVE_CHUNK / ch > 0 ? WAVE_CHUNK / ch : 1;
     double *buf = pm_malloc(sizeof(double) * (size_t)frames * (size_t)ch, e);
     if (!buf) {
         sf_close(sf);
-        return pm_err_ctx(e, "%s: ", what);
+        return pm_err_ctx(e, "%s: ", s->what);
     }
-    size_t cap = 0, n = 0;
-    size_t most = max_seconds > 0 ? (size_t)(max_seconds * info->samplerate) + 1 : (size_t)-1; /* samples the limit allows */
-    double *mono = NULL;
-    int64_t taken = 0; /* bytes the gate granted */
     int rc = PM_OK;
     for (;;) {
         sf_count_t got = sf_readf_double(sf, buf, frames);
-        if (got <= 0) break;
-        if (max_seconds > 0 && (double)(n + (size_t)got) / info->samplerate > max_seconds) {
-            rc = pm_errf(e, PM_ELIMIT, "%s: audio runs over the limit of %.4f s per request (decoding stopped at %.4f s)", what,
-                         max_seconds, (double)(n + (size_t)got) / info->samplerate);
-            break;
-        }
-        if (n + (size_t)got > cap) {
-            size_t ncap = cap ? cap * 2 : (size_t)WAVE_CHUNK * 4;
-            while (ncap < n + (size_t)got) ncap *= 2;
-            if (ncap > most && most >= n + (size_t)got) ncap = most;
-            if ((rc = gate_adjust(gate, (int64_t)((ncap - cap) * sizeof(double)), &taken, what, e))) break;
-            double *p = realloc(mono, sizeof(double) * ncap);
-            if (!p) {
-                rc = pm_errf(e, PM_ENOMEM, "%s: out of memory decoding %zu samples", what, ncap);
-                break;
-            }
-            mono = p;
-            cap = ncap;
-        }
-        for (sf_count_t i = 0; i < got; i++) {
-            const double *f = buf + (size_t)i * (size_t)ch;
-            double v;
-            if (ch == 1) {
-                v = f[0];
-            } else {
-                double s = 0.0;
-                for (int c = 0; c < ch; c++) s += f[c];
-                v = s / (double)ch;
-            }
-            mono[n + (size_t)i] = v;
-        }
-        n += (size_t)got;
+        if (got <= 0 || (rc = wave_sink_put(s, buf, (size_t)got, ch, e))) break;
     }
     int serr = sf_error(sf);
     if (rc == PM_OK && serr != SF_ERR_NO_ERROR)
-        rc = pm_errf(e, PM_EFORMAT, "%s: decoding failed after %zu samples: %s", what, n, sf_error_number(serr));
+        rc = pm_errf(e, PM_EFORMAT, "%s: decoding failed after %zu samples: %s", s->what, s->n, sf_error_number(serr));
     sf_close(sf);
     free(buf);
-    if (rc == PM_OK && n == 0) rc = pm_errf(e, PM_EINVAL, "%s: the audio has no samples", what);
-    for (size_t i = 0; rc == PM_OK && i < n; i++)
-        if (!isfinite(mono[i]))
-            rc = pm_errf(e, PM_EINVAL, "%s: sample %zu is %s (audio must be finite)", what, i, isnan(mono[i]) ? "NaN" : "infinite");
-    if (rc != PM_OK) {
-        free(mono);
-        gate_adjust(gate, -taken, &taken, what, e);
-        return rc;
+    return wave_sink_finish(s, rc, out, e);
+}
+
+/* A container file (wave_av_sniff) read whole, for wave_av_decode. */
+static int read_container_file(const char *path, FILE *f, long sz, pm_wave *out, pm_err *e) {
+    unsigned char *data = pm_malloc((size_t)sz, e);
+    if (!data) return pm_err_ctx(e, "%s: ", path);
+    int rc = fseek(f, 0, SEEK_SET) == 0 && fread(data, 1, (size_t)sz, f) == (size_t)sz
+                 ? PM_OK
+                 : pm_errf(e, PM_EIO, "%s: cannot read audio file: %s", path, ferror(f) ? strerror(errno) : "short read");
+    if (rc == PM_OK) {
+        wave_sink s = {.what = path};
+        rc = wave_av_decode(&s, data, (size_t)sz, out, e);
     }
-    if (gate && cap > n) { /* trim to the samples and give the rest back */
-        double *p = realloc(mono, sizeof(double) * n);
-        if (p) {
-            mono = p;
-            gate_adjust(gate, -(int64_t)((cap - n) * sizeof(double)), &taken, what, e);
-        }
-    }
-    out->samples = mono;
-    out->n = n;
-    out->sample_rate = info->samplerate;
-    return PM_OK;
+    free(data);
+    return rc;
 }
 
 int pm_wave_read_file(pm_wave *out, const char *path, pm_err *e) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
     if (!f) return pm_errf(e, PM_EIO, "%s: cannot open audio file: %s", path, strerror(errno));
+    unsigned char head[16];
+    size_t nh = fread(head, 1, sizeof head, f);
     fseek(f, 0, SEEK_END);
     long sz = ftell(f);
+    if (sz > 0 && wave_av_sniff(head, nh)) {
+        int rc = read_container_file(path, f, sz, out, e);
+        fclose(f);
+        return rc;
+    }
     fclose(f);
     if (sz == 0) return pm_errf(e, PM_EINVAL, "%s: the audio file is empty (0 bytes)", path);
     SF_INFO info;
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio file (unsupported format or damaged header): %s", path, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, path, 0, NULL, out, e);
+    wave_sink s = {.what = path};
+    return decode_open_stream(sf, &info, &s, out, e);
 }
 
 /* Read-only virtual file over a memory buffer. */
@@ -186,13 +215,15 @@ int pm_wave_read_memory_gated(pm_wave *out, const void *data, size_t len, const 
     memset(out, 0, sizeof *out);
     if (!what) what = "audio";
     if (!data || len == 0) return pm_errf(e, PM_EINVAL, "%s: the audio payload is empty (0 bytes)", what);
+    wave_sink s = {.what = what, .max_seconds = max_seconds, .gate = gate};
+    if (wave_av_sniff(data, len)) return wave_av_decode(&s, data, len, out, e);
     mem_io m = {.data = data, .len = (sf_count_t)len, .pos = 0};
     SF_VIRTUAL_IO vio = {.get_filelen = mem_len, .seek = mem_seek, .read = mem_read, .write = mem_write, .tell = mem_tell};
     SF_INFO info;
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
     if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio payload (unsupported format or damaged header): %s", what, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, what, max_seconds, gate, out, e);
+    return decode_open_stream(sf, &info, &s, out, e);
 }
 
 void pm_wave_free(pm_wave *w) {

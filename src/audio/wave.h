@@ -4,7 +4,10 @@
  * int24/2^23, int32/2^31, unsigned 8-bit (x-128)/128, float data as stored), with multichannel
  * audio reduced to the mean of its channels (summed in channel order, then divided), as the official
  * feature extractor does. Formats: whatever the system libsndfile decodes — WAV (PCM 8/16/24/32,
- * float, double), FLAC, Ogg Vorbis/Opus, MP3 (libsndfile >= 1.1), AIFF, ... */
+ * float, double), FLAC, Ogg Vorbis/Opus, MP3 (libsndfile >= 1.1), AIFF, ... — and, through
+ * libavformat / libavcodec, the containers phones and browsers record in: MP4 / M4A / MOV (AAC,
+ * ALAC, ...) and WebM / Matroska (Opus, Vorbis, FLAC, PCM, ...), told apart by their first bytes
+ * (wave_av.c: the samples as the decoder gives them, integers normalised as libsndfile does). */
 #ifndef PM_AUDIO_WAVE_H
 #define PM_AUDIO_WAVE_H
 
@@ -42,6 +45,10 @@ int pm_wave_read_memory_max(pm_wave *out, const void *data, size_t len, const ch
  * or PM_ELIMIT when it refuses. gate may be NULL. */
 int pm_wave_read_memory_gated(pm_wave *out, const void *data, size_t len, const char *what, double max_seconds, const pm_media_gate *gate,
                               pm_err *e);
+
+/* Silences the container decoders' own log (libavformat / libavcodec print to stderr; the errors
+ * returned here carry their reason). Process-wide: for programs, not for a library to call. */
+void pm_wave_quiet(void);
 
 /* Frees the samples; safe on a zeroed or already freed wave. */
 void pm_wave_free(pm_wave *w);

@@ -964,6 +964,32 @@ def main():
     body, ct = multipart({"model": "phi4mm", "language": "fr", "max_tokens": "12"}, {"file": ("a.wav", wav_bytes)})
     st, _, d = A.json("POST", "/v1/audio/translations", body, {"Content-Type": ct})
     report("translation (AST prompt, language=fr) equals CLI", st == 200 and d.get("text") == tref, "%s %s vs %r" % (st, d, tref))
+    # what phones and browsers record: ALAC in M4A (lossless: the WAV's own text), Opus in WebM (the
+    # CLI's text of the same file), a chat part labelled m4a; a WebM cut short is a 400 naming it
+    box = tempfile.mkdtemp()
+    try:
+        for ext, codec in (("m4a", "alac"), ("webm", "libopus")):
+            subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", I + "/clip_a_16k.wav", "-c:a", codec, "%s/a.%s" % (box, ext)], check=True)
+        m4a, webm = (open("%s/a.%s" % (box, e), "rb").read() for e in ("m4a", "webm"))
+        wref, rc2 = cli("transcribe", "-m", M, "-n", "12", box + "/a.webm")
+        got = []
+        for fname, data in (("a.m4a", m4a), ("a.webm", webm)):
+            body, ct = multipart({"model": "phi4mm", "max_tokens": "12"}, {"file": (fname, data)})
+            got.append(A.json("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct}))
+        chat_a = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": base64.b64encode(m4a).decode(), "format": "m4a"}},
+                                               {"type": "text", "text": "Transcribe the audio clip into text."}]}]
+        st3, _, d3 = A.json("POST", "/v1/chat/completions", {"messages": chat_a, "max_tokens": 12})
+        st4, _, d4 = A.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": [audio_part(), chat_a[0]["content"][1]]}],
+                                                            "max_tokens": 12})
+        body, ct = multipart({"model": "phi4mm"}, {"file": ("cut.webm", webm[:len(webm) // 2])})
+        st5, _, d5 = A.json("POST", "/v1/audio/transcriptions", body, {"Content-Type": ct})
+    finally:
+        shutil.rmtree(box)
+    ok = (rc2 == 0 and wref and got[0][0] == 200 and got[0][2]["text"] == ref and got[1][0] == 200 and got[1][2]["text"] == wref
+          and st3 == st4 == 200 and chat_content(d3) == chat_content(d4) and st5 == 400 and err_code(d5) == "invalid_audio"
+          and "truncated" in d5["error"]["message"])
+    report("M4A (ALAC: the WAV's text) and WebM (Opus: the CLI's text) transcribed; a chat part labelled m4a; a cut WebM a 400", ok,
+           "%s / %r / %s %s / %s" % ([g[2] for g in got], wref, st3, st4, str(d5)[:200]))
     # include[] logprobs: each generated token's entry, the chat completion's for the same prompt
     # (the clip, then the instruction); streamed, the done event has them all
     body, ct = multipart({"model": "phi4mm", "max_tokens": "12", "include[]": "logprobs"}, {"file": ("a.wav", wav_bytes)})

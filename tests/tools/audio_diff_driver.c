@@ -8,6 +8,8 @@
  *                                             (policy, magnitude of the resampled clip, log-mel)
  *   mel OUT.f32                            -> "OK"                     pm_mel_matrix
  *   hamming N OUT.f64                      -> "OK"                     pm_hamming
+ *   decode FILE OUT.f64                    -> "OK n=<n> sr=<rate>" or "ERR <message>"
+ *                                             (pm_wave_read_file: mono samples)
  * Not part of the library or the binary. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #include "audio/features.h"
 #include "audio/resample.h"
+#include "audio/wave.h"
 
 static double *read_f64(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -111,6 +114,15 @@ int main(int argc, char **argv) {
             free(h);
         } else if (sscanf(line, "features %d %1023s %1023s %1023s %1023s", &i1, a, b, c, d) == 5) {
             job_features(i1, a, b, c, d);
+        } else if (sscanf(line, "decode %1023s %1023s", a, b) == 2) {
+            pm_wave w;
+            if (pm_wave_read_file(&w, a, &e)) {
+                printf("ERR %s\n", e.msg);
+            } else {
+                write_raw(b, w.samples, w.n * sizeof(double));
+                printf("OK n=%zu sr=%d\n", w.n, w.sample_rate);
+                pm_wave_free(&w);
+            }
         } else if (sscanf(line, "mel %1023s", a) == 1) {
             float m[PM_AUDIO_N_BINS * PM_AUDIO_N_MELS];
             pm_mel_matrix(m);

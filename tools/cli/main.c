@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audio/wave.h"
 #include "commands.h"
 
 /* Weak references let the binary link while a subcommand's file is still being written; a
@@ -66,6 +67,7 @@ static void keep_scratch_in_heap(void) {
 int main(int argc, char **argv) {
     default_short_spin(argv);
     keep_scratch_in_heap();
+    pm_wave_quiet(); /* a damaged upload is one error line of ours, not the decoder's log as well */
     const command cmds[] = {
         {"generate", pm_cmd_generate, "generate text from a prompt with optional --audio/--image inputs"},
         {"transcribe", pm_cmd_transcribe, "speech recognition with the official ASR prompt"},

@@ -357,10 +357,14 @@ static int audio_part(const json_t *part, const char *where, const srv_parse_lim
     if (!json_is_object(ia)) return srv_bad(e, param, "invalid_type", "%s must be an object {\"data\": base64, \"format\": ...}", param);
     const json_t *data = json_object_get(ia, "data"), *fmt = json_object_get(ia, "format");
     snprintf(param, sizeof param, "%s.input_audio.format", where);
-    if (!json_is_string(fmt)) return srv_bad(e, param, "invalid_type", "%s must be one of wav, mp3, flac, ogg", param);
+    /* a label: the decoder tells the formats apart by their bytes (audio/wave.h) */
+    static const char *const formats[] = {"wav", "mp3", "flac", "ogg", "m4a", "mp4", "webm"};
+    if (!json_is_string(fmt)) return srv_bad(e, param, "invalid_type", "%s must be one of wav, mp3, flac, ogg, m4a, mp4, webm", param);
     const char *f = json_string_value(fmt);
-    if (strcmp(f, "wav") && strcmp(f, "mp3") && strcmp(f, "flac") && strcmp(f, "ogg"))
-        return srv_bad(e, param, "invalid_value", "%s '%s' is not supported (wav, mp3, flac, ogg)", param, f);
+    size_t k = 0;
+    while (k < sizeof formats / sizeof formats[0] && strcmp(f, formats[k])) k++;
+    if (k == sizeof formats / sizeof formats[0])
+        return srv_bad(e, param, "invalid_value", "%s '%s' is not supported (wav, mp3, flac, ogg, m4a, mp4, webm)", param, f);
     snprintf(param, sizeof param, "%s.input_audio.data", where);
     if (!json_is_string(data)) return srv_bad(e, param, "invalid_type", "%s must be a base64 string", param);
     uint8_t *bytes = NULL;
