@@ -7,7 +7,8 @@
 #    exit status 1;
 #  - --translate LANGUAGE is generate with the translation instruction;
 #  - --chunk S: a long file in pieces, each the text its samples get alone, cut in the pauses;
-#  - --srt / --vtt: the pieces as subtitle cues with the times --jsonl reports; one file only.
+#  - --srt / --vtt: the pieces as subtitle cues with the times --jsonl reports; one file only;
+#  - FILE - is standard input (a piped WAV or WebM).
 set -u
 source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
@@ -134,3 +135,23 @@ EOF2
 done
 "$BIN" transcribe -m "$M" --srt "${clips[0]}" "${clips[1]}" >/dev/null 2>"$tmp/err" && fail transcribe_srt_one_file "accepted" \
   || { grep -q -- '--srt' "$tmp/err" && pass transcribe_srt_one_file || fail transcribe_srt_one_file "$(cat "$tmp/err")"; }
+
+# FILE - is standard input: a WAV piped by the ffmpeg CLI (its header's sizes unknown) gives the
+# file's text, a WebM piped its file's; a second - finds stdin read, an empty one is refused; chat
+# refuses /audio - (stdin holds the conversation)
+if command -v ffmpeg >/dev/null; then
+  ref=$("$BIN" transcribe -m "$M" -n 8 "${clips[0]}" 2>/dev/null)
+  got=$(ffmpeg -v error -i "${clips[0]}" -f wav - | "$BIN" transcribe -m "$M" -n 8 - 2>"$tmp/err")
+  ffmpeg -v error -y -i "${clips[0]}" -c:a libopus "$tmp/a.webm"
+  got2=$("$BIN" transcribe -m "$M" -n 8 - <"$tmp/a.webm" 2>>"$tmp/err") want2=$("$BIN" transcribe -m "$M" -n 8 "$tmp/a.webm" 2>>"$tmp/err")
+  "$BIN" transcribe -m "$M" -n 8 - - <"${clips[0]}" >"$tmp/out" 2>"$tmp/err2"
+  rc=$?
+  "$BIN" transcribe -m "$M" -n 8 - </dev/null >/dev/null 2>"$tmp/err3"
+  rc3=$?
+  printf '/audio -\n/quit\n' | "$BIN" chat -m "$M" >/dev/null 2>"$tmp/err4"
+  if [ -n "$ref" ] && [ "$got" = "$ref" ] && [ -n "$want2" ] && [ "$got2" = "$want2" ] && [ $rc = 1 ] && [ "$(cat "$tmp/out")" = "-: $ref" ] \
+     && grep -q "nothing on standard input" "$tmp/err2" && [ $rc3 = 1 ] && grep -q "nothing on standard input" "$tmp/err3" \
+     && grep -q "standard input holds the conversation" "$tmp/err4"; then
+    pass transcribe_stdin
+  else fail transcribe_stdin "got '$got' vs '$ref'; '$got2' vs '$want2'; rc $rc $rc3; $(cat "$tmp/err" "$tmp/err2" "$tmp/err3" "$tmp/err4" | tail -5)"; fi
+else fail transcribe_stdin "needs the ffmpeg CLI (make test-deps)"; fi

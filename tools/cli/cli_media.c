@@ -21,7 +21,7 @@ int cli_load_audio(const char *cmd, cli_media *ms, const char *path, double max_
     if (max_seconds > 0 && before >= max_seconds)
         return cli_fail(cmd, "%s: the clips before it already reach the limit of %.4f s per request (--max-audio-seconds)", path,
                         max_seconds);
-    void *buf = cli_read_file(path, &len, err, sizeof err);
+    void *buf = cli_read_input(path, &len, err, sizeof err);
     if (!buf) return cli_fail(cmd, "%s", err);
     double left = max_seconds > 0 ? max_seconds - before : 0.0;
     int rc = pm_audio_decode_max(buf, len, path, left, &ms->audio[ms->n_audio], err, sizeof err);
@@ -38,7 +38,7 @@ int cli_load_image(const char *cmd, cli_media *ms, const char *path) {
     char err[1024];
     size_t len;
     if (ms->n_image >= CLI_MAX_MEDIA) return cli_fail(cmd, "too many images (max %d)", CLI_MAX_MEDIA);
-    void *buf = cli_read_file(path, &len, err, sizeof err);
+    void *buf = cli_read_input(path, &len, err, sizeof err);
     if (!buf) return cli_fail(cmd, "%s", err);
     pm_limits lim;
     pm_limits_default(&lim);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,34 @@ void *cli_read_file(const char *path, size_t *len, char *err, size_t errlen) {
     }
     buf[n] = 0;
     fclose(f);
+    *len = n;
+    return buf;
+}
+
+void *cli_read_input(const char *path, size_t *len, char *err, size_t errlen) {
+    if (strcmp(path, "-")) return cli_read_file(path, len, err, errlen);
+    size_t n = 0, cap = 1 << 16;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, stdin)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *p = cap <= SIZE_MAX / 4 ? realloc(buf, cap * 2 + 1) : NULL;
+            if (!p) free(buf);
+            buf = p;
+            cap *= 2;
+        }
+    }
+    if (!buf || ferror(stdin)) {
+        snprintf(err, errlen, "-: cannot read standard input%s", buf ? ": read error" : ": out of memory");
+        free(buf);
+        return NULL;
+    }
+    if (!n) {
+        snprintf(err, errlen, "-: nothing on standard input (empty, or already read for an earlier '-')");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
     *len = n;
     return buf;
 }

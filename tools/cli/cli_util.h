@@ -10,6 +10,9 @@
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reads a whole file; NULL (+ message in err) on failure. */
 void *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
+/* The same, where "-" is standard input read to its end (a pipe: `ffmpeg ... -f wav - | phi4mm
+ * transcribe -`); read once, it is empty after. */
+void *cli_read_input(const char *path, size_t *len, char *err, size_t errlen);
 /* Parses an int / float option value with range check; returns 0 on success. */
 int cli_int(const char *s, long lo, long hi, long *out);
 int cli_float(const char *s, double lo, double hi, double *out);

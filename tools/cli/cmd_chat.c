@@ -324,6 +324,8 @@ int pm_cmd_chat(int argc, char **argv) {
         } else if (!strcmp(line, "/reset")) {
             convo_trim(&c, c.n_system, 0, 0);
             pend_image = pend_audio = 0;
+        } else if ((!strncmp(line, "/image ", 7) || !strncmp(line, "/audio ", 7)) && !strcmp(line + 7, "-")) {
+            failed = cli_fail(cmd, "%.6s -: standard input holds the conversation; name a file", line);
         } else if (!strncmp(line, "/image ", 7)) {
             if (cli_load_image(cmd, &c.media, line + 7)) failed = 1;
             else pend_image++;

@@ -54,7 +54,7 @@ static void file_fail(file_job *f, const char *what) {
  * seconds (0: one piece); 0, or -1 with f->error set. */
 static int decode(file_job *f, double max_seconds, double chunk) {
     size_t len;
-    void *buf = cli_read_file(f->path, &len, f->error, sizeof f->error);
+    void *buf = cli_read_input(f->path, &len, f->error, sizeof f->error);
     if (!buf) return -1;
     int rc = pm_audio_decode_max(buf, len, f->path, max_seconds, &f->audio, f->error, sizeof f->error);
     free(buf);
@@ -209,7 +209,7 @@ static void usage_transcribe(void) {
     fprintf(stderr,
             "usage: phi4mm transcribe -m MODEL_DIR [options] FILE...\n"
             "  speech recognition with the official instruction, a line per file (FILE: text when there\n"
-            "  are several), in the order given\n"
+            "  are several), in the order given; FILE - is standard input (a pipe: ffmpeg ... -f wav - |)\n"
             "  -n, --max-tokens N    tokens per file at most (default 512)\n"
             "  --translate LANGUAGE  translate the speech to LANGUAGE instead (\"Translate the audio to ...\")\n"
             "  --parallel N          files decoded together, 1-64 (default 8): one pass over the weights\n"
@@ -244,7 +244,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int flag = !strcmp(a, "--jsonl") || !strcmp(a, "--srt") || !strcmp(a, "--vtt") || !strcmp(a, "--mlock") || !strcmp(a, "--recache") ||
                    !strcmp(a, "-h") || !strcmp(a, "--help");
-        if (a[0] == '-' && !flag && !v) {
+        if (a[0] == '-' && a[1] && !flag && !v) { /* "-" alone is standard input */
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
         }
