@@ -4,9 +4,9 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := openblas jansson libpcre2-8 sndfile libavformat libavcodec libavutil libmicrohttpd libpng libjpeg libwebp cmocka
+PKGS    := openblas jansson libpcre2-8 sndfile libavformat libavcodec libavutil libmicrohttpd libpng libjpeg libwebp libgif cmocka
 APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev libpcre2-dev libsndfile1-dev \
-            libavformat-dev libavcodec-dev libavutil-dev libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libcmocka-dev
+            libavformat-dev libavcodec-dev libavutil-dev libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libgif-dev libcmocka-dev
 # tests only: python3-numpy python3-scipy python3-pil python3-torch, nodejs npm, curl, ffmpeg (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 

@@ -1,11 +1,11 @@
 /* fuzz_image.c — libFuzzer harness for image payloads: pm_image_read_memory (PNG, JPEG, WebP,
- * BMP, and the refusals of GIF/TIFF/animated WebP) with a small pixel cap, then the official
+ * GIF, BMP, and the refusals of TIFF/animated WebP) with a small pixel cap, then the official
  * dynamic-HD preprocessing pm_hd_preprocess for small images, and the geometry alone
  * (pm_hd_plan_compute / pm_hd_num_tokens) for arbitrary sizes.
  *
  * First input byte: bit 0 = mode, bits 1.. = options.
  *   mode 0  the rest is an image file (the corpus script prepends 0x00 to the fixture image and to
- *           generated PNG/JPEG/WebP/BMP seeds). Decoded with a cap of 1 Mpixel; images of at most
+ *           generated PNG/JPEG/WebP/GIF/BMP seeds). Decoded with a cap of 1 Mpixel; images of at most
  *           256x256 pixels are preprocessed with crop 14..56 and 1..36 crops (from the options).
  *           The real setting (crop 448) runs the same code on 448x448 crops at ~0.5 s per input
  *           under ASan, so it is left to the unit and parity tests;

@@ -129,7 +129,8 @@ seeds = [("rgb.png", "RGB", (20, 13), "PNG", {}), ("rgba.png", "RGBA", (9, 30), 
          ("l.jpg", "L", (16, 9), "JPEG", {}), ("cmyk.jpg", "CMYK", (8, 8), "JPEG", {}),
          ("lossy.webp", "RGB", (20, 20), "WEBP", {"quality": 50}), ("lossless.webp", "RGBA", (10, 14), "WEBP", {"lossless": True}),
          ("rgb.bmp", "RGB", (7, 5), "BMP", {}), ("p.bmp", "P", (9, 3), "BMP", {}), ("bw.bmp", "1", (13, 2), "BMP", {}),
-         ("g.gif", "P", (4, 4), "GIF", {}), ("t.tiff", "RGB", (4, 4), "TIFF", {}), ("wide.png", "RGB", (300, 2), "PNG", {}),
+         ("g.gif", "P", (4, 4), "GIF", {}), ("gi.gif", "P", (11, 9), "GIF", {"interlace": True}),
+         ("gt.gif", "P", (6, 5), "GIF", {"transparency": 3}), ("t.tiff", "RGB", (4, 4), "TIFF", {}), ("wide.png", "RGB", (300, 2), "PNG", {}),
          ("tall.png", "L", (3, 200), "PNG", {})]
 for name, mode, size, fmt, kw in seeds:
     try: put("image", name, bytes([0x00 if name != "rgb.png" else 0xFE]) + img_bytes(mode, size, fmt, **kw))

@@ -116,7 +116,8 @@ typedef struct pm_image_in {
     int width, height;
 } pm_image_in;
 
-/* Decode an audio file's bytes (WAV/FLAC/OGG/MP3) or an image's bytes (PNG/JPEG/WebP). `what`
+/* Decode an audio file's bytes (WAV/FLAC/OGG/MP3, M4A/MP4, WebM/Matroska) or an image's bytes
+ * (PNG/JPEG/WebP/GIF/BMP). `what`
  * names the input in error messages. The samples / pixels are malloc'd; free with the _free calls. */
 int pm_audio_decode(const void *bytes, size_t len, const char *what, pm_audio_in *out, char *err, size_t errlen);
 /* Same, but refuses (PM_ELIMIT, "... over the limit of S s ...") a clip longer than max_seconds while

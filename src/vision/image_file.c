@@ -1,4 +1,4 @@
-/* image_file.c — PNG (libpng), JPEG (libjpeg-turbo), WebP (libwebp) and BMP (here) decoding
+/* image_file.c — PNG (libpng), JPEG (libjpeg-turbo), WebP (libwebp), GIF (giflib: image_gif.c) and BMP (here) decoding
  * into RGB8 with the pixel values PIL's Image.open(...).convert('RGB') produces (Pillow 9.x).
  *
  * Design. The format is sniffed from the magic bytes. Each decoder reads the header first and
@@ -15,10 +15,12 @@
  *         cmyk2rgb. A file that ends before the last scanline is an error; warnings about
  *         corrupt segments are ignored (PIL ignores them too).
  *   WebP  still images only, decoded straight to RGB (PIL's first-frame RGBA minus alpha).
+ *   GIF   the first frame, as PIL's first frame (image_gif.c).
  *   BMP   uncompressed 1/4/8-bit palette, 24-bit and 32-bit (BGRX) only.
  * libpng and libjpeg report errors by longjmp: all state they touch lives in heap or caller
  * structs, never in locals modified after setjmp. */
 #include "image_file.h"
+#include "image_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -32,26 +34,9 @@
 #include <jerror.h>
 #include <webp/decode.h>
 
-typedef struct img_ctx {
-    const uint8_t *data;
-    size_t len, pos;
-    const char *what;
-    int64_t max_pixels;
-    const pm_media_gate *gate; /* optional (phi4mm.h) */
-    int64_t taken;             /* bytes the gate granted */
-    int gate_rc;               /* its refusal inside libpng's error path */
-    int64_t scratch_taken;     /* of which for the decoder's whole-image scratch, given back at the end */
-    pm_err *e;
-    pm_image *out;
-    uint8_t *row;         /* decoder scratch */
-    uint8_t *all;         /* interlaced PNG: whole decoded image */
-    png_bytep *rows;
-    char msg[JMSG_LENGTH_MAX > 256 ? JMSG_LENGTH_MAX : 256];
-} img_ctx;
-
 /* Asks the gate for bytes more (bytes < 0: gives back); PM_EBUSY / PM_ELIMIT with e set when it
  * refuses. */
-static int img_take(img_ctx *c, int64_t bytes) {
+int img_take(img_ctx *c, int64_t bytes) {
     if (!c->gate || !bytes) return PM_OK;
     int r = c->gate->adjust(c->gate->user, bytes);
     if (bytes < 0 || r == 0) {
@@ -64,7 +49,7 @@ static int img_take(img_ctx *c, int64_t bytes) {
 }
 
 /* Validates the header size and allocates the output. */
-static int img_begin(img_ctx *c, const char *fmt, int64_t w, int64_t h) {
+int img_begin(img_ctx *c, const char *fmt, int64_t w, int64_t h) {
     if (w <= 0 || h <= 0)
         return pm_errf(c->e, PM_EFORMAT, "%s: zero-size %s image (%lldx%lld)", c->what, fmt, (long long)w,
                        (long long)h);
@@ -85,7 +70,7 @@ static uint32_t rd_le32(const uint8_t *p) { return (uint32_t)p[3] << 24 | (uint3
 static uint16_t rd_le16(const uint8_t *p) { return (uint16_t)(p[1] << 8 | p[0]); }
 
 /* PIL's palette before the file's entries are applied: the grey ramp. */
-static void grey_ramp(uint8_t pal[256 * 3]) {
+void img_grey_ramp(uint8_t pal[256 * 3]) {
     for (int i = 0; i < 256; i++) pal[3 * i] = pal[3 * i + 1] = pal[3 * i + 2] = (uint8_t)i;
 }
 
@@ -142,7 +127,7 @@ static void png_row_rgb(const uint8_t *in, uint8_t *out, int w, int ctype, int d
 
 static int png_decode_rows(img_ctx *c) {
     uint8_t pal[256 * 3];
-    grey_ramp(pal);
+    img_grey_ramp(pal);
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, png_err_cb, png_warn_cb);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info) {
@@ -380,7 +365,7 @@ static int decode_bmp(img_ctx *c) {
     int rc = img_begin(c, "BMP", w, h);
     if (rc) return rc;
     uint8_t pal[256 * 3];
-    grey_ramp(pal);
+    img_grey_ramp(pal);
     if (bits <= 8) {
         uint32_t n = ncolors ? ncolors : 1u << bits;
         if (n > 256) return pm_errf(c->e, PM_EFORMAT, "%s: corrupt BMP: %u palette colours", c->what, n);
@@ -435,12 +420,11 @@ int pm_image_read_memory_gated(pm_image *out, const void *data, size_t len, cons
     else if (len >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) rc = decode_jpeg(&c);
     else if (len >= 12 && !memcmp(d, "RIFF", 4) && !memcmp(d + 8, "WEBP", 4)) rc = decode_webp(&c);
     else if (len >= 2 && d[0] == 'B' && d[1] == 'M') rc = decode_bmp(&c);
-    else if (len >= 6 && (!memcmp(d, "GIF87a", 6) || !memcmp(d, "GIF89a", 6)))
-        rc = pm_errf(e, PM_EUNSUPPORTED, "%s: GIF images are not supported (convert to PNG or JPEG)", what);
+    else if (len >= 6 && (!memcmp(d, "GIF87a", 6) || !memcmp(d, "GIF89a", 6))) rc = img_decode_gif(&c);
     else if (len >= 4 && (!memcmp(d, "II*\0", 4) || !memcmp(d, "MM\0*", 4))) /* as image_file.h promises */
         rc = pm_errf(e, PM_EUNSUPPORTED, "%s: TIFF images are not supported (convert to PNG or JPEG)", what);
     else
-        rc = pm_errf(e, PM_EFORMAT, "%s: not a recognised image (expected PNG, JPEG, WebP or BMP data)", what);
+        rc = pm_errf(e, PM_EFORMAT, "%s: not a recognised image (expected PNG, JPEG, WebP, GIF or BMP data)", what);
     free(c.row);
     free(c.all);
     img_take(&c, -c.scratch_taken); /* the scratch back */

@@ -49,7 +49,7 @@ open(f"{d}/empty.wav", "wb").close()
 open(f"{d}/fake.ogg", "wb").write(b"OggS" + bytes(60))
 def save(name, mode, size, fmt):
     b = io.BytesIO(); Image.new(mode, size, 128 if mode in ("L", "P") else (200, 10, 10)).save(b, fmt); open(f"{d}/{name}", "wb").write(b.getvalue())
-save("img.gif", "P", (8, 8), "GIF")
+open(f"{d}/noimg.gif", "wb").write(b"GIF89a" + struct.pack("<HH", 8, 8) + b"\0\0\0;")
 save("img.tiff", "RGB", (8, 8), "TIFF")
 save("thin.png", "RGB", (2000, 1), "PNG")       # aspect ratio the HD preprocessor cannot keep
 save("ok.bmp", "RGB", (16, 8), "BMP")
@@ -73,7 +73,7 @@ row audio-zero-bytes 1 "${E}.*empty.wav: the audio payload is empty \(0 bytes\)"
 row audio-fake-ogg 1 "${E}.*fake.ogg: not a readable audio payload \(unsupported format or damaged header\)" gen --audio "$T/fake.ogg" -p "$A1"
 row audio-directory 1 "${E}.*dir.wav" gen --audio "$T/dir.wav" -p "$A1"
 row audio-too-many-clips 1 "${E}1 audio clips exceed the limit of 0 per request" gen --max-audio-clips 0 --audio "$FX/inputs/clip_a_16k.wav" -p "$A1"
-row image-gif-refused 1 "${E}.*img.gif: GIF images are not supported \(convert to PNG or JPEG\)" gen --image "$T/img.gif" -p "<|image_1|>x"
+row image-gif-without-image 1 "${E}.*noimg.gif: GIF without an image" gen --image "$T/noimg.gif" -p "<|image_1|>x"
 row image-tiff-refused 1 "${E}.*img.tiff: TIFF images are not supported \(convert to PNG or JPEG\)" gen --image "$T/img.tiff" -p "<|image_1|>x"
 row image-2000x1-aspect 1 "${E}.*2000x1 image has too extreme an aspect ratio" gen --image "$T/thin.png" -p "<|image_1|>x"
 row image-ihdr-2^32-fuzz-crash-shape 1 "${E}.*max.png: PNG image is 4294967295x4294967295 = [0-9]+ pixels, over the limit" gen --image "$T/max.png" -p "<|image_1|>x"

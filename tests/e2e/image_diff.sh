@@ -15,9 +15,9 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # shellcheck disable=SC2046
-if ! ${CC:-cc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -Isrc ${EXTRA_CFLAGS:-} $(pkg-config --cflags libpng libjpeg libwebp) \
+if ! ${CC:-cc} -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -Isrc ${EXTRA_CFLAGS:-} $(pkg-config --cflags libpng libjpeg libwebp libgif) \
      -o "$work/image_driver" tests/e2e/image_driver.c "$lib" \
-     $(pkg-config --libs libpng libjpeg libwebp) -lm -fopenmp ${EXTRA_LDFLAGS:-} 2>"$work/cc.log"; then
+     $(pkg-config --libs libpng libjpeg libwebp libgif) -lm -fopenmp ${EXTRA_LDFLAGS:-} 2>"$work/cc.log"; then
   echo "FAIL image_diff (driver does not build)"; sed 's/^/    /' "$work/cc.log" | head -20; exit 1
 fi
 TMPDIR="$work" "$PY" tests/e2e/image_oracle.py "$work/image_driver"

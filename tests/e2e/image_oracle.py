@@ -10,16 +10,19 @@ Groups:
            PIL Image.resize(BILINEAR) vs pm_resize_bilinear_u8, byte-equal.
   decode   files in every mode PIL converts (1, L, LA, P, RGB, RGBA, I;16 grey, 16-bit RGB/RGBA/LA,
            2/4-bit grey, 1/2/4-bit palette with a short PLTE, interlaced, tRNS), JPEG (4:2:0, 4:4:4,
-           grey, CMYK, progressive), WebP (lossy, lossless, alpha), BMP: Image.open().convert('RGB')
-           vs pm_image_read_file, then resized, byte-equal.
+           grey, CMYK, progressive), WebP (lossy, lossless, alpha), BMP, GIF (Pillow's, animated, and
+           written here: a first image smaller than the screen or past it, transparency, short, local
+           and no palettes, interlaced): Image.open().convert('RGB') vs pm_image_read_file, then
+           resized, byte-equal.
   bicubic  random float canvases, torch F.interpolate(bicubic, align_corners=False) vs
            pm_hd_bicubic_f32, bit-equal.
   grid     crop-grid choice, resized size and num_img_tokens for ordinary and extreme aspect ratios
            (> 36 crops, ties, rejections) against a transcription of the official formula.
   hd       whole preprocessing of random images against a transcription of the official
            dynamic_preprocess + preprocess (PIL + torch).
-  errors   bad files (truncated PNG/JPEG, JPEG with a wrong header, 0x0, 20000x20000, text file
-           renamed .png, GIF): an ERR line naming the file, no crash.
+  errors   bad files (truncated PNG/JPEG/GIF, JPEG with a wrong header, 0x0, 20000x20000, text file
+           renamed .png, a GIF without an image or with a short control block): an ERR line naming the
+           file, no crash.
   mutated  randomly corrupted files of every format: answered, never a crash.
 """
 import io
@@ -148,6 +151,99 @@ def test_resize():
     report("image_resize_vs_pillow (%d size pairs, byte-equal)" % len(sizes), not bad, "; ".join(bad[:5]))
 
 
+# ----------------------------------------------------------------------------------------- GIF
+
+def gif_lzw(indices, min_bits):
+    """GIF image data for a list of palette indices: LZW codes that never grow the table (a clear
+    code before it would), packed LSB first, in sub-blocks of at most 255 bytes."""
+    clear, end = 1 << min_bits, (1 << min_bits) + 1
+    size = min_bits + 1
+    room = (1 << size) - end - 1  # literals before the decoder's table would widen the codes
+    codes = []
+    for k in range(0, len(indices), room):
+        codes.append(clear)
+        codes.extend(int(v) for v in indices[k:k + room])
+    codes.append(end)
+    acc = nbits = 0
+    out = bytearray()
+    for c in codes:
+        acc |= c << nbits
+        nbits += size
+        while nbits >= 8:
+            out.append(acc & 255)
+            acc >>= 8
+            nbits -= 8
+    if nbits:
+        out.append(acc & 255)
+    blocks = bytearray([min_bits])
+    for k in range(0, len(out), 255):
+        blocks += bytes([len(out[k:k + 255])]) + out[k:k + 255]
+    return bytes(blocks + b"\0")
+
+
+def gif_bytes(screen, frames, gpal=None, bg=0):
+    """A GIF: screen (w, h), an optional global palette (entries x 3 uint8), frames of
+    (x0, y0, indices[h, w], local palette or None, transparency index or None, interlaced)."""
+    def table(p):
+        n = 2
+        while n < len(p):
+            n *= 2
+        return n.bit_length() - 2, bytes(np.asarray(p, np.uint8).ravel()) + b"\0" * (3 * (n - len(p)))
+
+    out = bytearray(b"GIF89a" + struct.pack("<HH", *screen))
+    if gpal is not None:
+        bits, data = table(gpal)
+        out += bytes([0x80 | bits, bg, 0]) + data
+    else:
+        out += bytes([0, bg, 0])
+    for x0, y0, idx, lpal, transp, interlaced in frames:
+        if transp is not None:
+            out += b"\x21\xf9\x04" + bytes([1]) + b"\0\0" + bytes([transp]) + b"\0"
+        h, w = idx.shape
+        flags = 0x40 if interlaced else 0
+        data = b""
+        if lpal is not None:
+            bits, data = table(lpal)
+            flags |= 0x80 | bits
+        out += b"," + struct.pack("<HHHH", x0, y0, w, h) + bytes([flags]) + data
+        rows = list(range(0, h, 8)) + list(range(4, h, 8)) + list(range(2, h, 4)) + list(range(1, h, 2)) if interlaced else range(h)
+        out += gif_lzw(np.concatenate([idx[y] for y in rows]), 8)
+    return bytes(out + b";")
+
+
+def gif_cases(rgb, grey):
+    """GIFs as Pillow writes them, and written here for what it does not write: a first image
+    smaller than the screen or past it, a transparency index filling the canvas, short and local
+    palettes, no palette, an interlaced partial image."""
+    def pil_bytes(im, **kw):
+        b = io.BytesIO()
+        im.save(b, "GIF", **kw)
+        return b.getvalue()
+
+    im = Image.fromarray(rgb, "RGB")
+    frames = [Image.fromarray(np.roll(rgb, k, axis=1), "RGB") for k in range(3)]
+    pal = rng.randint(0, 256, (256, 3)).astype(np.uint8)
+    h, w = grey.shape
+    idx = rng.randint(0, 256, (h, w)).astype(np.uint8)
+    small = rng.randint(0, 8, (h // 2, w // 2)).astype(np.uint8)
+    return [
+        ("p.gif", pil_bytes(im.convert("P", palette=Image.ADAPTIVE, colors=200))),
+        ("l.gif", pil_bytes(Image.fromarray(grey, "L"))),
+        ("1.gif", pil_bytes(Image.fromarray(grey, "L").convert("1"))),
+        ("trns.gif", pil_bytes(im.convert("P", palette=Image.ADAPTIVE, colors=16), transparency=5)),
+        ("interlaced.gif", pil_bytes(im.convert("P", palette=Image.ADAPTIVE, colors=64), interlace=True)),
+        ("anim.gif", pil_bytes(frames[0], save_all=True, append_images=frames[1:], duration=100, loop=0)),
+        ("partial.gif", gif_bytes((w, h), [(3, 2, small, None, None, False)], gpal=pal[:8], bg=4)),
+        ("partial_trns.gif", gif_bytes((w, h), [(5, 1, small, None, 6, False)], gpal=pal[:8])),
+        ("past_screen.gif", gif_bytes((w // 2, h // 2), [(w // 3, h // 3, small, None, None, False)], gpal=pal[:8])),
+        ("short_pal.gif", gif_bytes((w, h), [(0, 0, idx, None, None, False)], gpal=pal[:5])),
+        ("local_pal.gif", gif_bytes((w, h), [(2, 3, small, pal[100:108], None, True)], gpal=pal[:8])),
+        ("no_pal.gif", gif_bytes((w, h), [(0, 0, idx, None, 9, False)])),
+        ("interlaced_partial.gif", gif_bytes((w, h), [(1, 1, rng.randint(0, 256, (h - 1, w - 2)).astype(np.uint8), None, None, True)],
+                                             gpal=pal)),
+    ]
+
+
 # ----------------------------------------------------------------------------------------- decode
 
 def make_decode_cases():
@@ -203,6 +299,8 @@ def make_decode_cases():
     cases.append(("l.bmp", pil_bytes(Image.fromarray(grey, "L"), "BMP")))
     cases.append(("p.bmp", pil_bytes(im.convert("P", palette=Image.ADAPTIVE, colors=50), "BMP")))
     cases.append(("1.bmp", pil_bytes(Image.fromarray(grey, "L").convert("1"), "BMP")))
+    # GIF: the first frame
+    cases.extend(gif_cases(rgb, grey))
     # a bigger photo-like image (smooth gradients) through the JPEG/PNG paths
     yy, xx = np.mgrid[0:301, 0:433]
     photo = np.dstack([(xx * 7 + yy) % 256, (yy * 3) % 256, ((xx + yy) // 3) % 256]).astype(np.uint8)
@@ -242,7 +340,7 @@ def test_decode():
             got = read_u8(tmp("decrs_%d.raw" % k), (dh, dw, 3))
             if not np.array_equal(got, b):
                 bad_rs.append("%s -> %dx%d: %d bytes differ" % (name, dw, dh, int((got != b).sum())))
-    report("image_decode_vs_pil_convert_rgb (%d files: PNG all modes, JPEG, WebP, BMP)" % len(cases), not bad_dec,
+    report("image_decode_vs_pil_convert_rgb (%d files: PNG all modes, JPEG, WebP, BMP, GIF)" % len(cases), not bad_dec,
            "; ".join(bad_dec[:6]))
     report("image_decode_then_resize_vs_pillow (%d files)" % len(cases), not bad_rs, "; ".join(bad_rs[:6]))
 
@@ -461,6 +559,10 @@ def test_errors():
         "truncated.jpg": goodj[:len(goodj) * 2 // 3],
         "garbage_after_soi.jpg": goodj[:3] + bytes(rng.randint(0, 256, 500).astype(np.uint8)),
         "anim.gif": b"GIF89a" + b"\0" * 20,
+        "truncated.gif": None,
+        "screen_only.gif": b"GIF89a" + struct.pack("<HH", 8, 8) + b"\0\0\0;",
+        "short_gce.gif": b"GIF89a" + struct.pack("<HH", 8, 8) + b"\0\0\0" + b"\x21\xf9\x02\x01\x00\x00" + b";",
+        "huge.gif": b"GIF89a" + struct.pack("<HH", 65535, 65535) + b"\0\0\0" + b"," + struct.pack("<HHHH", 0, 0, 65535, 65535) + b"\0\x08;",
         "huge.jpg": None,
         "truncated.webp": None,
     }
@@ -472,6 +574,9 @@ def test_errors():
     wb = io.BytesIO()
     Image.fromarray(rng.randint(0, 256, (64, 64, 3)).astype(np.uint8), "RGB").save(wb, "WEBP")
     bad["truncated.webp"] = wb.getvalue()[: len(wb.getvalue()) // 2]
+    gb = io.BytesIO()
+    Image.fromarray(rng.randint(0, 256, (64, 64, 3)).astype(np.uint8), "RGB").convert("P", palette=Image.ADAPTIVE).save(gb, "GIF")
+    bad["truncated.gif"] = gb.getvalue()[: len(gb.getvalue()) // 2]
     cmds = []
     for name, data in bad.items():
         with open(tmp(name), "wb") as f:
@@ -490,13 +595,13 @@ def test_errors():
 
 
 def test_mutations():
-    """Randomly corrupted PNG/JPEG/WebP/BMP files: every one answered (OK or ERR), no crash."""
+    """Randomly corrupted PNG/JPEG/WebP/BMP/GIF files: every one answered (OK or ERR), no crash."""
     a = rng.randint(0, 256, (40, 50, 3)).astype(np.uint8)
     seeds = []
     for fmt, kw in [("PNG", {}), ("JPEG", {"quality": 80}), ("JPEG", {"progressive": True}), ("WEBP", {}),
-                    ("WEBP", {"lossless": True}), ("BMP", {})]:
+                    ("WEBP", {"lossless": True}), ("BMP", {}), ("GIF", {}), ("GIF", {"interlace": True})]:
         b = io.BytesIO()
-        Image.fromarray(a).save(b, fmt, **kw)
+        Image.fromarray(a).convert("P", palette=Image.ADAPTIVE).save(b, fmt, **kw) if fmt == "GIF" else Image.fromarray(a).save(b, fmt, **kw)
         seeds.append(b.getvalue())
     cmds = []
     for k in range(300):

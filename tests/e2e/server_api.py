@@ -940,6 +940,20 @@ def main():
                                          {"type": "text", "text": "Describe the image in detail."}]}]
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
     report("image from --allow-media-dir path", st == 200 and chat_content(d) == expected["image"], "%s %s" % (st, d))
+    # a GIF (its first frame, as PIL's): the CLI's answer about the same file
+    box = tempfile.mkdtemp()
+    try:
+        from PIL import Image
+        Image.open(I + "/image.png").convert("P", palette=Image.ADAPTIVE, colors=64).save(box + "/image.gif")
+        gref, grc = cli("generate", "-m", M, "-n", "12", "--image", box + "/image.gif", "-p", "<|image_1|>Describe the image in detail.")
+        gif_url = "data:image/gif;base64," + b64(box + "/image.gif")
+    finally:
+        shutil.rmtree(box)
+    msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": gif_url}},
+                                         {"type": "text", "text": "Describe the image in detail."}]}]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
+    report("a GIF image: the CLI's answer about the same file", grc == 0 and gref and st == 200 and chat_content(d) == gref,
+           "%s %s vs %r" % (st, str(d)[:200], gref))
 
     # ------------------------------------------------------------ transcriptions / translations
     ref, rc = cli("transcribe", "-m", M, "-n", "12", I + "/clip_a_16k.wav")

@@ -177,13 +177,13 @@ static void test_bad_images(void **state) {
     write_file(p, jpg, sizeof jpg);
     expect_reject(p, PM_EFORMAT, "corrupt JPEG");
 
-    /* empty file, GIF, missing file */
+    /* empty file, a GIF without an image, missing file */
     snprintf(p, sizeof p, "%s/empty.png", dir);
     write_file(p, "", 0);
     expect_reject(p, PM_EFORMAT, "empty");
     snprintf(p, sizeof p, "%s/anim.gif", dir);
     write_file(p, "GIF89a\x01\x00\x01\x00\x00\x00\x00;", 14);
-    expect_reject(p, PM_EUNSUPPORTED, "GIF");
+    expect_reject(p, PM_EFORMAT, "GIF without an image");
     snprintf(p, sizeof p, "%s/missing.png", dir);
     expect_reject(p, PM_EIO, "cannot open");
 

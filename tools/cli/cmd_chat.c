@@ -112,7 +112,7 @@ static void usage_chat(void) {
             "  --stats               after each answer, its prompt tokens, those the cache held, time to\n"
             "                        the first token and tokens per second, on stderr\n"
             "in the conversation:\n"
-            "  /image FILE, /audio FILE   attach an image (PNG/JPEG/WebP) / a clip (WAV/FLAC/OGG/MP3/M4A/WebM) to the next\n"
+            "  /image FILE, /audio FILE   attach an image (PNG/JPEG/WebP/GIF) / a clip (WAV/FLAC/OGG/MP3/M4A/WebM) to the next\n"
             "                        message\n"
             "  /reset                forget the conversation (the system message stays)\n"
             "  /quit                 end (so does the end of input, or Ctrl-C at the prompt)\n");

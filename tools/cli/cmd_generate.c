@@ -75,7 +75,7 @@ static void usage_generate(void) {
             "  --system TEXT         system message\n"
             "  --raw                 use PROMPT as the full model input (no chat template)\n"
             "  --audio FILE          audio clip (WAV/FLAC/OGG/MP3/M4A/MP4/WebM), repeatable, in placeholder order\n"
-            "  --image FILE          image (PNG/JPEG/WebP), repeatable, in placeholder order (one FILE may\n"
+            "  --image FILE          image (PNG/JPEG/WebP/GIF), repeatable, in placeholder order (one FILE may\n"
             "                        be -, standard input)\n"
             "  -n, --max-tokens N    tokens to generate (default 256)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
