@@ -253,8 +253,8 @@ static void route_lookup(srv_conn *sc, const char *url) {
         sc->endpoint = "models";
     }
     if (!strncmp(url, "/v1/responses/", 14) && url[14]) {
-        size_t n = strlen(url), ls = strlen("/input_items");
-        sc->route = n > 14 + ls && !strcmp(url + n - ls, "/input_items") ? SRV_R_RESPONSE_ITEMS : SRV_R_RESPONSE;
+        size_t n = strlen(url), ls = strlen(SRV_ITEMS_SUFFIX);
+        sc->route = n > 14 + ls && !strcmp(url + n - ls, SRV_ITEMS_SUFFIX) ? SRV_R_RESPONSE_ITEMS : SRV_R_RESPONSE;
         sc->endpoint = "responses";
     }
 }

@@ -12,6 +12,9 @@
 #include "job.h"
 #include "server.h"
 
+/* The path of a kept response's input items past its id. */
+#define SRV_ITEMS_SUFFIX "/input_items"
+
 typedef enum {
     SRV_R_NONE = 0,
     SRV_R_CHAT,
@@ -22,7 +25,7 @@ typedef enum {
     SRV_R_MODELS,
     SRV_R_MODEL,      /* /v1/models/{id} */
     SRV_R_RESPONSE,   /* /v1/responses/{id}: GET, DELETE */
-    SRV_R_RESPONSE_ITEMS, /* /v1/responses/{id}/input_items: GET */
+    SRV_R_RESPONSE_ITEMS, /* /v1/responses/{id}/input_items (SRV_ITEMS_SUFFIX): GET */
     SRV_R_HEALTH,
     SRV_R_METRICS,
     SRV_R_TOKENIZE,

@@ -185,8 +185,6 @@ void srv_response_keep(srv_job *j, const json_t *response) {
     j->resp_convo = NULL; /* kept once */
 }
 
-static const char ITEMS_SUFFIX[] = "/input_items";
-
 /* The query of GET .../input_items: limit (1-100, default 20), order (asc | desc, the default:
  * newest first), after (an item id: the page starts past it), include. */
 typedef struct {
@@ -280,8 +278,8 @@ static int items_page(const char *convo, const items_query *q, json_t **out, srv
 enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     char id[sizeof sc->path];
     snprintf(id, sizeof id, "%s", sc->path + strlen("/v1/responses/"));
-    size_t len = strlen(id), ls = strlen(ITEMS_SUFFIX);
-    int items = sc->route == SRV_R_RESPONSE_ITEMS; /* the path ends in ITEMS_SUFFIX */
+    size_t len = strlen(id), ls = strlen(SRV_ITEMS_SUFFIX);
+    int items = sc->route == SRV_R_RESPONSE_ITEMS; /* the path ends in SRV_ITEMS_SUFFIX */
     if (items && len >= ls) id[len - ls] = 0;
     const char *salt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
     int del = !strcmp(sc->method, "DELETE");
