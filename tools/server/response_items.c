@@ -28,14 +28,16 @@ int srv_items_name(json_t *msgs, const char *hex) {
     return 0;
 }
 
-/* A chat content part as the Responses part (output: an assistant's text). */
+/* A text as the Responses part (output: an assistant's). */
+static json_t *text_part(const json_t *t, int output) {
+    if (output) return json_pack("{s:s, s:O, s:[]}", "type", "output_text", "text", t ? t : json_null(), "annotations");
+    return json_pack("{s:s, s:O}", "type", "input_text", "text", t ? t : json_null());
+}
+
+/* A chat content part as the Responses part. */
 static json_t *item_part(const json_t *p, int output, int image_urls) {
     const char *type = str_of(p, "type");
-    if (!type || !strcmp(type, "text")) {
-        const json_t *t = json_object_get(p, "text");
-        if (output) return json_pack("{s:s, s:O, s:[]}", "type", "output_text", "text", t ? t : json_null(), "annotations");
-        return json_pack("{s:s, s:O}", "type", "input_text", "text", t ? t : json_null());
-    }
+    if (!type || !strcmp(type, "text")) return text_part(json_object_get(p, "text"), output);
     if (!strcmp(type, "image_url")) {
         const json_t *u = json_object_get(p, "image_url"), *detail = json_object_get(u, "detail");
         if (json_is_object(u)) u = json_object_get(u, "url");
@@ -50,8 +52,7 @@ static json_t *item_content(const json_t *content, int output, int image_urls) {
     json_t *parts = json_array();
     if (!parts) return NULL;
     if (json_is_string(content)) {
-        json_t *p = json_pack("{s:s, s:O}", "type", "text", "text", content), *q = p ? item_part(p, output, image_urls) : NULL;
-        json_decref(p);
+        json_t *q = text_part(content, output);
         if (!q || json_array_append_new(parts, q)) goto oom;
         return parts;
     }
