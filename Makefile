@@ -4,9 +4,9 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := openblas jansson libpcre2-8 sndfile libavformat libavcodec libavutil libmicrohttpd libpng libjpeg libwebp libgif cmocka
+PKGS    := openblas jansson libpcre2-8 sndfile libavformat libavcodec libavutil libmicrohttpd libcurl libpng libjpeg libwebp libgif cmocka
 APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev libpcre2-dev libsndfile1-dev \
-            libavformat-dev libavcodec-dev libavutil-dev libmicrohttpd-dev libpng-dev libjpeg-dev libwebp-dev libgif-dev libcmocka-dev
+            libavformat-dev libavcodec-dev libavutil-dev libmicrohttpd-dev libcurl4-openssl-dev libpng-dev libjpeg-dev libwebp-dev libgif-dev libcmocka-dev
 # tests only: python3-numpy python3-scipy python3-pil python3-torch, nodejs npm, curl, ffmpeg (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
@@ -105,7 +105,7 @@ test-asan:
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_APT_PKGS := clang libclang-rt-14-dev
-FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse tool_calls call_reader responses_parse response_items json_util local_media audio_form)
+FUZZ_SRV_OBJ := $(patsubst %,$(BUILD)/obj/tools/server/%.o,base64 dataurl multipart chat_parse tool_calls call_reader responses_parse response_items json_util local_media media_urls audio_form)
 
 fuzz: deps
 	@if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \

@@ -4,10 +4,12 @@
 Run by tests/e2e/server_api.sh, which starts three servers on free loopback ports (A and C encode and
 prefill new requests on their prompt thread, B inline on the inference thread):
   A: --api-key, --parallel 16, --allow-media-dir <fixture inputs>   (most checks)
+     --allow-media-hosts 127.0.0.1                                    (image URLs of a local host)
   B: --parallel 1 --max-queue 1 --max-body 1M --prompt-threads inline (overload, body cap)
+     --http-threads 1 --allow-media-hosts 127.0.0.1 --media-fetch-timeout 4
   C: --parallel 4 --kv-budget 3M --max-request-memory 2M               (KV budget: refuse, wait, serve;
                                                                       decoded-media budget)
-  D: --parallel 4 --prefill-chunk 2 --draft 4                          (a short text request past a busy
+  D: --parallel 4 --prefill-chunk 2 --draft 4 --allow-media-hosts '*' (a short text request past a busy
                                                                       prompt thread; the prompt cache;
                                                                       drafts)
 Prints one "PASS <name>" / "FAIL <name> (why)" line per check. Every request has a timeout and
@@ -169,6 +171,136 @@ def stream_content(events):
             text += (ch["delta"].get("content") or "") if "delta" in ch else ch.get("text", "")
             finish = ch.get("finish_reason") or finish
     return text, finish, usage, done
+
+
+class MediaHost:
+    """A local HTTP server the servers fetch image URLs from (--allow-media-hosts 127.0.0.1)."""
+
+    def __init__(self, image_path):
+        import http.server
+        png = open(image_path, "rb").read()
+        host = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def send(self, code, body=b"", headers=()):
+                try:
+                    self.send_response(code)
+                    for k, v in headers:
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the server hung up: past its cap, or its timeout
+                    pass
+
+            def do_GET(self):
+                host.hits[self.path] = host.hits.get(self.path, 0) + 1
+                p = self.path
+                if p == "/image.png":
+                    self.send(200, png, [("Content-Type", "image/png")])
+                elif p == "/redirect":
+                    self.send(302, b"", [("Location", "/image.png")])
+                elif p == "/away":  # another host name for the same server: not in the list
+                    self.send(302, b"", [("Location", "http://localhost:%d/image.png" % host.port)])
+                elif p == "/ftp":
+                    self.send(302, b"", [("Location", "ftp://127.0.0.1/image.png")])
+                elif p == "/loop":
+                    self.send(302, b"", [("Location", "/loop")])
+                elif p == "/big":
+                    self.send(200, b"\0" * (2 << 20), [("Content-Type", "image/png")])
+                elif p == "/text":
+                    self.send(200, b"hello world, not an image", [("Content-Type", "image/png")])
+                elif p == "/empty":
+                    self.send(200, b"")
+                elif p == "/slow":
+                    time.sleep(float(host.slow))
+                    self.send(200, png, [("Content-Type", "image/png")])
+                else:
+                    self.send(404, b"not here")
+
+        self.hits, self.slow = {}, 6
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def url(self, path, name="127.0.0.1"):
+        return "http://%s:%d%s" % (name, self.port, path)
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def remote_urls(A, B, D, inputs, image_answer):
+    """Image URLs fetched over HTTP: A and B allow 127.0.0.1 (B: one HTTP thread, 1 MiB media, a
+    4 s fetch budget), D allows any public host ('*')."""
+    mh = MediaHost(inputs + "/image.png")
+    chat = "/v1/chat/completions"
+
+    def ask(server, url, extra=None, n_images=1):
+        parts = [{"type": "image_url", "image_url": {"url": url}} for _ in range(n_images)]
+        text = "Describe the image in detail." if n_images == 1 else "".join("<|image_%d|>" % (i + 1) for i in range(n_images)) + "Compare."
+        msgs = [{"role": "user", "content": parts + [{"type": "text", "text": text}]}]
+        return server.json("POST", chat, dict({"messages": msgs, "max_tokens": 12}, **(extra or {})))
+
+    def refused(name, server, path, needle, code="invalid_image_url", url=None, param="messages[0].content[0].image_url.url"):
+        st, _, d = ask(server, url or mh.url(path))
+        e = d.get("error", {}) if isinstance(d, dict) else {}
+        report("image URL %s -> 400 %s" % (name, code), st == 400 and e.get("code") == code and needle in e.get("message", "")
+               and e.get("param") == param, "got %s %s" % (st, str(d)[:300]))
+
+    try:
+        st, _, d = ask(A, mh.url("/image.png"))
+        report("image URL fetched: the answer about the same image sent inline", st == 200 and chat_content(d) == image_answer,
+               "%s %s" % (st, str(d)[:200]))
+        st, _, d = ask(A, mh.url("/redirect"))
+        report("image URL through a redirect to the same host", st == 200 and chat_content(d) == image_answer, "%s %s" % (st, str(d)[:200]))
+        before = mh.hits.get("/image.png", 0)
+        st, _, d = ask(A, mh.url("/image.png"), n_images=2)
+        report("one URL twice in a request is fetched once", st == 200 and mh.hits.get("/image.png", 0) == before + 1,
+               "%s, fetched %d times" % (st, mh.hits.get("/image.png", 0) - before))
+        # the Responses API's input_image, and /tokenize, take URLs the same way
+        rb = {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": mh.url("/image.png")},
+                                                     {"type": "input_text", "text": "Describe the image in detail."}]}],
+              "max_output_tokens": 12, "store": False}
+        st, _, d = A.json("POST", "/v1/responses", rb)
+        out = "".join(c.get("text", "") for o in (d.get("output") or []) for c in (o.get("content") or [])) if isinstance(d, dict) else ""
+        report("Responses input_image by URL", st == 200 and out == image_answer, "%s %s" % (st, str(d)[:200]))
+        tk = lambda url: A.json("POST", "/tokenize", {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Describe."}]}]})
+        (s1, _, t1), (s2, _, t2) = tk(mh.url("/image.png")), tk("data:image/png;base64," + b64(inputs + "/image.png"))
+        report("/tokenize with an image URL counts what the inline image counts", s1 == s2 == 200 and t1.get("count") == t2.get("count") > 1000,
+               "%s %s / %s %s" % (s1, str(t1)[:120], s2, str(t2)[:120]))
+        refused("answered 404", A, "/missing", "answered HTTP 404")
+        refused("redirected to a host not in the list", A, "/away", "is not one this server fetches media from")
+        refused("of a host not in the list", A, "/image.png", "'example.com' is not one this server fetches", url="http://example.com/image.png")
+        refused("redirected to ftp", A, "/ftp", "only http and https")
+        refused("redirecting in a loop", A, "/loop", "more than 5 redirects")
+        refused("with an empty body", A, "/empty", "empty body")
+        refused("of bytes that are no image", A, "/text", "not a recognised image", code="invalid_image", param="messages[0].content[0]")
+        refused("larger than the media cap (B: 1 MiB)", B, "/big", "larger than 1048576 bytes")
+        refused("of 127.0.0.1 under a wildcard (D: '*')", D, "/image.png", "internal address")
+        refused("of localhost under a wildcard (D: '*')", D, "/image.png", "internal address", url=mh.url("/image.png", "localhost"))
+        # a slow host: the fetch gives up at --media-fetch-timeout, and B's only HTTP thread keeps answering meanwhile
+        box = {}
+        t = threading.Thread(target=lambda: box.update(r=ask(B, mh.url("/slow"))))
+        t0 = time.time()
+        t.start()
+        time.sleep(0.5)
+        t1 = time.time()
+        st_m, _, _ = B.json("GET", "/v1/models")
+        t_models = time.time() - t1
+        t.join(30)
+        st, _, d = box.get("r", (None, None, {}))
+        report("a slow image host: 400 at --media-fetch-timeout (4 s), the HTTP thread free meanwhile",
+               st == 400 and "timed out" in str(d) and 3.5 < time.time() - t0 < 6 and st_m == 200 and t_models < 1.0,
+               "%s %s after %.1f s; /v1/models %s in %.2f s" % (st, str(d)[:200], time.time() - t0, st_m, t_models))
+    finally:
+        mh.close()
 
 
 def main():
@@ -940,6 +1072,7 @@ def main():
                                          {"type": "text", "text": "Describe the image in detail."}]}]
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
     report("image from --allow-media-dir path", st == 200 and chat_content(d) == expected["image"], "%s %s" % (st, d))
+    remote_urls(A, B, D, I, expected["image"])
     # a GIF (its first frame, as PIL's): the CLI's answer about the same file
     box = tempfile.mkdtemp()
     try:
@@ -1208,8 +1341,8 @@ def main():
            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8gd29ybGQ="}}]}]})
     expect("unknown content part", 400, "unknown_content_part", "POST", chat,
            {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "x"}}]}]})
-    expect("remote image URL", 400, "unsupported_url", "POST", chat,
-           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]})
+    expect("remote image URL (server C: no --allow-media-hosts)", 400, "unsupported_url", "POST", chat,
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]}, server=C)
     expect("local path outside media dir", 400, "invalid_image_url", "POST", chat,
            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}]})
     expect("placeholder without media", 400, "placeholder_mismatch", "POST", chat,

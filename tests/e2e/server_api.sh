@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # server_api.sh — end-to-end test of `phi4mm serve` (issue 6) on the tiny fixture model.
 # Starts three servers on free loopback ports (--port 0 + --port-file), always stopped by the trap:
-#   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>
-#   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks), no response store
+#   A: --api-key, 16 parallel sequences, --allow-media-dir <fixture inputs>, image URLs of 127.0.0.1
+#   B: 1 parallel sequence, queue of 1, 1 MiB body cap (overload and body-cap checks), no response store,
+#      one HTTP thread (free while a slow image URL is fetched), image URLs of 127.0.0.1 within 4 s
 #   C: 4 parallel sequences, a 3 MiB KV budget (requests refused, kept waiting, then served) and 2 MiB
 #      for decoded media (a long clip refused, a short one served); --recache (its log line checked)
-#   D: --prefill-chunk 2 (a long prompt keeps the prompt thread busy): a short text request goes past it
+#   D: --prefill-chunk 2 (a long prompt keeps the prompt thread busy): a short text request goes past it;
+#      image URLs of any public host ('*': 127.0.0.1 and localhost refused)
 # then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
 # (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
 # timeout), and a graceful-shutdown check. Prints PASS/FAIL lines.
@@ -53,10 +55,11 @@ wait_ready() { # name -> prints the port
   return 1
 }
 
-start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs"
-start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline --response-store off
+start a --api-key "$KEY" --parallel 16 --max-queue 64 --default-max-tokens 64 --allow-media-dir "$FIX/inputs" --allow-media-hosts 127.0.0.1
+start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --prompt-threads inline --response-store off --http-threads 1 \
+  --allow-media-hosts 127.0.0.1 --media-fetch-timeout 4
 start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64 --recache
-start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64 --draft 4
+start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64 --draft 4 --allow-media-hosts '*'
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
 PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }
@@ -113,7 +116,39 @@ else
   echo "FAIL graceful shutdown (exited: $ok, status ${src:-?}; stream tail: $(tail -c 200 "$tmp/last_stream.txt"))"
   tail -5 "$tmp/a.log"
 fi
-for p in "$pid_b" "$pid_c" "$pid_d"; do
+# Shutdown while an image URL is being fetched (server B): the transfer gives up, the request gets a
+# 503 shutting_down, the server exits 0 at once (not at the host's pace, nor at --media-fetch-timeout).
+"$PY" -c '
+import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self): time.sleep(30)
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()' "$tmp/slowhost.port" &
+slow_pid=$!
+pids+=($slow_pid)
+for i in $(seq 1 50); do [ -s "$tmp/slowhost.port" ] && break; sleep 0.1; done
+curl -s -m 30 "http://127.0.0.1:$PB/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\
+\"image_url\":{\"url\":\"http://127.0.0.1:$(cat "$tmp/slowhost.port")/a.png\"}}]}],\"max_tokens\":2}" >"$tmp/fetch_stop.txt" 2>/dev/null &
+curl_pid=$!
+sleep 1
+t0=$(date +%s%N)
+kill -TERM "$pid_b"
+ok=0
+for i in $(seq 1 100); do
+  if ! kill -0 "$pid_b" 2>/dev/null; then wait "$pid_b"; src=$?; ok=1; break; fi
+  sleep 0.1
+done
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+wait "$curl_pid" 2>/dev/null
+kill "$slow_pid" 2>/dev/null
+if [ $ok = 1 ] && [ "$src" = 0 ] && [ $ms -lt 3500 ] && grep -q '"code":"shutting_down"' "$tmp/fetch_stop.txt"; then
+  echo "PASS shutdown during an image URL's fetch (503 shutting_down, exit 0 in $ms ms)"
+else
+  echo "FAIL shutdown during an image URL's fetch (exited: $ok, status ${src:-?}, $ms ms; answer: $(head -c 200 "$tmp/fetch_stop.txt"))"
+fi
+for p in "$pid_c" "$pid_d"; do
   kill -TERM "$p" 2>/dev/null
   for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
   wait "$p" 2>/dev/null

@@ -2,6 +2,7 @@
  * data: URLs, multipart/form-data, the JSON guards, chat request validation (placeholders, media,
  * parameters, local-path policy) and the transcription form. The parsers live in tools/server/
  * (part of the binary, not the library), so this file compiles them in directly. */
+#include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include "../../tools/server/dataurl.c"
 #include "../../tools/server/json_util.c"
 #include "../../tools/server/local_media.c"
+#include "../../tools/server/media_urls.c"
 #include "../../tools/server/multipart.c"
 #include "../../tools/server/response_items.c"
 #include "../../tools/server/response_store.c"
@@ -254,7 +256,7 @@ static void test_json_guards(void **state) {
 
 /* ------------------------------------------------------------------ chat requests */
 
-static srv_parse_limits LIM = {4, 4, 1 << 20, NULL};
+static srv_parse_limits LIM = {.max_images = 4, .max_audios = 4, .max_media_bytes = 1 << 20};
 
 /* js as a chat body, or as a completions body where completions is set. */
 static int parse_as(const char *js, int completions, srv_chat_req *r, srv_error *e) {
@@ -1241,6 +1243,117 @@ static void test_audio_form(void **state) {
     assert_int_equal(srv_language_name("", name, sizeof name), -1);
 }
 
+/* ------------------------------------------------------------------ remote image URLs */
+
+static int addr_internal(const char *ip) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (strchr(ip, ':')) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        assert_int_equal(inet_pton(AF_INET6, ip, &a->sin6_addr), 1);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        assert_int_equal(inet_pton(AF_INET, ip, &a->sin_addr), 1);
+    }
+    return srv_addr_internal((struct sockaddr *)&ss);
+}
+
+static void test_media_hosts(void **state) {
+    (void)state;
+    srv_media_hosts h;
+    char err[256];
+    assert_int_equal(srv_media_hosts_parse(" Images.Example.com ,*.cdn.example.org, 127.0.0.1,[::1]", &h, err, sizeof err), 0);
+    assert_int_equal(h.n, 4);
+    assert_int_equal(srv_media_host_allowed(&h, "images.example.com"), SRV_HOST_EXACT);
+    assert_int_equal(srv_media_host_allowed(&h, "IMAGES.EXAMPLE.COM."), SRV_HOST_EXACT);
+    assert_int_equal(srv_media_host_allowed(&h, "example.com"), SRV_HOST_REFUSED);
+    assert_int_equal(srv_media_host_allowed(&h, "evil-images.example.com"), SRV_HOST_REFUSED);
+    assert_int_equal(srv_media_host_allowed(&h, "a.b.cdn.example.org"), SRV_HOST_PUBLIC);
+    assert_int_equal(srv_media_host_allowed(&h, "cdn.example.org"), SRV_HOST_REFUSED); /* *.name: subdomains only */
+    assert_int_equal(srv_media_host_allowed(&h, "xcdn.example.org"), SRV_HOST_REFUSED);
+    assert_int_equal(srv_media_host_allowed(&h, "127.0.0.1"), SRV_HOST_EXACT);
+    assert_int_equal(srv_media_host_allowed(&h, "[::1]"), SRV_HOST_EXACT);
+    assert_int_equal(srv_media_host_allowed(&h, "127.0.0.2"), SRV_HOST_REFUSED);
+    assert_int_equal(srv_media_host_allowed(&h, ""), SRV_HOST_REFUSED);
+    assert_int_equal(srv_media_host_allowed(&h, "images.example.com/x"), SRV_HOST_REFUSED);
+    srv_media_hosts_free(&h);
+    assert_int_equal(srv_media_hosts_parse("*", &h, err, sizeof err), 0);
+    assert_int_equal(srv_media_host_allowed(&h, "anything.example"), SRV_HOST_PUBLIC);
+    srv_media_hosts_free(&h);
+    /* an exact entry wins over a wildcard, whatever the order */
+    assert_int_equal(srv_media_hosts_parse("*,localhost", &h, err, sizeof err), 0);
+    assert_int_equal(srv_media_host_allowed(&h, "localhost"), SRV_HOST_EXACT);
+    srv_media_hosts_free(&h);
+    const char *bad[] = {"", "a,,b", "a b", "*.", "**", "a.*.com", "ex ample.com", "user@host", "host/path"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        assert_int_equal(srv_media_hosts_parse(bad[i], &h, err, sizeof err), -1);
+        assert_non_null(strstr(err, "--allow-media-hosts"));
+        assert_null(h.rules);
+    }
+    const char *internal[] = {"127.0.0.1", "127.9.9.9", "10.1.2.3",   "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254",
+                              "100.64.0.1", "0.0.0.0",   "224.0.0.1", "255.255.255.255", "198.18.0.1", "::1", "::",
+                              "fe80::1",   "fd00::1",   "ff02::1",   "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a00:1", "2001:db8::1"};
+    for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++) assert_int_equal(addr_internal(internal[i]), 1);
+    const char *public[] = {"8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "192.169.0.1", "2606:4700::1111", "::ffff:8.8.8.8",
+                            "64:ff9b::808:808"};
+    for (size_t i = 0; i < sizeof public / sizeof public[0]; i++) assert_int_equal(addr_internal(public[i]), 0);
+}
+
+static void test_fetched_images(void **state) {
+    (void)state;
+    const char *js = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://h/a.png\"}},"
+                     "{\"type\":\"image_url\",\"image_url\":\"HTTP://h/b.png\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://h/a.png\"}},"
+                     "{\"type\":\"image_url\",\"image_url\":{\"url\":\"" PNG_URL "\"}},{\"type\":\"text\",\"text\":\"https://h/c.png\"}]}]}";
+    json_t *root = json_loads(js, 0, NULL);
+    assert_non_null(root);
+    srv_fetch_table t = {0};
+    assert_int_equal(srv_fetch_collect(&t, root, 8), 2); /* each URL once, data: URLs and text left alone */
+    assert_string_equal(t.items[0].url, "https://h/a.png");
+    assert_string_equal(t.items[1].url, "HTTP://h/b.png");
+    assert_null(srv_fetch_find(&t, "https://h/c.png"));
+    /* a.png came, b.png failed: the parse names b's place and why */
+    t.items[0].data = malloc(8);
+    memcpy(t.items[0].data, "\x89PNG\r\n\x1a\n", 8);
+    t.items[0].len = 8;
+    snprintf(t.items[1].err, sizeof t.items[1].err, "the host 'h' answered HTTP 404");
+    srv_parse_limits lim = LIM;
+    lim.fetched = &t;
+    srv_chat_req r;
+    srv_error e;
+    memset(&e, 0, sizeof e);
+    assert_int_equal(srv_chat_parse(root, &lim, &r, &e), -1);
+    assert_string_equal(e.code, "invalid_image_url");
+    assert_string_equal(e.param, "messages[0].content[1].image_url");
+    assert_non_null(strstr(e.msg, "answered HTTP 404"));
+    srv_chat_req_free(&r);
+    /* both came: the bytes are the parse's own copies, in placeholder order */
+    t.items[1].err[0] = 0;
+    t.items[1].data = malloc(3);
+    memcpy(t.items[1].data, "GIF", 3);
+    t.items[1].len = 3;
+    assert_int_equal(srv_chat_parse(root, &lim, &r, &e), 0);
+    assert_int_equal(r.n_images, 4);
+    assert_int_equal(r.images[0].len, 8);
+    assert_int_equal(r.images[1].len, 3);
+    assert_memory_equal(r.images[2].data, "\x89PNG", 4);
+    assert_ptr_not_equal(r.images[0].data, t.items[0].data);
+    assert_string_equal(r.prompt, "<|user|><|image_1|><|image_2|><|image_3|><|image_4|>https://h/c.png<|end|><|assistant|>");
+    srv_chat_req_free(&r);
+    /* the table's size is bounded: the parse refuses the image count anyway */
+    srv_fetch_table_free(&t);
+    assert_int_equal(srv_fetch_collect(&t, root, 1), 1);
+    srv_fetch_table_free(&t);
+    /* without a table (no --allow-media-hosts) a remote URL is unsupported_url */
+    assert_int_equal(srv_chat_parse(root, &LIM, &r, &e), -1);
+    assert_string_equal(e.code, "unsupported_url");
+    assert_non_null(strstr(e.msg, "--allow-media-hosts"));
+    srv_chat_req_free(&r);
+    json_decref(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
@@ -1254,6 +1367,7 @@ int main(void) {
         cmocka_unit_test(test_response_items),
         cmocka_unit_test(test_subtitles),
         cmocka_unit_test(test_local_media_policy),
+        cmocka_unit_test(test_media_hosts),         cmocka_unit_test(test_fetched_images),
         cmocka_unit_test(test_audio_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include "dataurl.h"
 #include "json_util.h"
 #include "local_media.h"
+#include "media_urls.h"
 #include "tool_calls.h"
 #include "engine/json_schema.h"
 #include "tok/chat.h"
@@ -335,11 +336,17 @@ static int image_part(const json_t *part, const char *where, const srv_parse_lim
                            d.media_type[0] ? d.media_type : "none");
         snprintf(fmt, sizeof fmt, "%.15s", d.media_type + 6);
         if (b64_media(d.payload, d.payload_len, param, lim->max_media_bytes, &data, &len, e)) return -1;
-    } else if (!strncasecmp(u, "http://", 7) || !strncasecmp(u, "https://", 8)) {
-        return srv_bad(e, param, "unsupported_url",
-                       "%s: remote image URLs are not fetched by this server; send the image inline as "
-                       "data:image/<type>;base64,<data>",
-                       param);
+    } else if (srv_is_remote_url(u)) {
+        const srv_fetched *f = srv_fetch_find(lim->fetched, u);
+        if (!f)
+            return srv_bad(e, param, "unsupported_url",
+                           "%s: this server fetches no image URLs (it was started without --allow-media-hosts); send the image "
+                           "inline as data:image/<type>;base64,<data>",
+                           param);
+        if (f->err[0]) return srv_bad(e, param, "invalid_image_url", "%s: %s", param, f->err);
+        if (!(data = malloc(f->len))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        memcpy(data, f->data, f->len);
+        len = f->len;
     } else if (!strncmp(u, "file://", 7) || u[0] == '/') {
         char err[256];
         if (srv_read_local_media(lim->media_dir, u, lim->max_media_bytes, &data, &len, err, sizeof err))

@@ -32,6 +32,7 @@ typedef struct srv_parse_limits {
     int max_images, max_audios;
     size_t max_media_bytes;        /* per item */
     const char *media_dir;         /* NULL: local paths refused */
+    const struct srv_fetch_table *fetched; /* remote image URLs fetched for the request (media_urls.h); NULL: none */
 } srv_parse_limits;
 
 typedef struct srv_chat_req {

@@ -18,6 +18,8 @@
 #include "../cli/cli_util.h"
 #include "../cli/commands.h"
 #include "http.h"
+#include "media_fetch.h"
+#include "media_urls.h"
 #include "metrics.h"
 #include "response_store.h"
 #include "scheduler.h"
@@ -38,6 +40,7 @@ void srv_opts_default(srv_opts *o) {
     o->retry_after = 1;
     o->prompt_cache = -1;
     o->response_store = (size_t)64 << 20;
+    o->media_fetch_timeout = 30;
 }
 
 double srv_now(void) {
@@ -71,6 +74,10 @@ static void usage(void) {
             "  --api-key KEY           require 'Authorization: Bearer KEY' (or set PHI4MM_API_KEY)\n"
             "  --cors ORIGIN           send CORS headers for ORIGIN (default: none)\n"
             "  --allow-media-dir DIR   accept image_url file paths inside DIR (default: refused)\n"
+            "  --allow-media-hosts LIST  fetch image_url http(s) URLs from these hosts (comma-separated:\n"
+            "                          host, *.domain for its subdomains, * for any; a wildcard admits public\n"
+            "                          addresses only; default: none, remote URLs refused)\n"
+            "  --media-fetch-timeout S seconds for fetching all of a request's image URLs (default 30)\n"
             "  --parallel N            sequences decoded together (default 16)\n"
             "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
             "  --max-body BYTES        request body limit, K/M/G suffixes (default 64M)\n"
@@ -151,6 +158,11 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         else if (!strcmp(a, "--api-key")) o->api_key = v;
         else if (!strcmp(a, "--cors")) o->cors_origin = v;
         else if (!strcmp(a, "--allow-media-dir")) o->media_dir = v;
+        else if (!strcmp(a, "--allow-media-hosts")) o->media_hosts = v;
+        else if (!strcmp(a, "--media-fetch-timeout")) {
+            if (cli_int(v, 1, 3600, &n)) return cli_fail(cmd, "--media-fetch-timeout must be 1..3600 seconds, got '%s'", v);
+            o->media_fetch_timeout = (int)n;
+        }
         else if (!strcmp(a, "--model-name")) o->model_name = v;
         else if (!strcmp(a, "--parallel")) {
             if (cli_int(v, 1, 4096, &n)) return cli_fail(cmd, "--parallel must be 1..4096, got '%s'", v);
@@ -215,6 +227,33 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
     return 0;
 }
 
+/* --allow-media-hosts: the list parsed and libcurl's global state made, before any thread starts
+ * (its global init is not thread-safe). Returns 0, or 1 with a message on stderr. */
+static int media_hosts_start(srv_ctx *ctx) {
+    char err[256];
+    srv_media_hosts *mh = calloc(1, sizeof *mh);
+    if (!mh) return cli_fail("serve", "out of memory");
+    if (srv_media_hosts_parse(ctx->o.media_hosts, mh, err, sizeof err)) {
+        free(mh);
+        return cli_fail("serve", "%s", err);
+    }
+    if (srv_fetch_global_init()) {
+        srv_media_hosts_free(mh);
+        free(mh);
+        return cli_fail("serve", "cannot initialise libcurl");
+    }
+    ctx->media_hosts = mh;
+    return 0;
+}
+
+static void media_hosts_stop(srv_ctx *ctx) {
+    if (!ctx->media_hosts) return;
+    srv_media_hosts_free(ctx->media_hosts);
+    free(ctx->media_hosts);
+    ctx->media_hosts = NULL;
+    srv_fetch_global_cleanup();
+}
+
 static int write_port_file(const char *path, int port) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -244,6 +283,12 @@ int pm_cmd_serve(int argc, char **argv) {
     atomic_init(&ctx->suspended, 0);
     atomic_init(&ctx->next_id, 1);
     pm_limits_default(&ctx->limits);
+    atomic_init(&ctx->fetching, 0);
+    atomic_init(&ctx->stopping, 0);
+    if (ctx->o.media_hosts && media_hosts_start(ctx)) {
+        free(ctx);
+        return 2;
+    }
     /* Bodies and decoded media are charged from their first byte (a compressed upload decodes to
      * ~3000x its size), so many requests uploading, decoding or waiting at once cannot exhaust
      * memory. Auto: 1/16 of memory, at least 256 MiB and two bodies of --max-body. */
@@ -255,6 +300,7 @@ int pm_cmd_serve(int argc, char **argv) {
     if (ctx->o.response_store) ctx->responses = srv_response_store_new(ctx->o.response_store);
     if (!ctx->metrics || (ctx->o.response_store && !ctx->responses)) {
         srv_metrics_free(ctx->metrics);
+        media_hosts_stop(ctx);
         free(ctx);
         return cli_fail("serve", "out of memory");
     }
@@ -272,6 +318,7 @@ int pm_cmd_serve(int argc, char **argv) {
     if (srv_http_start(&http, ctx, err, sizeof err)) {
         srv_metrics_free(ctx->metrics);
         srv_response_store_free(ctx->responses);
+        media_hosts_stop(ctx);
         free(ctx);
         return cli_fail("serve", "%s", err);
     }
@@ -324,6 +371,7 @@ int pm_cmd_serve(int argc, char **argv) {
     pm_model_free(ctx->model);
     srv_metrics_free(ctx->metrics);
     srv_response_store_free(ctx->responses);
+    media_hosts_stop(ctx);
     free(ctx);
     return rc;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "json_util.h"
+#include "media_fetch.h"
 #include "metrics.h"
 #include "scheduler.h"
 
@@ -442,6 +443,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         fprintf(stderr, "phi4mm serve: %s %s -> %d%s (%.3f s)\n", sc->method, sc->path, sc->status,
                 ok ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " [client disconnected]" : " [terminated]", srv_now() - sc->t0);
     srv_conn_free_body(h->ctx, sc);
+    srv_fetch_release(h->ctx, sc);
     free(sc);
     *con_cls = NULL;
 }
@@ -490,6 +492,7 @@ int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
 int srv_http_port(const srv_http *h) { return h->port; }
 
 void srv_http_quiesce(srv_http *h) {
+    atomic_store(&h->ctx->stopping, 1); /* transfers of image URLs give up (media_fetch.c) */
     MHD_socket s = MHD_quiesce_daemon(h->d);
     if (s != MHD_INVALID_SOCKET) close(s);
 }
@@ -497,7 +500,12 @@ void srv_http_quiesce(srv_http *h) {
 void srv_http_stop(srv_http *h) {
     if (!h) return;
     /* Resumed connections finish writing their last bytes; parked ones must all be resumed before
-     * MHD_stop_daemon (it refuses to stop with suspended connections). */
+     * MHD_stop_daemon (it refuses to stop with suspended connections); a fetch's thread resumes its
+     * connection before it lets go of ctx. */
+    for (int i = 0; atomic_load(&h->ctx->fetching) > 0 && i < 100 * (h->ctx->o.media_fetch_timeout + 5); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000}; /* bounded by the transfers' own timeout */
+        nanosleep(&ts, NULL);
+    }
     for (int i = 0; i < 300 && atomic_load(&h->ctx->suspended) > 0; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);

@@ -50,6 +50,7 @@ typedef struct srv_conn {
     double t0;
     srv_job **jobs;         /* once accepted: one a choice (n, or several completions prompts) */
     int n_jobs;
+    struct srv_fetch *fetch; /* the request's remote image URLs, fetched or being fetched (media_fetch.h) */
 } srv_conn;
 
 typedef struct srv_http srv_http;
@@ -93,6 +94,9 @@ enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_
 /* GET /v1/responses/{id} (the response object kept) and DELETE (forgets it), for the cache_salt
  * query parameter's salt (none: entries kept without one). */
 enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+
+/* What a request's media may be (counts, bytes, where from) under ctx's options. */
+struct srv_parse_limits srv_request_limits(const srv_ctx *ctx);
 
 /* The job of choice `index` (sample `sample` of its prompt) of a parsed chat or completions
  * request: what it needs of r is copied and r's media decoded into it. NULL with e set. */

@@ -15,6 +15,7 @@
 #include "chat_parse.h"
 #include "http.h"
 #include "json_util.h"
+#include "media_fetch.h"
 #include "logprobs.h"
 #include "scheduler.h"
 #include "tool_calls.h"
@@ -173,14 +174,25 @@ static enum MHD_Result submit(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     return srv_submit_jobs(ctx, c, sc, jobs, total);
 }
 
+srv_parse_limits srv_request_limits(const srv_ctx *ctx) {
+    return (srv_parse_limits){.max_images = ctx->limits.max_images, .max_audios = ctx->limits.max_audio_clips,
+                              .max_media_bytes = ctx->o.max_body, .media_dir = ctx->o.media_dir};
+}
+
 enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     srv_error e;
     json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
     if (!root) return srv_respond_error(ctx, c, sc, &e);
-    srv_parse_limits lim = {ctx->limits.max_images, ctx->limits.max_audio_clips, ctx->o.max_body, ctx->o.media_dir};
+    srv_parse_limits lim = srv_request_limits(ctx);
+    int f = srv_fetch_media(ctx, c, sc, root, &lim, &e);
+    if (f) {
+        json_decref(root);
+        return f > 0 ? MHD_YES : srv_respond_error(ctx, c, sc, &e);
+    }
     srv_chat_req r;
     int rc = srv_chat_parse(root, &lim, &r, &e);
     json_decref(root);
+    srv_fetch_release(ctx, sc);
     return submit(ctx, c, sc, &r, 1, rc, &e, SRV_JOB_CHAT);
 }
 

@@ -14,6 +14,7 @@
 #include "chat_parse.h"
 #include "http.h"
 #include "json_util.h"
+#include "media_fetch.h"
 #include "logprobs.h"
 #include "response_items.h"
 #include "response_store.h"
@@ -106,7 +107,7 @@ enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_
     memset(&e, 0, sizeof e);
     json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
     if (!root) return srv_respond_error(ctx, c, sc, &e);
-    srv_parse_limits lim = {ctx->limits.max_images, ctx->limits.max_audio_clips, ctx->o.max_body, ctx->o.media_dir};
+    srv_parse_limits lim = srv_request_limits(ctx);
     json_t *chat = NULL, *names = NULL, *prev = NULL;
     srv_chat_req r;
     memset(&r, 0, sizeof r);
@@ -116,7 +117,17 @@ enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_
     if (!rc && json_is_object(root)) rc = previous_conversation(ctx, root, &prev_id, &prev, &e);
     if (!rc) rc = srv_responses_to_chat(root, prev, &chat, &names, &e);
     if (!rc) rc = check_metadata(root, &e);
+    int fetching = rc ? 0 : srv_fetch_media(ctx, c, sc, chat, &lim, &e);
+    if (fetching > 0) { /* parked: this runs again once the image URLs are fetched */
+        json_decref(prev);
+        json_decref(chat);
+        json_decref(names);
+        json_decref(root);
+        return MHD_YES;
+    }
+    if (fetching) rc = -1;
     if (!rc) rc = srv_chat_parse(chat, &lim, &r, &e);
+    srv_fetch_release(ctx, sc);
     if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)
         rc = srv_bad(&e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
                      r.max_tokens, ctx->max_context);

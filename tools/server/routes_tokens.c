@@ -14,10 +14,12 @@
 #include "chat_parse.h"
 #include "http.h"
 #include "json_util.h"
+#include "media_fetch.h"
 #include "scheduler.h"
 
 /* The request as a job of nothing to generate (the context then holds the prompt alone). */
-static srv_job *parse_job(srv_ctx *ctx, const json_t *root, srv_error *e) {
+/* *parked: the connection waits for the request's image URLs (media_fetch.h); NULL is returned. */
+static srv_job *parse_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const json_t *root, int *parked, srv_error *e) {
     srv_chat_req r;
     int rc;
     srv_job_kind kind = SRV_JOB_CHAT;
@@ -26,8 +28,14 @@ static srv_job *parse_job(srv_ctx *ctx, const json_t *root, srv_error *e) {
         return NULL;
     }
     if (json_object_get(root, "messages")) {
-        srv_parse_limits lim = {ctx->limits.max_images, ctx->limits.max_audio_clips, ctx->o.max_body, ctx->o.media_dir};
+        srv_parse_limits lim = srv_request_limits(ctx);
+        int f = srv_fetch_media(ctx, c, sc, root, &lim, e);
+        if (f) {
+            *parked = f > 0;
+            return NULL;
+        }
         rc = srv_chat_parse(root, &lim, &r, e);
+        srv_fetch_release(ctx, sc);
     } else if (json_object_get(root, "prompt")) {
         kind = SRV_JOB_COMPLETION;
         memset(&r, 0, sizeof r);
@@ -48,8 +56,10 @@ enum MHD_Result srv_route_tokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_c
     srv_error e;
     json_t *root = srv_json_parse(sc->body ? sc->body : "", sc->len, SRV_JSON_MAX_DEPTH, &e);
     if (!root) return srv_respond_error(ctx, c, sc, &e);
-    srv_job *j = parse_job(ctx, root, &e);
+    int parked = 0;
+    srv_job *j = parse_job(ctx, c, sc, root, &parked, &e);
     json_decref(root);
+    if (parked) return MHD_YES;
     srv_conn_free_body(ctx, sc);
     int32_t *ids = NULL;
     size_t n = 0;

@@ -10,7 +10,13 @@
  *   chat_parse.c   chat / completions request JSON -> prompt + media bytes (pure; unit-tested)
  *   audio_form.c   multipart fields -> transcription request (pure; unit-tested)
  *   multipart.c, base64.c, dataurl.c, json_util.c   small bounded parsers (unit-tested)
- *   media_in.c     media bytes -> pm_audio_in / pm_image_in; local paths under --allow-media-dir
+ *   routes_responses.c, responses_parse.c, responses_sse.c, response_store.c, response_items.c
+ *                  POST/GET/DELETE /v1/responses: input items -> chat, events, kept conversations
+ *   tool_calls.c, call_reader.c, logprobs.c, subtitles.c   function calls, log-probabilities, srt / vtt
+ *   req_memory.c   the budget of request bodies and decoded media (--max-request-memory)
+ *   local_media.c  image_url file paths under --allow-media-dir
+ *   media_urls.c   which image URLs may be fetched (--allow-media-hosts), the table of what was (pure)
+ *   media_fetch.c  a request's image URLs fetched with libcurl on a thread of its own, connection parked
  *   job.c          the request object shared by an HTTP connection and the inference thread
  *   scheduler.c    the inference thread: bounded queue, admission, cancellation, stepping
  *   sse.c          server-sent events: chat chunks and transcript events, the streaming reader
@@ -52,6 +58,8 @@ typedef struct srv_opts {
     const char *api_key;        /* NULL: no auth */
     const char *cors_origin;    /* NULL: no CORS headers */
     const char *media_dir;      /* NULL: local media paths refused */
+    const char *media_hosts;    /* --allow-media-hosts LIST: hosts image URLs are fetched from (NULL: none) */
+    int media_fetch_timeout;    /* seconds for all of a request's URLs (default 30) */
     int parallel;               /* engine max_seqs (default 16) */
     int max_queue;              /* waiting requests (default 64) */
     int http_threads;           /* libmicrohttpd worker threads (default 4) */
@@ -79,6 +87,7 @@ typedef struct srv_sched srv_sched;
 typedef struct srv_metrics srv_metrics;
 typedef struct srv_job srv_job;
 typedef struct srv_response_store srv_response_store;
+typedef struct srv_media_hosts srv_media_hosts;
 
 /* The server: options, model, scheduler, metrics. `ready` flips to 1 once the model is loaded and
  * the scheduler runs; until then model endpoints answer 503 "loading". */
@@ -95,6 +104,9 @@ typedef struct srv_ctx {
     srv_response_store *responses; /* NULL: --response-store off */
     atomic_int ready;
     atomic_int suspended;       /* connections parked right now (must reach 0 before stopping MHD) */
+    srv_media_hosts *media_hosts; /* parsed --allow-media-hosts (NULL: remote URLs refused) */
+    atomic_int fetching;        /* requests whose image URLs are being fetched (media_fetch.c) */
+    atomic_int stopping;        /* set at shutdown: transfers under way give up */
     atomic_uint_fast64_t next_id;
     int64_t req_budget;       /* bytes of decoded media (samples, pixels) all requests may hold */
     _Atomic int64_t req_used; /* held now, from the first decoded byte until the job's media are freed */
