@@ -23,6 +23,7 @@
 
 #include "../tools/server/chat_parse.h"
 #include "../tools/server/json_util.h"
+#include "../tools/server/media_urls.h"
 #include "../tools/server/response_items.h"
 #include "../tools/server/responses_parse.h"
 #include "../tools/server/tool_calls.h"
@@ -104,6 +105,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0]);
     }
     srv_chat_req_free(&r);
+    /* again with the request's http(s) media URLs "fetched": every other one a payload of its own
+     * URL's bytes, the others a failure; a URL the parse takes must be in the table */
+    srv_fetch_table t = {0};
+    int nt = srv_fetch_collect(&t, root, lim.max_images + lim.max_audios + 1);
+    FUZZ_CHECK(nt >= 0 && nt <= lim.max_images + lim.max_audios + 1 && nt == t.n);
+    for (int i = 0; i < t.n; i++) {
+        FUZZ_CHECK(srv_is_remote_url(t.items[i].url) && srv_fetch_find(&t, t.items[i].url) == &t.items[i]);
+        if (i % 2) snprintf(t.items[i].err, sizeof t.items[i].err, "failed");
+        else if ((t.items[i].data = (uint8_t *)strdup(t.items[i].url))) t.items[i].len = strlen(t.items[i].url);
+    }
+    lim.fetched = &t;
+    memset(&e, 0, sizeof e);
+    if (srv_chat_parse(root, &lim, &r, &e) == 0) {
+        for (int i = 0; i < r.n_images; i++) FUZZ_CHECK(r.images[i].data && r.images[i].len > 0 && r.images[i].len <= lim.max_media_bytes);
+        for (int i = 0; i < r.n_audios; i++) FUZZ_CHECK(r.audios[i].data && r.audios[i].len > 0 && r.audios[i].len <= lim.max_media_bytes);
+    } else {
+        FUZZ_CHECK(e.http >= 400 && e.http < 600 && e.msg[0] && strcmp(e.code, "unsupported_url"));
+    }
+    srv_chat_req_free(&r);
+    srv_fetch_table_free(&t);
     memset(&e, 0, sizeof e);
     int k = srv_completion_prompts(root);
     FUZZ_CHECK(k >= 1 && k <= (int)json_array_size(json_object_get(root, "prompt")) + 1);

@@ -165,6 +165,10 @@ reqs["tools_named"] = {"messages": [{"role": "user", "content": "Hi"}], "tools":
 reqs["tools_history"] = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [
     {"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"P\"}"}}]},
     {"role": "tool", "tool_call_id": "c", "content": "18 C"}], "tools": [wfn], "tool_choice": "required"}
+reqs["urls"] = {"messages": [{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": "https://images.example.com/a.png"}}, {"type": "audio_url", "audio_url": "HTTP://h:8/c.wav?x=1"},
+    {"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64," + b64w}}, {"type": "image_url", "image_url": "https://images.example.com/a.png"},
+    {"type": "text", "text": "Compare."}]}]}
 for k, v in reqs.items(): put("chat", f"{k}.json", json.dumps(v))
 put("chat", "calls_text.txt", ' functools[{"name": "f", "arguments": {"a": [1, {"b": null}]}}, {"name": "g", "parameters": "{}"}]')
 put("chat", "calls_list.txt", '[ {"name": "get_weather", "arguments": {"city": "P\\"a ris", "n": [1, 2.5e0]}} ,\n{"parameters": {}, "name": "f-2"}]')

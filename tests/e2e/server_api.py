@@ -176,9 +176,9 @@ def stream_content(events):
 class MediaHost:
     """A local HTTP server the servers fetch image URLs from (--allow-media-hosts 127.0.0.1)."""
 
-    def __init__(self, image_path):
+    def __init__(self, image_path, wav_path):
         import http.server
-        png = open(image_path, "rb").read()
+        png, wav = open(image_path, "rb").read(), open(wav_path, "rb").read()
         host = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -201,6 +201,8 @@ class MediaHost:
                 p = self.path
                 if p == "/image.png":
                     self.send(200, png, [("Content-Type", "image/png")])
+                elif p == "/clip.wav":
+                    self.send(200, wav, [("Content-Type", "audio/wav")])
                 elif p == "/redirect":
                     self.send(302, b"", [("Location", "/image.png")])
                 elif p == "/away":  # another host name for the same server: not in the list
@@ -235,10 +237,10 @@ class MediaHost:
         self.srv.server_close()
 
 
-def remote_urls(A, B, D, inputs, image_answer):
-    """Image URLs fetched over HTTP: A and B allow 127.0.0.1 (B: one HTTP thread, 1 MiB media, a
+def remote_urls(A, B, D, inputs, image_answer, audio_answer):
+    """Media URLs fetched over HTTP: A and B allow 127.0.0.1 (B: one HTTP thread, 1 MiB media, a
     4 s fetch budget), D allows any public host ('*')."""
-    mh = MediaHost(inputs + "/image.png")
+    mh = MediaHost(inputs + "/image.png", inputs + "/clip_a_16k.wav")
     chat = "/v1/chat/completions"
 
     def ask(server, url, extra=None, n_images=1):
@@ -275,6 +277,18 @@ def remote_urls(A, B, D, inputs, image_answer):
         (s1, _, t1), (s2, _, t2) = tk(mh.url("/image.png")), tk("data:image/png;base64," + b64(inputs + "/image.png"))
         report("/tokenize with an image URL counts what the inline image counts", s1 == s2 == 200 and t1.get("count") == t2.get("count") > 1000,
                "%s %s / %s %s" % (s1, str(t1)[:120], s2, str(t2)[:120]))
+        # vLLM's audio_url part: a fetched URL, a data: URL, a path under --allow-media-dir: the input_audio answer
+        def ask_audio(url):
+            msgs = [{"role": "user", "content": [{"type": "audio_url", "audio_url": {"url": url}},
+                                                 {"type": "text", "text": "Transcribe the audio clip into text."}]}]
+            return A.json("POST", chat, {"messages": msgs, "max_tokens": 12})
+        got = [ask_audio(u) for u in (mh.url("/clip.wav"), "data:audio/wav;base64," + b64(inputs + "/clip_a_16k.wav"),
+                                      "file://" + inputs + "/clip_a_16k.wav")]
+        report("audio_url by URL, data: URL and media-dir path: the input_audio answer",
+               all(st == 200 and chat_content(d) == audio_answer for st, _, d in got), str([(st, str(d)[:120]) for st, _, d in got]))
+        st, _, d = ask_audio(mh.url("/missing.wav"))
+        report("audio_url answered 404 -> 400 invalid_audio_url", st == 400 and err_code(d) == "invalid_audio_url" and "HTTP 404" in str(d)
+               and d["error"]["param"] == "messages[0].content[0].audio_url.url", "%s %s" % (st, str(d)[:200]))
         refused("answered 404", A, "/missing", "answered HTTP 404")
         refused("redirected to a host not in the list", A, "/away", "is not one this server fetches media from")
         refused("of a host not in the list", A, "/image.png", "'example.com' is not one this server fetches", url="http://example.com/image.png")
@@ -1072,7 +1086,7 @@ def main():
                                          {"type": "text", "text": "Describe the image in detail."}]}]
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
     report("image from --allow-media-dir path", st == 200 and chat_content(d) == expected["image"], "%s %s" % (st, d))
-    remote_urls(A, B, D, I, expected["image"])
+    remote_urls(A, B, D, I, expected["image"], expected["audio"])
     # a GIF (its first frame, as PIL's): the CLI's answer about the same file
     box = tempfile.mkdtemp()
     try:

@@ -1354,6 +1354,57 @@ static void test_fetched_images(void **state) {
     json_decref(root);
 }
 
+/* vLLM's audio_url part: a data:audio/... URL, a fetched URL, a path under --allow-media-dir. */
+static void test_audio_url_part(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":{\"url\":"
+                           "\"data:audio/wav;base64,UklGRg==\"}}," WAV_PART ",{\"type\":\"text\",\"text\":\"T\"}]}]}",
+                           &r, &e),
+                     0);
+    assert_string_equal(r.prompt, "<|user|><|audio_1|><|audio_2|>T<|end|><|assistant|>");
+    assert_int_equal(r.n_audios, 2);
+    assert_memory_equal(r.audios[0].data, "RIFF", 4);
+    assert_string_equal(r.audios[0].format, "wav");
+    srv_chat_req_free(&r);
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"" PNG_URL "\"}}]}]}",
+               "invalid_audio_url", "messages[0].content[0].audio_url.url");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":\"/tmp/a.wav\"}]}]}",
+               "invalid_audio_url", "messages[0].content[0].audio_url");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":{\"url\":\"https://h/a.wav\"}}]}]}",
+               "unsupported_url", "messages[0].content[0].audio_url.url");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":5}]}]}", "invalid_type",
+               "messages[0].content[0].audio_url");
+    expect_bad("{\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":\"https://h/a.wav\"}]}]}",
+               "invalid_value", "messages[0].content[0].type");
+    /* a fetched one; image and audio URLs share the table, each counted as its own kind */
+    json_t *root = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"audio_url\",\"audio_url\":{\"url\":"
+                              "\"https://h/a.wav\"}},{\"type\":\"image_url\",\"image_url\":\"https://h/i.png\"}]}]}", 0, NULL);
+    srv_fetch_table t = {0};
+    assert_int_equal(srv_fetch_collect(&t, root, 8), 2);
+    for (int i = 0; i < 2; i++) {
+        t.items[i].data = malloc(4);
+        memcpy(t.items[i].data, i ? "\x89PNG" : "RIFF", 4);
+        t.items[i].len = 4;
+    }
+    srv_parse_limits lim = LIM;
+    lim.fetched = &t;
+    assert_int_equal(srv_chat_parse(root, &lim, &r, &e), 0);
+    assert_int_equal(r.n_audios, 1);
+    assert_int_equal(r.n_images, 1);
+    assert_memory_equal(r.audios[0].data, "RIFF", 4);
+    assert_memory_equal(r.images[0].data, "\x89PNG", 4);
+    srv_chat_req_free(&r);
+    snprintf(t.items[0].err, sizeof t.items[0].err, "timed out");
+    assert_int_equal(srv_chat_parse(root, &lim, &r, &e), -1);
+    assert_string_equal(e.code, "invalid_audio_url");
+    assert_string_equal(e.param, "messages[0].content[0].audio_url.url");
+    srv_chat_req_free(&r);
+    srv_fetch_table_free(&t);
+    json_decref(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
@@ -1368,6 +1419,7 @@ int main(void) {
         cmocka_unit_test(test_subtitles),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_media_hosts),         cmocka_unit_test(test_fetched_images),
+        cmocka_unit_test(test_audio_url_part),
         cmocka_unit_test(test_audio_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

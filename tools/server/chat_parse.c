@@ -316,12 +316,17 @@ static int b64_media(const char *s, size_t n, const char *param, size_t max, uin
     return 0;
 }
 
-static int image_part(const json_t *part, const char *where, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
+/* The bytes of an image_url part or (vLLM's) audio_url part: its url a data: URL of the kind's media
+ * type, an http(s) URL fetched for the request (lim->fetched, media_fetch.h), or an absolute path /
+ * file:// URL under --allow-media-dir. */
+static int url_part(const json_t *part, const char *where, int audio, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
+    const char *key = audio ? "audio_url" : "image_url", *kind = audio ? "audio" : "image";
+    const char *bad_url = audio ? "invalid_audio_url" : "invalid_image_url";
     char param[160];
-    const json_t *iu = json_object_get(part, "image_url");
+    const json_t *iu = json_object_get(part, key);
     const json_t *url = json_is_string(iu) ? iu : json_is_object(iu) ? json_object_get(iu, "url") : NULL;
-    snprintf(param, sizeof param, "%s.image_url%s", where, json_is_object(iu) ? ".url" : "");
-    if (!json_is_string(url)) return srv_bad(e, param, "invalid_type", "%s must be a string (a data:image/...;base64,... URL)", param);
+    snprintf(param, sizeof param, "%s.%s%s", where, key, json_is_object(iu) ? ".url" : "");
+    if (!json_is_string(url)) return srv_bad(e, param, "invalid_type", "%s must be a string (a data:%s/...;base64,... URL)", param, kind);
     const char *u = json_string_value(url);
     size_t ul = json_string_length(url);
     uint8_t *data = NULL;
@@ -330,31 +335,32 @@ static int image_part(const json_t *part, const char *where, const srv_parse_lim
     if (srv_is_data_url(u, ul)) {
         srv_data_url d;
         char err[256];
-        if (srv_data_url_parse(u, ul, &d, err, sizeof err)) return srv_bad(e, param, "invalid_image_url", "%s: %s", param, err);
-        if (strncmp(d.media_type, "image/", 6))
-            return srv_bad(e, param, "invalid_image_url", "%s: expected an image media type (data:image/png;base64,...), got '%s'", param,
-                           d.media_type[0] ? d.media_type : "none");
-        snprintf(fmt, sizeof fmt, "%.15s", d.media_type + 6);
+        if (srv_data_url_parse(u, ul, &d, err, sizeof err)) return srv_bad(e, param, bad_url, "%s: %s", param, err);
+        if (strncmp(d.media_type, kind, strlen(kind)) || d.media_type[strlen(kind)] != '/')
+            return srv_bad(e, param, bad_url, "%s: expected an %s media type (data:%s/%s;base64,...), got '%s'", param, kind, kind,
+                           audio ? "wav" : "png", d.media_type[0] ? d.media_type : "none");
+        snprintf(fmt, sizeof fmt, "%.15s", d.media_type + strlen(kind) + 1);
         if (b64_media(d.payload, d.payload_len, param, lim->max_media_bytes, &data, &len, e)) return -1;
     } else if (srv_is_remote_url(u)) {
         const srv_fetched *f = srv_fetch_find(lim->fetched, u);
         if (!f)
             return srv_bad(e, param, "unsupported_url",
-                           "%s: this server fetches no image URLs (it was started without --allow-media-hosts); send the image "
-                           "inline as data:image/<type>;base64,<data>",
-                           param);
-        if (f->err[0]) return srv_bad(e, param, "invalid_image_url", "%s: %s", param, f->err);
+                           "%s: this server fetches no URLs (it was started without --allow-media-hosts); send the %s "
+                           "inline as data:%s/<type>;base64,<data>",
+                           param, kind, kind);
+        if (f->err[0]) return srv_bad(e, param, bad_url, "%s: %s", param, f->err);
         if (!(data = malloc(f->len))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         memcpy(data, f->data, f->len);
         len = f->len;
     } else if (!strncmp(u, "file://", 7) || u[0] == '/') {
         char err[256];
         if (srv_read_local_media(lim->media_dir, u, lim->max_media_bytes, &data, &len, err, sizeof err))
-            return srv_bad(e, param, "invalid_image_url", "%s: %s", param, err);
+            return srv_bad(e, param, bad_url, "%s: %s", param, err);
     } else {
-        return srv_bad(e, param, "invalid_image_url", "%s must be a data:image/<type>;base64,<data> URL", param);
+        return srv_bad(e, param, bad_url, "%s must be a data:%s/<type>;base64,<data> URL", param, kind);
     }
-    return add_blob(&r->images, &r->n_images, lim->max_images, data, len, where, fmt, "images", e);
+    return audio ? add_blob(&r->audios, &r->n_audios, lim->max_audios, data, len, where, fmt, "audio clips", e)
+                 : add_blob(&r->images, &r->n_images, lim->max_images, data, len, where, fmt, "images", e);
 }
 
 static int audio_part(const json_t *part, const char *where, const srv_parse_limits *lim, srv_chat_req *r, srv_error *e) {
@@ -426,13 +432,13 @@ static int message_content(const json_t *m, size_t i, const char *role, const sr
             if (sb_put(b, json_string_value(tx), json_string_length(tx))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
             continue;
         }
-        int is_img = !strcmp(t, "image_url"), is_aud = !strcmp(t, "input_audio");
+        int is_img = !strcmp(t, "image_url"), is_aud_url = !strcmp(t, "audio_url"), is_aud = is_aud_url || !strcmp(t, "input_audio");
         if (!is_img && !is_aud)
-            return srv_bad(e, tparam, "unknown_content_part", "%s '%s' is not supported (expected text, image_url or input_audio)",
-                           tparam, t);
+            return srv_bad(e, tparam, "unknown_content_part",
+                           "%s '%s' is not supported (expected text, image_url, input_audio or audio_url)", tparam, t);
         if (strcmp(role, "user"))
             return srv_bad(e, tparam, "invalid_value", "%s: %s parts are only accepted in user messages", tparam, t);
-        if (is_img ? image_part(part, where, lim, r, e) : audio_part(part, where, lim, r, e)) return -1;
+        if (is_img || is_aud_url ? url_part(part, where, is_aud_url, lim, r, e) : audio_part(part, where, lim, r, e)) return -1;
         if (!r->explicit_placeholders) {
             char ph[32];
             int len = snprintf(ph, sizeof ph, is_img ? "<|image_%d|>" : "<|audio_%d|>", is_img ? r->n_images : r->n_audios);

@@ -158,9 +158,9 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
                 snprintf(it->err, sizeof it->err, "the host '%.100s' resolves to %s, an internal address a wildcard of --allow-media-hosts does not admit",
                          host, x.refused);
             else if (x.too_big || rc == CURLE_FILESIZE_EXCEEDED)
-                snprintf(it->err, sizeof it->err, "the image is larger than %zu bytes", f->max_bytes);
+                snprintf(it->err, sizeof it->err, "the file is larger than %zu bytes", f->max_bytes);
             else if (x.no_room)
-                snprintf(it->err, sizeof it->err, "the image does not fit in the server's memory for request data now (--max-request-memory); retry");
+                snprintf(it->err, sizeof it->err, "it does not fit in the server's memory for request data now (--max-request-memory); retry");
             else if (rc == CURLE_OPERATION_TIMEDOUT)
                 snprintf(it->err, sizeof it->err, "fetching it timed out (--media-fetch-timeout %d s for a request's URLs)",
                          f->ctx->o.media_fetch_timeout);
@@ -233,7 +233,7 @@ int srv_fetch_media(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const 
     if (!ctx->media_hosts) return 0; /* the parse refuses remote URLs */
     f = calloc(1, sizeof *f);
     if (!f) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    int n = srv_fetch_collect(&f->t, chat, lim->max_images + 1);
+    int n = srv_fetch_collect(&f->t, chat, lim->max_images + lim->max_audios + 1);
     if (n <= 0) {
         srv_fetch_table_free(&f->t);
         free(f);
@@ -243,7 +243,7 @@ int srv_fetch_media(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const 
         atomic_fetch_sub(&ctx->fetching, 1);
         srv_fetch_table_free(&f->t);
         free(f);
-        return srv_fail(e, 503, "server_error", NULL, "overloaded", "%d requests are fetching image URLs already; retry shortly",
+        return srv_fail(e, 503, "server_error", NULL, "overloaded", "%d requests are fetching media URLs already; retry shortly",
                         FETCH_MAX_ACTIVE);
     }
     f->ctx = ctx;
@@ -264,7 +264,7 @@ int srv_fetch_media(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const 
         MHD_resume_connection(c);
         atomic_fetch_sub(&ctx->fetching, 1);
         srv_fetch_release(ctx, sc);
-        return srv_fail(e, 503, "server_error", NULL, "overloaded", "cannot start a thread to fetch image URLs; retry shortly");
+        return srv_fail(e, 503, "server_error", NULL, "overloaded", "cannot start a thread to fetch media URLs; retry shortly");
     }
     return 1;
 }

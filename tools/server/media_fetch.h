@@ -1,4 +1,5 @@
-/* media_fetch.h — a request's remote image URLs fetched with libcurl, off the HTTP threads.
+/* media_fetch.h — a request's remote media URLs (image_url, audio_url) fetched with libcurl, off
+ * the HTTP threads.
  *
  * A libmicrohttpd worker serves many connections (streams included), so a transfer that waits on
  * a slow host must not run on it: the route parks its connection, a thread of the fetch fetches
@@ -10,7 +11,7 @@
  * cookies or credentials, at most the request's media cap of bytes (--max-body), charged to the
  * request-memory budget as they arrive, and a wildcard-admitted host refused at an internal
  * address when the socket is opened (so a DNS answer cannot steer it inside). A failed one becomes
- * a 400 `invalid_image_url` naming the URL's place in the request and why. */
+ * a 400 `invalid_image_url` (`invalid_audio_url`) naming the URL's place in the request and why. */
 #ifndef PM_SRV_MEDIA_FETCH_H
 #define PM_SRV_MEDIA_FETCH_H
 
@@ -24,7 +25,7 @@ int srv_fetch_global_init(void);
 void srv_fetch_global_cleanup(void);
 
 /* For a route about to parse `chat` (a chat request's JSON: messages[...]) with lim:
- *   0  nothing to fetch (no remote image URL, or no --allow-media-hosts), or fetched already
+ *   0  nothing to fetch (no remote media URL, or no --allow-media-hosts), or fetched already
  *      (lim->fetched then points at the table): go on;
  *   1  a fetch started and the connection is parked: return MHD_YES; the route runs again once
  *      it is resumed;

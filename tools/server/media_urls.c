@@ -136,8 +136,8 @@ int srv_fetch_collect(srv_fetch_table *t, const json_t *chat, int max) {
     json_array_foreach(json_object_get(chat, "messages"), i, m) {
         json_array_foreach(json_object_get(m, "content"), j, p) {
             const char *type = json_string_value(json_object_get(p, "type"));
-            if (!type || strcmp(type, "image_url")) continue;
-            const json_t *iu = json_object_get(p, "image_url");
+            if (!type || (strcmp(type, "image_url") && strcmp(type, "audio_url"))) continue;
+            const json_t *iu = json_object_get(p, type);
             const char *u = json_string_value(json_is_object(iu) ? json_object_get(iu, "url") : iu);
             if (u && srv_is_remote_url(u) && add_url(t, u, max)) return -1;
         }

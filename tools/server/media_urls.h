@@ -1,8 +1,8 @@
-/* media_urls.h — which remote image URLs a request may make the server fetch, and the table of
- * what was fetched for it. Pure: no network (the transfers are media_fetch.c's).
+/* media_urls.h — which remote media URLs (image_url, audio_url) a request may make the server fetch,
+ * and the table of what was fetched for it. Pure: no network (the transfers are media_fetch.c's).
  *
  * The server fetches nothing by default. `--allow-media-hosts LIST` names the hosts it fetches
- * image URLs from (comma-separated): `images.example.com` that host, `*.example.com` its
+ * media URLs from (comma-separated): `images.example.com` that host, `*.example.com` its
  * subdomains, `*` any host. A host named exactly may resolve to any address (your own image
  * server on the internal network); a host admitted by a wildcard only to public ones, so that a
  * name a client controls cannot point the server at its loopback, private or link-local
@@ -57,9 +57,9 @@ typedef struct srv_fetch_table {
     int n, cap;
 } srv_fetch_table;
 
-/* Adds the http(s) URLs of the image parts in a chat request's messages (messages[i].content[j]
- * of type image_url, its url a string or {url}) to t, each once, at most max entries in all (past
- * that the parse refuses the request for its image count anyway). The hosts are judged when they
+/* Adds the http(s) URLs of the media parts in a chat request's messages (messages[i].content[j]
+ * of type image_url or audio_url, its url a string or {url}) to t, each once, at most max entries
+ * in all (past that the parse refuses the request for its media count anyway). The hosts are judged when they
  * are fetched, by the parser that fetches them (media_fetch.c). Returns the number of entries, or
  * -1 when out of memory. */
 int srv_fetch_collect(srv_fetch_table *t, const json_t *chat, int max);
