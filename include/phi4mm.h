@@ -265,6 +265,11 @@ typedef struct pm_request {
      * the first token, so each tenant salts with a secret of its own). NULL or "": the unsalted
      * entries; at most PM_MAX_CACHE_SALT bytes. */
     const char *cache_salt;
+    /* Optional: at most this many HD crops per image (1..4096; the processor's dynamic_hd, which
+     * vLLM takes per request as mm_processor_kwargs): fewer crops, fewer image tokens (a 1344x896
+     * image: 1,841 at the checkpoint's 36, 460 at 1). 0: the checkpoint's preprocessor_config.json
+     * dynamic_hd, as the official processor. */
+    int max_crops;
 } pm_request;
 enum { PM_MAX_CACHE_SALT = 256 };
 

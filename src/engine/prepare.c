@@ -90,10 +90,13 @@ static void *audio_key(const pm_request *req, int branch, size_t *len) {
     return key;
 }
 
-/* An image's: its size, then its pixels. */
-static void *image_key(const pm_request *req, const pm_image_in *im, size_t *len) {
+/* The crops an image may have: the request's limit, else the checkpoint's. */
+static int max_crops(const pm_model *m, const pm_request *req) { return req->max_crops > 0 ? req->max_crops : m->dynamic_hd; }
+
+/* An image's: its crop limit and size, then its pixels. */
+static void *image_key(const pm_request *req, const pm_image_in *im, int crops, size_t *len) {
     size_t px = (size_t)im->width * im->height * 3;
-    int32_t head[2] = {im->width, im->height};
+    int32_t head[3] = {crops, im->width, im->height};
     unsigned char *p, *key = key_new(req, sizeof head + px, len, &p);
     if (!key) return NULL;
     memcpy(p, head, sizeof head);
@@ -194,7 +197,7 @@ static int encode_images(const pm_model *m, const pm_request *req, float **rows,
     for (int k = 0; k < ni && !e->code; k++) {
         const pm_image_in *im = &req->images[k];
         size_t kl = 0;
-        void *key = mc && !tr ? image_key(req, im, &kl) : NULL; /* each image alone: the media cache's first */
+        void *key = mc && !tr ? image_key(req, im, max_crops(m, req), &kl) : NULL; /* each image alone: the media cache's first */
         int got = key ? pm_media_cache_get(mc, key, kl, H, &per[k], &sizes[k], 1, e) : 0;
         if (got != 0) {
             free(key);
@@ -203,7 +206,7 @@ static int encode_images(const pm_model *m, const pm_request *req, float **rows,
         }
         pm_image img = {(uint8_t *)im->rgb, im->width, im->height};
         pm_hd_image hd = {0};
-        if (pm_hd_preprocess(&img, m->dynamic_hd, m->crop_size, &hd, e)) {
+        if (pm_hd_preprocess(&img, max_crops(m, req), m->crop_size, &hd, e)) {
             pm_err_ctx(e, "image %d: ", k + 1);
             break;
         }
@@ -260,6 +263,8 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     }
     if (secs > lim->max_audio_seconds)
         return pm_errf(e, PM_ELIMIT, "audio totals %.4f s, over the limit of %.4f s per request", secs, lim->max_audio_seconds);
+    if (req->max_crops < 0 || req->max_crops > 4096) /* 4096: the HD plan's divisor scan bound */
+        return pm_errf(e, PM_EINVAL, "max_crops %d is outside 1..4096 (0: the checkpoint's %d)", req->max_crops, m->dynamic_hd);
     for (int k = 0; k < req->n_images; k++) {
         const pm_image_in *im = &req->images[k];
         if (!im->rgb || im->width <= 0 || im->height <= 0) return pm_errf(e, PM_EINVAL, "image %d: empty (%dx%d)", k + 1, im->width, im->height);
@@ -288,7 +293,7 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     }
     for (int k = 0; k < req->n_images; k++) {
         pm_hd_plan hp;
-        if (pm_hd_plan_compute(req->images[k].width, req->images[k].height, m->dynamic_hd, m->crop_size, &hp, e)) {
+        if (pm_hd_plan_compute(req->images[k].width, req->images[k].height, max_crops(m, req), m->crop_size, &hp, e)) {
             pm_err_ctx(e, "image %d: ", k + 1);
             goto fail;
         }

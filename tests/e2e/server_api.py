@@ -1087,6 +1087,19 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
     report("image from --allow-media-dir path", st == 200 and chat_content(d) == expected["image"], "%s %s" % (st, d))
     remote_urls(A, B, D, I, expected["image"], expected["audio"])
+    # fewer HD crops per image (vLLM's mm_processor_kwargs.dynamic_hd; the CLI's --max-crops): the CLI's
+    # answer, fewer prompt tokens; the default again afterwards (the media cache keeps the two apart)
+    ref1, rc1 = cli("generate", "-m", M, "-n", "12", "--max-crops", "1", "--image", I + "/image.png", "-p",
+                    "<|image_1|>Describe the image in detail.")
+    img_body = lambda **kw: dict({"messages": cases["image"][0], "max_tokens": 12}, **kw)
+    s36, _, d36 = A.json("POST", "/v1/chat/completions", img_body())
+    s1, _, d1 = A.json("POST", "/v1/chat/completions", img_body(mm_processor_kwargs={"dynamic_hd": 1}))
+    s36b, _, d36b = A.json("POST", "/v1/chat/completions", img_body())
+    t1 = A.json("POST", "/tokenize", {"messages": cases["image"][0], "mm_processor_kwargs": {"dynamic_hd": 1}})[2]
+    report("mm_processor_kwargs dynamic_hd 1: the CLI's --max-crops 1 answer, fewer prompt tokens; the default unchanged around it",
+           rc1 == 0 and s36 == s1 == s36b == 200 and chat_content(d1) == ref1 and chat_content(d36) == chat_content(d36b) == expected["image"]
+           and ref1 != expected["image"] and d1["usage"]["prompt_tokens"] == t1.get("count") < d36["usage"]["prompt_tokens"],
+           "cli %s %r; %s %s / %s %s / %s; tokenize %s" % (rc1, ref1, s1, str(d1)[:160], s36, str(d36.get("usage")), s36b, str(t1)[:80]))
     # a GIF (its first frame, as PIL's): the CLI's answer about the same file
     box = tempfile.mkdtemp()
     try:
@@ -1366,6 +1379,11 @@ def main():
     expect("audio placeholder numbered wrong", 400, "placeholder_mismatch", "POST", chat,
            {"messages": [{"role": "user", "content": [audio_part(), {"type": "text", "text": "<|audio_2|>Transcribe."}]}]})
     expect("n=17", 400, "invalid_value", "POST", chat, {"messages": [{"role": "user", "content": "hi"}], "n": 17})
+    d = expect("mm_processor_kwargs dynamic_hd 0", 400, "invalid_value", "POST", chat,
+               {"messages": [{"role": "user", "content": "hi"}], "mm_processor_kwargs": {"dynamic_hd": 0}})
+    report("mm_processor_kwargs dynamic_hd 0 names the field", isinstance(d, dict) and d.get("error", {}).get("param") == "mm_processor_kwargs.dynamic_hd", str(d)[:200])
+    expect("mm_processor_kwargs of another processor setting", 400, "unsupported_parameter", "POST", chat,
+           {"messages": [{"role": "user", "content": "hi"}], "mm_processor_kwargs": {"num_crops": 4}})
     cmpl = "/v1/completions"
     expect("completions without a prompt", 400, "missing_required_parameter", "POST", cmpl, {"max_tokens": 2})
     expect("completions with an empty prompt", 400, "invalid_value", "POST", cmpl, {"prompt": ""})

@@ -790,6 +790,12 @@ static void test_cancel_and_bad_requests(void **state) {
     int64_t need;
     assert_int_equal(pm_engine_kv_need(eng, &ids, &need, err, sizeof err), PM_EINVAL);
     assert_non_null(strstr(err, "200064 at position 2"));
+    /* a crop limit outside 1..4096 (0: the checkpoint's) */
+    pm_request crops = {.prompt = "<|user|>x<|end|><|assistant|>", .max_tokens = 2, .max_crops = 4097};
+    assert_int_equal(pm_engine_kv_need(eng, &crops, &need, err, sizeof err), PM_EINVAL);
+    assert_non_null(strstr(err, "max_crops 4097"));
+    crops.max_crops = -1;
+    assert_int_equal(pm_engine_kv_need(eng, &crops, &need, err, sizeof err), PM_EINVAL);
     assert_int_equal(d.calls, 1); /* refused requests never call back */
     pm_engine_free(eng);
 }

@@ -1405,6 +1405,29 @@ static void test_audio_url_part(void **state) {
     json_decref(root);
 }
 
+/* mm_processor_kwargs (vLLM's): dynamic_hd, the HD crops per image at most. */
+static void test_mm_processor_kwargs(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":{\"dynamic_hd\":16}}", &r, &e), 0);
+    assert_int_equal(r.max_crops, 16);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":null}", &r, &e), 0);
+    assert_int_equal(r.max_crops, 0);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":{}}", &r, &e), 0);
+    assert_int_equal(r.max_crops, 0);
+    srv_chat_req_free(&r);
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":[1]}", "invalid_type", "mm_processor_kwargs");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":{\"dynamic_hd\":4097}}", "invalid_value",
+               "mm_processor_kwargs.dynamic_hd");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":{\"dynamic_hd\":\"4\"}}", "invalid_type",
+               "mm_processor_kwargs.dynamic_hd");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"mm_processor_kwargs\":{\"dynamic_hd\":4,\"x\":1}}",
+               "unsupported_parameter", "mm_processor_kwargs");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
@@ -1419,7 +1442,7 @@ int main(void) {
         cmocka_unit_test(test_subtitles),
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_media_hosts),         cmocka_unit_test(test_fetched_images),
-        cmocka_unit_test(test_audio_url_part),
+        cmocka_unit_test(test_audio_url_part),      cmocka_unit_test(test_mm_processor_kwargs),
         cmocka_unit_test(test_audio_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -106,8 +106,8 @@ static void usage_chat(void) {
             "  --system TEXT         system message\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
-            "  --weights bf16|q8, --kv-cache f32|bf16, --compute f32|bf16, --kv-budget SIZE, --draft N\n"
-            "                        as for generate\n"
+            "  --weights bf16|q8, --kv-cache f32|bf16, --compute f32|bf16, --kv-budget SIZE, --draft N,\n"
+            "  --max-crops N         as for generate\n"
             "  --no-prompt-cache     compute the whole conversation every turn (for comparison)\n"
             "  --stats               after each answer, its prompt tokens, those the cache held, time to\n"
             "                        the first token and tokens per second, on stderr\n"
@@ -231,7 +231,7 @@ static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int 
 
 int pm_cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *dir = NULL, *system = NULL;
-    long n = 512, top_k = 0, seed = 0;
+    long n = 512, top_k = 0, seed = 0, max_crops = 0;
     double temp = 0, top_p = 1.0;
     int stats = 0, cache = 1, rc = 0;
     pm_engine_opts opts;
@@ -261,6 +261,7 @@ int pm_cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--kv-cache")) rc = cli_kv_cache(cmd, v, &opts.kv_bf16);
         else if (!strcmp(a, "--compute")) rc = cli_compute(cmd, v, &lo.compute_bf16);
         else if (!strcmp(a, "--draft")) rc = cli_draft(cmd, v, &opts.draft_tokens);
+        else if (!strcmp(a, "--max-crops")) { if (cli_int(v, 1, 4096, &max_crops)) rc = cli_fail(cmd, "--max-crops must be 1..4096, got '%s'", v); }
         else rc = cli_fail(cmd, "unknown option '%s' (see --help)", a);
         i++;
     }
@@ -284,6 +285,7 @@ int pm_cmd_chat(int argc, char **argv) {
     base.sampling.top_k = (int)top_k;
     base.sampling.top_p = (float)top_p;
     base.sampling.seed = (uint64_t)seed;
+    base.max_crops = (int)max_crops;
     convo c = {0};
     if (system) {
         if (convo_add(&c, "system", system)) rc = cli_fail(cmd, "out of memory");

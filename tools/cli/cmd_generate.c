@@ -77,6 +77,8 @@ static void usage_generate(void) {
             "  --audio FILE          audio clip (WAV/FLAC/OGG/MP3/M4A/MP4/WebM), repeatable, in placeholder order\n"
             "  --image FILE          image (PNG/JPEG/WebP/GIF), repeatable, in placeholder order (one FILE may\n"
             "                        be -, standard input)\n"
+            "  --max-crops N         at most N HD crops per image (1..4096; default: the checkpoint's\n"
+            "                        dynamic_hd, 36): fewer image tokens, a faster and coarser look\n"
             "  -n, --max-tokens N    tokens to generate (default 256)\n"
             "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
             "  --frequency-penalty F, --presence-penalty F\n"
@@ -151,7 +153,7 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
     int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0;
-    long min_tokens = 0;
+    long min_tokens = 0, max_crops = 0;
     char *schema = NULL; /* --json-schema's text */
     long n = 256;
     double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
@@ -198,6 +200,7 @@ int pm_cmd_generate(int argc, char **argv) {
             else audio_paths[n_audio_paths++] = v; /* decoded once every option (the limit) is known */
         }
         else if (!strcmp(a, "--image")) rc = cli_load_image(cmd, &ms, v);
+        else if (!strcmp(a, "--max-crops")) { if (cli_int(v, 1, 4096, &max_crops)) rc = cli_fail(cmd, "--max-crops must be 1..4096, got '%s'", v); }
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 0, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
@@ -270,6 +273,7 @@ int pm_cmd_generate(int argc, char **argv) {
     req.format = schema ? PM_FORMAT_JSON_SCHEMA : json ? PM_FORMAT_JSON_OBJECT : PM_FORMAT_TEXT;
     req.json_schema = schema;
     req.min_tokens = (int)min_tokens;
+    req.max_crops = (int)max_crops;
     req.ignore_eos = ignore_eos;
     req.logit_bias = bias;
     req.n_logit_bias = n_bias;

@@ -216,6 +216,27 @@ static int parse_cache_salt(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
+/* mm_processor_kwargs (vLLM's): the image processor's settings for this request; of the official
+ * processor's, dynamic_hd (at most that many HD crops per image: pm_request.max_crops). */
+static int parse_mm_kwargs(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const json_t *kw = json_object_get(root, "mm_processor_kwargs");
+    if (!kw || json_is_null(kw)) return 0;
+    if (!json_is_object(kw)) return srv_bad(e, "mm_processor_kwargs", "invalid_type", "mm_processor_kwargs must be an object");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)kw, k, v) {
+        if (strcmp(k, "dynamic_hd"))
+            return srv_bad(e, "mm_processor_kwargs", "unsupported_parameter", "mm_processor_kwargs.%.64s is not supported (dynamic_hd is)", k);
+    }
+    long long d = 0;
+    if (srv_get_int(kw, "dynamic_hd", 1, 4096, &d, e) < 0) {
+        snprintf(e->param, sizeof e->param, "mm_processor_kwargs.dynamic_hd");
+        return -1;
+    }
+    r->max_crops = (int)d;
+    return 0;
+}
+
 /* tools / tool_choice (tool_calls.h): a forced choice holds the answer to its calls' schema, so
  * it and response_format cannot both shape it; auto mode would have its calls' markers masked. */
 static int parse_tools(const json_t *root, srv_chat_req *r, srv_error *e) {
@@ -271,7 +292,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         r->include_usage = iu;
     }
     if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e)) return -1;
-    if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e)) return -1;
+    if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e) || parse_mm_kwargs(root, r, e)) return -1;
     return completions ? 0 : parse_tools(root, r, e);
 }
 

@@ -78,6 +78,8 @@ static void usage(void) {
             "                          host, *.domain for its subdomains, * for any; a wildcard admits public\n"
             "                          addresses only; default: none, remote URLs refused)\n"
             "  --media-fetch-timeout S seconds for fetching all of a request's media URLs (default 30)\n"
+            "  --max-crops N           at most N HD crops per image unless a request's mm_processor_kwargs\n"
+            "                          dynamic_hd says (default: the checkpoint's dynamic_hd, 36)\n"
             "  --parallel N            sequences decoded together (default 16)\n"
             "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
             "  --max-body BYTES        request body limit, K/M/G suffixes (default 64M)\n"
@@ -159,7 +161,10 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         else if (!strcmp(a, "--cors")) o->cors_origin = v;
         else if (!strcmp(a, "--allow-media-dir")) o->media_dir = v;
         else if (!strcmp(a, "--allow-media-hosts")) o->media_hosts = v;
-        else if (!strcmp(a, "--media-fetch-timeout")) {
+        else if (!strcmp(a, "--max-crops")) {
+            if (cli_int(v, 1, 4096, &n)) return cli_fail(cmd, "--max-crops must be 1..4096, got '%s'", v);
+            o->max_crops = (int)n;
+        } else if (!strcmp(a, "--media-fetch-timeout")) {
             if (cli_int(v, 1, 3600, &n)) return cli_fail(cmd, "--media-fetch-timeout must be 1..3600 seconds, got '%s'", v);
             o->media_fetch_timeout = (int)n;
         }

@@ -69,6 +69,7 @@ struct srv_job {
     char *json_schema;              /* malloc'd */
     int min_tokens, ignore_eos;
     char *cache_salt;               /* malloc'd; NULL: none */
+    int max_crops;                  /* pm_request.max_crops (0: the server's --max-crops, else the checkpoint's) */
     srv_tool_mode tool_mode;        /* chat tools: the answer's calls come back as tool_calls (tool_calls.h) */
     char *resp_base;                /* /v1/responses: what the response object repeats of the request (JSON text, malloc'd) */
     char *resp_convo;               /* ... and the conversation to keep once answered (chat messages JSON; NULL: not kept) */

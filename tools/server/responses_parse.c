@@ -294,7 +294,7 @@ int srv_responses_to_chat(const json_t *root, const json_t *previous, json_t **c
     int rc = c && nm && msgs && !json_object_set(c, "messages", msgs) ? 0 : rp_oom(e);
     static const char *const same[] = {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "stop",
                                        "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "min_tokens",
-                                       "ignore_eos", "cache_salt"};
+                                       "ignore_eos", "cache_salt", "mm_processor_kwargs"};
     for (size_t i = 0; !rc && i < sizeof same / sizeof same[0]; i++) {
         json_t *v = json_object_get(root, same[i]);
         if (v && json_object_set(c, same[i], v)) rc = rp_oom(e);

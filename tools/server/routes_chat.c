@@ -103,6 +103,7 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
         j->n_logit_bias = r->n_logit_bias;
     if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;
     if (r->cache_salt && !(j->cache_salt = strdup(r->cache_salt))) oom = 1;
+    j->max_crops = r->max_crops;
     if (oom) {
         srv_job_unref(j);
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");

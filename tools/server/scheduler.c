@@ -252,6 +252,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->min_tokens = j->min_tokens;
     rq->ignore_eos = j->ignore_eos;
     rq->cache_salt = j->cache_salt;
+    rq->max_crops = j->max_crops ? j->max_crops : j->ctx->o.max_crops;
     if (j->tool_mode == SRV_TOOLS_AUTO) { /* the calls' schema holds what follows the model's <|tool_call|> */
         rq->json_lazy = srv_job_lazy_calls(j);
         if (!rq->json_lazy) rq->format = PM_FORMAT_TEXT;

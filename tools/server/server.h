@@ -60,6 +60,7 @@ typedef struct srv_opts {
     const char *media_dir;      /* NULL: local media paths refused */
     const char *media_hosts;    /* --allow-media-hosts LIST: hosts image URLs are fetched from (NULL: none) */
     int media_fetch_timeout;    /* seconds for all of a request's URLs (default 30) */
+    int max_crops;              /* --max-crops: HD crops per image at most unless a request says (0: the checkpoint's) */
     int parallel;               /* engine max_seqs (default 16) */
     int max_queue;              /* waiting requests (default 64) */
     int http_threads;           /* libmicrohttpd worker threads (default 4) */
