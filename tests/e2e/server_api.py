@@ -203,6 +203,8 @@ class MediaHost:
                     self.send(200, png, [("Content-Type", "image/png")])
                 elif p == "/clip.wav":
                     self.send(200, wav, [("Content-Type", "audio/wav")])
+                elif p == "/noauth":  # the image, to a request without credentials
+                    self.send(403 if self.headers.get("Authorization") else 200, png, [("Content-Type", "image/png")])
                 elif p == "/redirect":
                     self.send(302, b"", [("Location", "/image.png")])
                 elif p == "/away":  # another host name for the same server: not in the list
@@ -256,8 +258,12 @@ def remote_urls(A, B, D, inputs, image_answer, audio_answer):
                and e.get("param") == param, "got %s %s" % (st, str(d)[:300]))
 
     try:
+        ok0, failed0 = A.metric('phi4mm_media_fetches_total{result="ok"}'), A.metric('phi4mm_media_fetches_total{result="failed"}')
         st, _, d = ask(A, mh.url("/image.png"))
         report("image URL fetched: the answer about the same image sent inline", st == 200 and chat_content(d) == image_answer,
+               "%s %s" % (st, str(d)[:200]))
+        st, _, d = ask(A, "http://user:secret@127.0.0.1:%d/noauth" % mh.port)
+        report("image URL with user:password@: fetched without the credentials", st == 200 and chat_content(d) == image_answer,
                "%s %s" % (st, str(d)[:200]))
         st, _, d = ask(A, mh.url("/redirect"))
         report("image URL through a redirect to the same host", st == 200 and chat_content(d) == image_answer, "%s %s" % (st, str(d)[:200]))
@@ -296,6 +302,10 @@ def remote_urls(A, B, D, inputs, image_answer, audio_answer):
         refused("redirecting in a loop", A, "/loop", "more than 5 redirects")
         refused("with an empty body", A, "/empty", "empty body")
         refused("of bytes that are no image", A, "/text", "not a recognised image", code="invalid_image", param="messages[0].content[0]")
+        ok1, failed1 = A.metric('phi4mm_media_fetches_total{result="ok"}'), A.metric('phi4mm_media_fetches_total{result="failed"}')
+        report("media fetch metrics: A's URLs counted by result, their bytes and time", ok0 == failed0 == 0 and ok1 == 8 and failed1 == 7
+               and A.metric("phi4mm_media_fetch_bytes_total") > 0 and A.metric("phi4mm_media_fetch_seconds_total") > 0,
+               "ok %s -> %s, failed %s -> %s" % (ok0, ok1, failed0, failed1))
         refused("larger than the media cap (B: 1 MiB)", B, "/big", "larger than 1048576 bytes")
         refused("of 127.0.0.1 under a wildcard (D: '*')", D, "/image.png", "internal address")
         refused("of localhost under a wildcard (D: '*')", D, "/image.png", "internal address", url=mh.url("/image.png", "localhost"))

@@ -329,6 +329,9 @@ int pm_cmd_serve(int argc, char **argv) {
     }
     int port = srv_http_port(http);
     fprintf(stderr, "phi4mm serve: listening on http://%s:%d (model loading)\n", ctx->o.host, port);
+    if (ctx->media_hosts)
+        fprintf(stderr, "phi4mm serve: media URLs fetched from %s (a wildcard's hosts at public addresses only), within %d s a request\n",
+                ctx->o.media_hosts, ctx->o.media_fetch_timeout);
     if (ctx->o.port_file && write_port_file(ctx->o.port_file, port))
         fprintf(stderr, "phi4mm serve: warning: cannot write --port-file %s\n", ctx->o.port_file);
 

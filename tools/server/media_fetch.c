@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "media_urls.h"
+#include "metrics.h"
 #include "req_memory.h"
 
 /* Requests fetching at once; past it a request is answered 503 (each holds a thread). */
@@ -118,6 +119,8 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
                      hop ? "it redirects to another host: " : "", host);
             goto out;
         }
+        curl_url_set(u, CURLUPART_USER, NULL, 0); /* no credentials from a URL go out */
+        curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
         double left = deadline - srv_now();
         if (left <= 0) {
             snprintf(it->err, sizeof it->err, "no time left to fetch it (--media-fetch-timeout %d s for a request's URLs)",
@@ -211,8 +214,15 @@ out:
 static void *fetch_thread(void *arg) {
     srv_fetch *f = arg;
     srv_ctx *ctx = f->ctx;
-    double deadline = srv_now() + ctx->o.media_fetch_timeout;
-    for (int i = 0; i < f->t.n; i++) fetch_one(f, &f->t.items[i], deadline);
+    double t0 = srv_now(), deadline = t0 + ctx->o.media_fetch_timeout;
+    int ok = 0;
+    long long bytes = 0;
+    for (int i = 0; i < f->t.n; i++) {
+        fetch_one(f, &f->t.items[i], deadline);
+        ok += !f->t.items[i].err[0];
+        bytes += (long long)f->t.items[i].len;
+    }
+    srv_metrics_fetch(ctx->metrics, ok, f->t.n - ok, bytes, srv_now() - t0);
     f->done = 1;
     struct MHD_Connection *c = f->conn;
     /* after the resume the connection (and f) belong to the HTTP thread again */

@@ -8,9 +8,10 @@
  *
  * Each transfer: http and https only (redirects included, each hop's host judged against
  * --allow-media-hosts by curl's own URL parser, at most 5 hops), no proxy from the environment, no
- * cookies or credentials, at most the request's media cap of bytes (--max-body), charged to the
- * request-memory budget as they arrive, and a wildcard-admitted host refused at an internal
- * address when the socket is opened (so a DNS answer cannot steer it inside). A failed one becomes
+ * cookies, no credentials (a URL's user:password@ is dropped), at most the request's media cap of
+ * bytes (--max-body), charged to the request-memory budget as they arrive, and a wildcard-admitted
+ * host refused at an internal address when the socket is opened (so a DNS answer cannot steer it
+ * inside). A failed one becomes
  * a 400 `invalid_image_url` (`invalid_audio_url`) naming the URL's place in the request and why. */
 #ifndef PM_SRV_MEDIA_FETCH_H
 #define PM_SRV_MEDIA_FETCH_H

@@ -33,6 +33,8 @@ struct srv_metrics {
     unsigned long long ring_tok[RING];
     double audio_seconds;
     unsigned long long recomputes, inline_admissions;
+    unsigned long long fetch_ok, fetch_failed, fetch_bytes;
+    double fetch_seconds;
     unsigned long long ttft_bucket[N_BUCKETS], ttft_count;
     double ttft_sum;
 };
@@ -119,6 +121,15 @@ void srv_metrics_prefix(srv_metrics *m, const pm_prefix_stats *st) {
 void srv_metrics_preparing(srv_metrics *m, int n) {
     pthread_mutex_lock(&m->mu);
     m->preparing = n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_fetch(srv_metrics *m, int ok, int failed, long long bytes, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    m->fetch_ok += (unsigned long long)ok;
+    m->fetch_failed += (unsigned long long)failed;
+    m->fetch_bytes += (unsigned long long)bytes;
+    m->fetch_seconds += seconds;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -260,6 +271,14 @@ char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     put(&o, "# HELP phi4mm_inline_admissions_total Short text requests admitted while the prompt thread was busy, prefilled by the steps.\n"
             "# TYPE phi4mm_inline_admissions_total counter\nphi4mm_inline_admissions_total %llu\n",
         m->inline_admissions);
+    put(&o, "# HELP phi4mm_media_fetches_total Media URLs of requests fetched (--allow-media-hosts), by result.\n"
+            "# TYPE phi4mm_media_fetches_total counter\nphi4mm_media_fetches_total{result=\"ok\"} %llu\n"
+            "phi4mm_media_fetches_total{result=\"failed\"} %llu\n"
+            "# HELP phi4mm_media_fetch_bytes_total Bytes of the media URLs fetched.\n"
+            "# TYPE phi4mm_media_fetch_bytes_total counter\nphi4mm_media_fetch_bytes_total %llu\n"
+            "# HELP phi4mm_media_fetch_seconds_total Seconds requests waited for their media URLs.\n"
+            "# TYPE phi4mm_media_fetch_seconds_total counter\nphi4mm_media_fetch_seconds_total %.3f\n",
+        m->fetch_ok, m->fetch_failed, m->fetch_bytes, m->fetch_seconds);
     put(&o, "# HELP phi4mm_prompt_cache_lookups_total Prompts looked up in the prompt cache.\n"
             "# TYPE phi4mm_prompt_cache_lookups_total counter\nphi4mm_prompt_cache_lookups_total %lld\n"
             "# HELP phi4mm_prompt_cache_hits_total Prompts that started their prefill past a kept prefix.\n"

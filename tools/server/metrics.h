@@ -22,6 +22,9 @@
  *                                                     encoder outputs, and found
  *   phi4mm_media_cache_bytes                          gauge
  *   phi4mm_draft_tokens_total, _accepted_total        counters: --draft's tokens checked and taken
+ *   phi4mm_media_fetches_total{result}                counter: media URLs fetched (ok) or not (failed)
+ *   phi4mm_media_fetch_bytes_total, _seconds_total    counters: their bytes, and the time requests
+ *                                                     waited for them (--allow-media-hosts)
  *   phi4mm_time_to_first_token_seconds                histogram (arrival -> first token)
  *   phi4mm_model_ready                                gauge: 1 once the model is loaded
  * Thread-safe (one mutex); owned by the server context. */
@@ -59,6 +62,8 @@ void srv_metrics_draft(srv_metrics *m, int64_t drafted, int64_t accepted);
 /* Tokens generated in one engine step, at monotonic time now (seconds). */
 void srv_metrics_step(srv_metrics *m, int tokens, double now);
 void srv_metrics_audio(srv_metrics *m, double seconds);
+/* A request's media URLs fetched: ok and failed URLs, the bytes that came, the seconds it waited. */
+void srv_metrics_fetch(srv_metrics *m, int ok, int failed, long long bytes, double seconds);
 void srv_metrics_ttft(srv_metrics *m, double seconds);
 
 /* The exposition text (malloc'd). */
