@@ -98,22 +98,27 @@ else
   fi
 fi
 
+# SIGTERM to a server, then up to 10 s for it to exit: stopped=1 when it did, src its status.
+term_wait() {
+  kill -TERM "$1" 2>/dev/null
+  stopped=0
+  for i in $(seq 1 100); do
+    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; src=$?; stopped=1; return; fi
+    sleep 0.1
+  done
+}
+
 # Graceful shutdown: SIGTERM with a stream in flight -> the stream gets a final event, exit 0.
 curl -sN -m 30 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PA/v1/chat/completions" \
   -d '{"messages":[{"role":"user","content":"Long."}],"max_tokens":100000,"stream":true}' >"$tmp/last_stream.txt" 2>/dev/null &
 curl_pid=$!
 for i in $(seq 1 100); do grep -q '"content"' "$tmp/last_stream.txt" 2>/dev/null && break; sleep 0.05; done
-kill -TERM "$pid_a"
-ok=0
-for i in $(seq 1 100); do
-  if ! kill -0 "$pid_a" 2>/dev/null; then wait "$pid_a"; src=$?; ok=1; break; fi
-  sleep 0.1
-done
+term_wait "$pid_a"
 wait "$curl_pid" 2>/dev/null
-if [ $ok = 1 ] && [ "$src" = 0 ] && grep -q '"code":"cancelled"' "$tmp/last_stream.txt" && tail -c 20 "$tmp/last_stream.txt" | grep -q '\[DONE\]'; then
+if [ $stopped = 1 ] && [ "$src" = 0 ] && grep -q '"code":"cancelled"' "$tmp/last_stream.txt" && tail -c 20 "$tmp/last_stream.txt" | grep -q '\[DONE\]'; then
   echo "PASS graceful shutdown (SIGTERM: the open stream ended with an error event and [DONE]; exit 0)"
 else
-  echo "FAIL graceful shutdown (exited: $ok, status ${src:-?}; stream tail: $(tail -c 200 "$tmp/last_stream.txt"))"
+  echo "FAIL graceful shutdown (exited: $stopped, status ${src:-?}; stream tail: $(tail -c 200 "$tmp/last_stream.txt"))"
   tail -5 "$tmp/a.log"
 fi
 # Shutdown while an image URL is being fetched (server B): the transfer gives up, the request gets a
@@ -134,25 +139,16 @@ curl -s -m 30 "http://127.0.0.1:$PB/v1/chat/completions" -d "{\"messages\":[{\"r
 curl_pid=$!
 sleep 1
 t0=$(date +%s%N)
-kill -TERM "$pid_b"
-ok=0
-for i in $(seq 1 100); do
-  if ! kill -0 "$pid_b" 2>/dev/null; then wait "$pid_b"; src=$?; ok=1; break; fi
-  sleep 0.1
-done
+term_wait "$pid_b"
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 wait "$curl_pid" 2>/dev/null
 kill "$slow_pid" 2>/dev/null
-if [ $ok = 1 ] && [ "$src" = 0 ] && [ $ms -lt 3500 ] && grep -q '"code":"shutting_down"' "$tmp/fetch_stop.txt"; then
+if [ $stopped = 1 ] && [ "$src" = 0 ] && [ $ms -lt 3500 ] && grep -q '"code":"shutting_down"' "$tmp/fetch_stop.txt"; then
   echo "PASS shutdown during an image URL's fetch (503 shutting_down, exit 0 in $ms ms)"
 else
-  echo "FAIL shutdown during an image URL's fetch (exited: $ok, status ${src:-?}, $ms ms; answer: $(head -c 200 "$tmp/fetch_stop.txt"))"
+  echo "FAIL shutdown during an image URL's fetch (exited: $stopped, status ${src:-?}, $ms ms; answer: $(head -c 200 "$tmp/fetch_stop.txt"))"
 fi
-for p in "$pid_c" "$pid_d"; do
-  kill -TERM "$p" 2>/dev/null
-  for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  wait "$p" 2>/dev/null
-done
+for p in "$pid_c" "$pid_d"; do term_wait "$p"; done
 if grep -qi "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" "$tmp/d.log"; then
   echo "FAIL server logs report a panic, an assertion or a sanitizer error"
   grep -i -A5 "panic\|assert\|Sanitizer\|runtime error" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" "$tmp/d.log" | head -40
