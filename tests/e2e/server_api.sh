@@ -8,6 +8,7 @@
 #      for decoded media (a long clip refused, a short one served); --recache (its log line checked)
 #   D: --prefill-chunk 2 (a long prompt keeps the prompt thread busy): a short text request goes past it;
 #      image URLs of any public host ('*': 127.0.0.1 and localhost refused)
+#   E: HTTPS (--tls-cert / --tls-key, a self-signed certificate made with openssl): A's answer over TLS
 # then runs tests/e2e/server_api.py (raw HTTP, stdlib Python), the official `openai` npm client
 # (tests/node; installed with `npm ci` into tests/node/node_modules when absent, bounded by a
 # timeout), and a graceful-shutdown check. Prints PASS/FAIL lines.
@@ -43,6 +44,16 @@ start() { # name, extra args...
   pids+=($!)
   eval "pid_$name=$!"
 }
+# SIGTERM to a server, then up to 10 s for it to exit: stopped=1 when it did, src its status.
+term_wait() {
+  kill -TERM "$1" 2>/dev/null
+  stopped=0
+  for i in $(seq 1 100); do
+    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; src=$?; stopped=1; return; fi
+    sleep 0.1
+  done
+}
+
 wait_ready() { # name -> prints the port
   local name=$1 i port
   for i in $(seq 1 300); do
@@ -60,6 +71,13 @@ start b --parallel 1 --max-queue 1 --max-body 1M --default-max-tokens 64 --promp
   --allow-media-hosts 127.0.0.1 --media-fetch-timeout 4
 start c --parallel 4 --max-queue 4 --kv-budget 3M --max-request-memory 2M --default-max-tokens 64 --recache
 start d --parallel 4 --max-queue 4 --prefill-chunk 2 --default-max-tokens 64 --draft 4 --allow-media-hosts '*'
+# E: HTTPS with a self-signed certificate for 127.0.0.1 (checked after the Python checks)
+tls_ok=0
+if command -v openssl >/dev/null && openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/tls.key" -out "$tmp/tls.crt" -days 2 \
+     -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1" >/dev/null 2>&1; then
+  tls_ok=1
+  start e --parallel 2 --default-max-tokens 8 --api-key "$KEY" --tls-cert "$tmp/tls.crt" --tls-key "$tmp/tls.key"
+fi
 PA=$(wait_ready a) || { tail -5 "$tmp/a.log"; fail "server A did not become ready in 30 s"; }
 PB=$(wait_ready b) || { tail -5 "$tmp/b.log"; fail "server B did not become ready in 30 s"; }
 PC=$(wait_ready c) || { tail -5 "$tmp/c.log"; fail "server C did not become ready in 30 s"; }
@@ -98,15 +116,26 @@ else
   fi
 fi
 
-# SIGTERM to a server, then up to 10 s for it to exit: stopped=1 when it did, src its status.
-term_wait() {
-  kill -TERM "$1" 2>/dev/null
-  stopped=0
-  for i in $(seq 1 100); do
-    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; src=$?; stopped=1; return; fi
-    sleep 0.1
-  done
-}
+# HTTPS (server E): a chat completion over TLS answers as server A does over plain HTTP; plain HTTP
+# to the TLS port gets no answer; the start-up line says https.
+if [ $tls_ok = 1 ]; then
+  for i in $(seq 1 300); do [ -s "$tmp/e.port" ] && curl -sf -m 2 --cacert "$tmp/tls.crt" "https://127.0.0.1:$(cat "$tmp/e.port")/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  PE=$(cat "$tmp/e.port" 2>/dev/null)
+  body='{"messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":8}'
+  over_tls=$(curl -s -m 60 --cacert "$tmp/tls.crt" -H "Authorization: Bearer $KEY" "https://127.0.0.1:$PE/v1/chat/completions" -d "$body" |
+             "$PY" -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])' 2>/dev/null)
+  plain=$(curl -s -m 60 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PA/v1/chat/completions" -d "$body" |
+          "$PY" -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])' 2>/dev/null)
+  curl -s -m 5 "http://127.0.0.1:$PE/health" >/dev/null 2>&1; plain_rc=$?
+  if [ -n "$over_tls" ] && [ "$over_tls" = "$plain" ] && [ $plain_rc != 0 ] && grep -q "listening on https://127.0.0.1:" "$tmp/e.log"; then
+    echo "PASS HTTPS (--tls-cert/--tls-key): the plain server's answer over TLS; plain HTTP to it refused"
+  else
+    echo "FAIL HTTPS (--tls-cert/--tls-key) (TLS answer '$over_tls', plain '$plain', plain HTTP to the TLS port rc $plain_rc; $(head -c 300 "$tmp/e.log"))"
+  fi
+  term_wait "$pid_e"
+else
+  echo "FAIL HTTPS (no openssl CLI to make a certificate: make test-deps)"
+fi
 
 # Graceful shutdown: SIGTERM with a stream in flight -> the stream gets a final event, exit 0.
 curl -sN -m 30 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PA/v1/chat/completions" \

@@ -73,6 +73,8 @@ static void usage(void) {
             "  --port-file FILE        write the bound port to FILE once listening\n"
             "  --api-key KEY           require 'Authorization: Bearer KEY' (or set PHI4MM_API_KEY)\n"
             "  --cors ORIGIN           send CORS headers for ORIGIN (default: none)\n"
+            "  --tls-cert FILE, --tls-key FILE  serve HTTPS with this certificate (chain) and private key\n"
+            "                          (PEM, the key unencrypted; default: plain HTTP)\n"
             "  --allow-media-dir DIR   accept image_url / audio_url file paths inside DIR (default: refused)\n"
             "  --allow-media-hosts LIST  fetch image_url / audio_url http(s) URLs from these hosts (comma-separated:\n"
             "                          host, *.domain for its subdomains, * for any; a wildcard admits public\n"
@@ -159,6 +161,8 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         } else if (!strcmp(a, "--port-file")) o->port_file = v;
         else if (!strcmp(a, "--api-key")) o->api_key = v;
         else if (!strcmp(a, "--cors")) o->cors_origin = v;
+        else if (!strcmp(a, "--tls-cert")) o->tls_cert = v;
+        else if (!strcmp(a, "--tls-key")) o->tls_key = v;
         else if (!strcmp(a, "--allow-media-dir")) o->media_dir = v;
         else if (!strcmp(a, "--allow-media-hosts")) o->media_hosts = v;
         else if (!strcmp(a, "--max-crops")) {
@@ -225,6 +229,7 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         } else return cli_fail(cmd, "unknown option '%s' (see --help)", a);
     }
     if (!o->model_dir) return cli_fail(cmd, "missing -m MODEL_DIR (see --help)");
+    if (!o->tls_cert != !o->tls_key) return cli_fail(cmd, "--tls-cert and --tls-key go together (the certificate chain and its private key, PEM)");
     if (!o->api_key) {
         const char *k = getenv("PHI4MM_API_KEY");
         if (k && *k) o->api_key = k;
@@ -257,6 +262,11 @@ static void media_hosts_stop(srv_ctx *ctx) {
     free(ctx->media_hosts);
     ctx->media_hosts = NULL;
     srv_fetch_global_cleanup();
+}
+
+/* Whether clients reach host only from this machine. */
+static int loopback_host(const char *host) {
+    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "[::1]");
 }
 
 static int write_port_file(const char *path, int port) {
@@ -328,7 +338,12 @@ int pm_cmd_serve(int argc, char **argv) {
         return cli_fail("serve", "%s", err);
     }
     int port = srv_http_port(http);
-    fprintf(stderr, "phi4mm serve: listening on http://%s:%d (model loading)\n", ctx->o.host, port);
+    int v6 = strchr(ctx->o.host, ':') != NULL;
+    fprintf(stderr, "phi4mm serve: listening on %s://%s%s%s:%d (model loading)\n", ctx->o.tls_cert ? "https" : "http", v6 ? "[" : "",
+            ctx->o.host, v6 ? "]" : "", port);
+    if (ctx->o.api_key && !ctx->o.tls_cert && !loopback_host(ctx->o.host))
+        fprintf(stderr, "phi4mm serve: warning: --host %s is not a loopback address and the API key travels in clear text; serve "
+                "HTTPS (--tls-cert, --tls-key) or put a TLS proxy in front\n", ctx->o.host);
     if (ctx->media_hosts)
         fprintf(stderr, "phi4mm serve: media URLs fetched from %s (a wildcard's hosts at public addresses only), within %d s a request\n",
                 ctx->o.media_hosts, ctx->o.media_fetch_timeout);

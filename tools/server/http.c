@@ -11,6 +11,7 @@
 #include "req_memory.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -30,7 +31,35 @@ struct srv_http {
     srv_ctx *ctx;
     struct MHD_Daemon *d;
     int port;
+    char *tls_cert, *tls_key; /* PEM text of --tls-cert / --tls-key (NULL: plain HTTP) */
 };
+
+/* The PEM file `path` of --`what` as text (malloc'd), or NULL with a message. */
+static char *read_pem(const char *path, const char *what, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0;
+    if (f) {
+        buf = malloc((size_t)1 << 20);
+        n = buf ? fread(buf, 1, ((size_t)1 << 20) - 1, f) : 0;
+        int big = buf && n == ((size_t)1 << 20) - 1 && fgetc(f) != EOF, bad = ferror(f);
+        fclose(f);
+        if (!buf || big || bad || !n) {
+            snprintf(err, errlen, "--%s %s: %s", what, path, !buf ? "out of memory" : big ? "larger than 1 MiB" : bad ? "read error" : "empty file");
+            free(buf);
+            return NULL;
+        }
+        buf[n] = 0;
+        if (!strstr(buf, "-----BEGIN ")) {
+            snprintf(err, errlen, "--%s %s: not a PEM file (no -----BEGIN line)", what, path);
+            free(buf);
+            return NULL;
+        }
+        return buf;
+    }
+    snprintf(err, errlen, "--%s %s: %s", what, path, strerror(errno));
+    return NULL;
+}
 
 static const struct {
     const char *path;
@@ -472,14 +501,34 @@ int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
     h->ctx = ctx;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (ctx->o.tls_cert) { /* HTTPS (libmicrohttpd's GnuTLS): both files, checked in cmd_serve */
+        if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) snprintf(err, errlen, "this libmicrohttpd was built without TLS");
+        else if ((h->tls_cert = read_pem(ctx->o.tls_cert, "tls-cert", err, errlen)))
+            h->tls_key = read_pem(ctx->o.tls_key, "tls-key", err, errlen);
+        if (!h->tls_key) {
+            freeaddrinfo(ai);
+            free(h->tls_cert);
+            free(h);
+            return -1;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
+    }
     unsigned threads = ctx->o.http_threads > 0 ? (unsigned)ctx->o.http_threads : 1;
     h->d = MHD_start_daemon(flags, (uint16_t)ctx->o.port, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not a local address?)", ctx->o.host, ctx->o.port);
+        if (ctx->o.tls_cert)
+            snprintf(err, errlen, "cannot listen with TLS on %s:%d: the certificate or the key is not usable (see the line above: "
+                     "not PEM, encrypted, or not a pair), or the address is in use", ctx->o.host, ctx->o.port);
+        else snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not a local address?)", ctx->o.host, ctx->o.port);
+        free(h->tls_cert);
+        free(h->tls_key);
         free(h);
         return -1;
     }
@@ -519,5 +568,7 @@ void srv_http_stop(srv_http *h) {
     if (atomic_load(&h->ctx->suspended) > 0)
         fprintf(stderr, "phi4mm serve: warning: %d connection(s) still parked at shutdown\n", atomic_load(&h->ctx->suspended));
     MHD_stop_daemon(h->d);
+    free(h->tls_cert);
+    free(h->tls_key);
     free(h);
 }

@@ -57,6 +57,7 @@ typedef struct srv_opts {
     int port;                   /* default 8080; 0 = pick a free port (printed) */
     const char *api_key;        /* NULL: no auth */
     const char *cors_origin;    /* NULL: no CORS headers */
+    const char *tls_cert, *tls_key; /* --tls-cert / --tls-key PEM files: HTTPS (NULL: plain HTTP) */
     const char *media_dir;      /* NULL: local media paths refused */
     const char *media_hosts;    /* --allow-media-hosts LIST: hosts image URLs are fetched from (NULL: none) */
     int media_fetch_timeout;    /* seconds for all of a request's URLs (default 30) */
