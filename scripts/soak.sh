@@ -12,7 +12,8 @@ LOG=$(mktemp)
 # --response-store 4M: the kept responses (each holds its request's image) fill the store within
 # seconds, so the soak churns its evictions and the RSS check sees a full store from the warm mark
 # on (the default 64M would still be filling at the end: +25 MB in 60 s, a bounded cache, not a leak)
-"$BIN" serve -m "$FX/tiny_model" --port "$PORT" --parallel 8 --max-queue 16 --response-store 4M ${SOAK_SERVE_ARGS:-} >"$LOG" 2>&1 &
+"$BIN" serve -m "$FX/tiny_model" --port "$PORT" --parallel 8 --max-queue 16 --response-store 4M --allow-media-hosts 127.0.0.1 \
+  ${SOAK_SERVE_ARGS:-} >"$LOG" 2>&1 &
 PID=$!
 echo "soak: serve options: ${SOAK_SERVE_ARGS:-(none)}"
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -f "$LOG"' EXIT

@@ -2,7 +2,8 @@
 """soak.py — a bounded soak of `phi4mm serve` (make soak SOAK_SECONDS=N). Loopback only.
 
 32 client threads loop until the deadline over the modes (text, image, audio, image+audio chat,
-greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces),
+greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces, an
+image by URL from a local host, an image with fewer crops),
 half of them streamed. Along the way: random disconnects mid-stream (the
 server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
 Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
@@ -58,6 +59,31 @@ def main():
     extra["text+tools"] = {"tools": [{"type": "function", "function": fn}], "logit_bias": {str(added["<|tool_call|>"]): 100},
                            "cache_salt": "soak", "max_tokens": 300}
     parts["text+tools"] = parts["text"]
+
+    # the image by URL (--allow-media-hosts 127.0.0.1: a local host beside the soak), fetched on a thread
+    # of its own per request while the others stream; and with fewer crops (the media cache keeps the
+    # encodings of the same pixels at two crop limits apart)
+    import http.server
+    png = open(a.inputs + "/image.png", "rb").read()
+
+    class Host(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(png)))
+            self.end_headers()
+            self.wfile.write(png)
+
+    host = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Host)
+    host.daemon_threads = True
+    threading.Thread(target=host.serve_forever, daemon=True).start()
+    parts["image+url"] = [{"type": "image_url", "image_url": {"url": "http://127.0.0.1:%d/image.png" % host.server_address[1]}},
+                          {"type": "text", "text": "Describe the image."}]
+    parts["image+crops"] = parts["image"]
+    extra["image+crops"] = {"mm_processor_kwargs": {"dynamic_hd": 1}}
 
     # the Responses API (/v1/responses) over the same image request, beside the chat ones
     parts["responses+image"] = [{"type": "input_image", "image_url": img}, {"type": "input_text", "text": "Describe the image."}]
