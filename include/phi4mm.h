@@ -270,7 +270,14 @@ typedef struct pm_request {
      * image: 1,841 at the checkpoint's 36, 460 at 1). 0: the checkpoint's preprocessor_config.json
      * dynamic_hd, as the official processor. */
     int max_crops;
+    /* Optional: text the answer is expected to repeat much of (OpenAI's Predicted Outputs: the file
+     * an edit rewrites, say), at most PM_MAX_PREDICTION bytes. While the sequence decodes alone, the
+     * tokens that follow the answer's end in it are drafted and checked as pm_engine_opts.draft_tokens'
+     * are (at most that many, PM_PREDICTION_DRAFT when drafting is off): the same tokens and bits as
+     * without it, in fewer passes over the weights where the prediction holds. */
+    const char *prediction;
 } pm_request;
+enum { PM_MAX_PREDICTION = 4 << 20, PM_PREDICTION_DRAFT = 8 };
 enum { PM_MAX_CACHE_SALT = 256 };
 
 /* The mode the official policy assigns to a request: image and audio -> VISION_SPEECH, image ->
@@ -298,6 +305,10 @@ typedef struct pm_callbacks {
     /* Called once right before on_done: how many of the prompt's positions came from the prompt
      * cache (pm_engine_opts.prefix_cache) instead of being computed (OpenAI's cached_tokens). */
     void (*on_prompt_cached)(void *user, int positions);
+    /* With pm_request.prediction: called once right before on_done: the prediction's tokens drafted
+     * and those the sampler took (OpenAI's accepted_prediction_tokens; drafted - accepted, its
+     * rejected_prediction_tokens). */
+    void (*on_prediction)(void *user, int drafted, int accepted);
 } pm_callbacks;
 
 /* ---------------------------------------------------------------- engine */

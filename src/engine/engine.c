@@ -66,6 +66,10 @@ typedef struct pm_seq {
     int32_t draft[PM_MAX_DRAFT]; /* this step's drafted tokens (pm_engine_opts.draft_tokens), checked after its next */
     int n_draft;
     int draft_room;         /* how many the next drafting step may check (grows while drafts are taken) */
+    int32_t *pred;          /* pm_request.prediction's tokens (NULL: none) */
+    int n_pred, pred_at;    /* ... and where its last draft began */
+    int draft_pred;         /* this step's drafts came from the prediction */
+    int pred_drafted, pred_accepted; /* its tokens drafted and taken (pm_callbacks.on_prediction) */
 } pm_seq;
 
 struct pm_engine {
@@ -82,7 +86,8 @@ struct pm_engine {
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     uint8_t *json_allow;    /* the mask's scratch [vocab] */
     int32_t end_id;         /* <|end|>, after which a prefill chunk may end early (chunk_end); -1: none */
-    float *draft_logits;    /* [1 + draft_tokens][vocab]: a drafting step's rows' logits */
+    float *draft_logits;    /* [draft_rows][vocab]: a drafting step's rows' logits */
+    int draft_rows;         /* 1 + the most drafts a step may check (0: none allocated yet) */
     int64_t drafted, accepted; /* tokens drafted and taken so far (pm_engine_draft_stats) */
 };
 
@@ -131,6 +136,7 @@ int pm_engine_new(pm_engine **out, pm_model *m, const pm_engine_opts *opts, char
         set_err(err, errlen, &e);
         return e.code;
     }
+    if (eng->draft_logits) eng->draft_rows = eng->o.draft_tokens + 1;
     eng->kv_budget = eng->o.kv_budget < 0 ? -1 : eng->o.kv_budget > 0 ? eng->o.kv_budget : pm_kv_budget_auto(m);
     int64_t cap = eng->o.prefix_cache > 0 ? eng->o.prefix_cache : eng->o.prefix_cache < 0 && eng->o.kv_budget == 0 ? eng->kv_budget / 4 : 0;
     if (cap > 0) {
@@ -167,6 +173,7 @@ static void seq_free(pm_seq *s) {
     free(s->lp_logits);
     pm_prompt_lp_free(&s->plp);
     pm_json_schema_free(s->schema);
+    free(s->pred);
     free(s);
 }
 
@@ -264,6 +271,7 @@ static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) 
     eng->kv_reserved -= s->kv_reserved;
     if (why != PM_FINISH_ERROR) offer_prefix(eng, s);
     if (s->cb.on_prompt_cached) s->cb.on_prompt_cached(s->cb.user, s->cached);
+    if (s->pred && s->cb.on_prediction) s->cb.on_prediction(s->cb.user, s->pred_drafted, s->pred_accepted);
     if (s->cb.on_done) s->cb.on_done(s->cb.user, why, s->n_prompt, s->n_gen, error);
     seq_free(s);
     eng->seqs[i] = eng->seqs[--eng->n];
@@ -294,15 +302,60 @@ void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *acce
  * it decodes alone (beside others the batch already shares each pass over the weights), within
  * its max_tokens and context, and, before the LongRoPE switch, only over positions the short
  * factors cover (the switch happens at the same step as without drafts). */
-static void draft_tokens(const pm_engine *eng, pm_seq *s) {
+/* From a prediction (pm_request.prediction): while the answer so far is its beginning, what follows
+ * it there; else after the answer's last 3 (else 2) tokens where they occur in it, the first
+ * occurrence from where the last draft began on (the answer keeps pace with it), else the first
+ * before. At most k tokens into s->draft; returns how many. */
+static int draft_from_prediction(pm_seq *s, int k) {
+    int g0 = s->n_gen, n = s->n_tokens;
+    const int32_t *ans = s->tokens + s->n_prompt;
+    if (g0 < s->n_pred && !memcmp(ans, s->pred, sizeof(int32_t) * (size_t)g0)) {
+        int m = s->n_pred - g0 < k ? s->n_pred - g0 : k;
+        memcpy(s->draft, s->pred + g0, sizeof(int32_t) * (size_t)m);
+        s->pred_at = g0;
+        return m;
+    }
+    for (int g = 3; g >= 2; g--) {
+        if (g0 < g) continue;
+        const int32_t *tail = s->tokens + n - g;
+        for (int pass = 0; pass < 2; pass++) {
+            int q0 = pass ? 0 : s->pred_at > g ? s->pred_at - g : 0, q1 = pass ? s->pred_at : s->n_pred - g;
+            for (int q = q0; q < q1 && q + g < s->n_pred; q++)
+                if (s->pred[q] == tail[0] && !memcmp(s->pred + q, tail, sizeof(int32_t) * (size_t)g)) {
+                    int m = s->n_pred - (q + g) < k ? s->n_pred - (q + g) : k;
+                    memcpy(s->draft, s->pred + q + g, sizeof(int32_t) * (size_t)m);
+                    s->pred_at = q + g;
+                    return m;
+                }
+        }
+    }
+    return 0;
+}
+
+static void draft_tokens(pm_engine *eng, pm_seq *s) {
     const pm_llm_config *c = &eng->m->llm.c;
     int n = s->n_tokens, p0 = s->kv.len, k = s->draft_room ? s->draft_room : 2;
+    int most = s->pred && !eng->o.draft_tokens ? PM_PREDICTION_DRAFT : eng->o.draft_tokens;
     s->n_draft = 0;
-    if (!eng->o.draft_tokens || eng->n != 1 || s->n_gen < 1 || n - p0 != 1 || pm_prompt_lp_pending(&s->plp)) return;
-    if (k > eng->o.draft_tokens) k = eng->o.draft_tokens;
+    s->draft_pred = 0;
+    if (!most || eng->n != 1 || s->n_gen < 1 || n - p0 != 1 || pm_prompt_lp_pending(&s->plp)) return;
+    if (eng->draft_rows < most + 1) { /* a prediction in an engine that does not draft: its rows' logits, once */
+        float *dl = malloc(sizeof(float) * (size_t)(most + 1) * (size_t)c->vocab);
+        if (!dl) return; /* no drafts: the steps go on as without them */
+        free(eng->draft_logits);
+        eng->draft_logits = dl;
+        eng->draft_rows = most + 1;
+    }
+    if (k > most) k = most;
     if (k > s->max_tokens - s->n_gen - 1) k = s->max_tokens - s->n_gen - 1;
     if (k > s->max_context - n - 1) k = s->max_context - n - 1;
     if (!s->rope_long && k > c->orig_max_pos - 1 - p0) k = c->orig_max_pos - 1 - p0;
+    if (k > 0 && s->pred && (s->n_draft = draft_from_prediction(s, k)) > 0) {
+        s->draft_pred = 1;
+        s->pred_drafted += s->n_draft; /* counted now: the sequence may end inside the step that checks them */
+        return;
+    }
+    if (!eng->o.draft_tokens) return; /* prompt lookup: opt-in */
     for (int g = 3; g >= 2 && k > 0; g--) { /* the latest occurrence with k tokens after it, else the one with most */
         if (n <= g) continue;
         const int32_t *tail = s->tokens + n - g;
@@ -355,6 +408,8 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
     }
     if (req->cache_salt && strlen(req->cache_salt) > PM_MAX_CACHE_SALT)
         return pm_errf(e, PM_EINVAL, "cache_salt holds at most %d bytes (got %zu)", PM_MAX_CACHE_SALT, strlen(req->cache_salt));
+    if (req->prediction && strlen(req->prediction) > PM_MAX_PREDICTION)
+        return pm_errf(e, PM_EINVAL, "the prediction holds at most %d bytes (got %zu)", PM_MAX_PREDICTION, strlen(req->prediction));
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
         return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
     for (int i = 0; i < req->n_logit_bias; i++)
@@ -597,6 +652,11 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         }
     }
     s->min_tokens = req->ignore_eos ? INT_MAX : req->min_tokens;
+    if (req->prediction && req->prediction[0]) { /* as text: its special tokens' names are plain text too */
+        size_t np = 0;
+        if (pm_tok_encode(eng->m->tok, req->prediction, strlen(req->prediction), 0, &s->pred, &np, e)) goto fail;
+        s->n_pred = (int)np;
+    }
     if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
@@ -968,6 +1028,7 @@ int pm_engine_step(pm_engine *eng) {
                 break;
             }
             eng->accepted++;
+            if (s->draft_pred) s->pred_accepted++; /* the sequence lives on (r == 0) */
         }
         eng->drafted += nd;
     }

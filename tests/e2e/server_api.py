@@ -1097,6 +1097,20 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 12})
     report("image from --allow-media-dir path", st == 200 and chat_content(d) == expected["image"], "%s %s" % (st, d))
     remote_urls(A, B, D, I, expected["image"], expected["audio"])
+    # predicted outputs (OpenAI's prediction): the answer without it, its tokens drafted and taken
+    # (completion_tokens_details), streamed too; an unrelated prediction changes nothing either
+    tb = {"messages": cases["text"][0], "max_tokens": 12}
+    sp, _, dp = A.json("POST", "/v1/chat/completions", dict(tb, prediction={"type": "content", "content": expected["text"]}))
+    sq, ev, _ = A.stream("/v1/chat/completions", dict(tb, stream=True, stream_options={"include_usage": True},
+                                                      prediction={"type": "content", "content": [{"type": "text", "text": expected["text"]}]}))
+    su, _, du = A.json("POST", "/v1/chat/completions", dict(tb, prediction={"type": "content", "content": "Nothing like it."}))
+    det = (dp.get("usage") or {}).get("completion_tokens_details", {}) if isinstance(dp, dict) else {}
+    sdet = next((x["usage"] for x in reversed(ev) if isinstance(x, dict) and x.get("usage")), {}).get("completion_tokens_details", {})
+    report("prediction: the same answer, its tokens drafted and taken (usage.completion_tokens_details), streamed too",
+           sp == sq == su == 200 and chat_content(dp) == stream_content(ev)[0] == chat_content(du) == expected["text"]
+           and det.get("accepted_prediction_tokens", 0) >= 6 and sdet.get("accepted_prediction_tokens", 0) >= 6
+           and du["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0,
+           "%s %s / %s %s / %s %s" % (sp, str(dp)[:300], sq, sdet, su, str(du.get("usage"))[:200]))
     # fewer HD crops per image (vLLM's mm_processor_kwargs.dynamic_hd; the CLI's --max-crops): the CLI's
     # answer, fewer prompt tokens; the default again afterwards (the media cache keeps the two apart)
     ref1, rc1 = cli("generate", "-m", M, "-n", "12", "--max-crops", "1", "--image", I + "/image.png", "-p",

@@ -590,6 +590,7 @@ typedef struct draft_rec {
     float lp[DRAFT_STEPS];
     float *lg[DRAFT_STEPS];
     pm_finish why;
+    int pred_drafted, pred_accepted; /* on_prediction's (-1: not called) */
 } draft_rec;
 
 static int draft_on_token(void *u, int32_t tok, const char *text, size_t len) {
@@ -607,6 +608,11 @@ static void draft_on_lp(void *u, pm_logprob chosen, const pm_logprob *top, int n
     draft_rec *c = u;
     if (c->n < DRAFT_STEPS) c->lp[c->n] = chosen.logprob;
 }
+static void draft_on_prediction(void *u, int drafted, int accepted) {
+    draft_rec *c = u;
+    c->pred_drafted = drafted;
+    c->pred_accepted = accepted;
+}
 static void draft_on_done(void *u, pm_finish why, int p, int c, const char *err) {
     (void)p; (void)c; (void)err;
     ((draft_rec *)u)->why = why;
@@ -618,8 +624,10 @@ static void run_draft(fx *f, const pm_request *r, int draft, draft_rec *c, int64
     pm_engine_opts_default(&o);
     o.draft_tokens = draft;
     memset(c, 0, sizeof *c);
+    c->pred_drafted = c->pred_accepted = -1;
     assert_int_equal(pm_engine_new(&c->eng, f->m, &o, err, sizeof err), 0);
-    pm_callbacks cb = {.on_token = draft_on_token, .on_done = draft_on_done, .user = c, .on_logprobs = draft_on_lp};
+    pm_callbacks cb = {.on_token = draft_on_token, .on_done = draft_on_done, .user = c, .on_logprobs = draft_on_lp,
+                       .on_prediction = draft_on_prediction};
     assert_int_equal(pm_engine_submit(c->eng, r, &cb, &c->id, err, sizeof err), 0);
     while (pm_engine_live(c->eng) > 0) assert_true(pm_engine_step(c->eng) >= 0);
     pm_engine_draft_stats(c->eng, drafted, accepted);
@@ -658,6 +666,69 @@ static void test_draft(void **state) {
         if (mode < 2) assert_true(a1 > 0 && a1 < d1); /* drafts taken and turned down */
         for (int k = 0; k < a.n; k++) { free(a.lg[k]); free(b.lg[k]); }
     }
+}
+
+/* Predicted outputs (pm_request.prediction): the same tokens, logits and log-probabilities, bit for
+ * bit, as without, whatever the prediction (the answer itself, the answer cut in two with a line
+ * between, unrelated text), greedy or sampled, in an engine that drafts or not; drafts come from it
+ * and, where it holds, are taken. */
+static void test_prediction(void **state) {
+    fx *f = *state;
+    const int V = 200064;
+    pm_request r = {.prompt = "<|user|>Write a long story.<|end|><|assistant|>", .max_tokens = DRAFT_STEPS - 1, .logprobs = 1,
+                    .top_logprobs = 3};
+    draft_rec a, b;
+    int64_t d, t;
+    run_draft(f, &r, 0, &a, &d, &t);
+    assert_int_equal(a.pred_drafted, -1); /* no prediction: not called */
+    /* the answer's text as the model would write it (byte-level tokens), whole and edited */
+    char answer[8192] = "", edited[8192 + 64] = "";
+    for (int k = 0; k < a.n; k++) {
+        size_t len = 0;
+        const char *bytes = pm_model_token_bytes(f->m, a.tok[k], &len);
+        strncat(answer, bytes, len);
+        if (k == a.n / 2) strcat(edited, "\nAn inserted line.\n");
+        strncat(edited, bytes, len);
+    }
+    const char *preds[3] = {answer, edited, "Nothing like the answer at all, not a word of it."};
+    for (int mode = 0; mode < 4; mode++) {
+        pm_request q = r;
+        q.prediction = preds[mode % 3];
+        if (mode == 3) {
+            q.sampling.temperature = 0.9f;
+            q.sampling.seed = 11;
+        }
+        draft_rec ref;
+        const draft_rec *base = &a;
+        if (mode == 3) {
+            pm_request s = q;
+            s.prediction = NULL;
+            run_draft(f, &s, 0, &ref, &d, &t);
+            base = &ref;
+        }
+        run_draft(f, &q, mode == 1 ? 4 : 0, &b, &d, &t); /* mode 1: beside prompt lookup */
+        assert_int_equal(base->n, b.n);
+        assert_int_equal(base->why, b.why);
+        assert_memory_equal(base->tok, b.tok, sizeof(int32_t) * (size_t)b.n);
+        assert_memory_equal(base->lp, b.lp, sizeof(float) * (size_t)b.n);
+        for (int k = 0; k < b.n; k++) assert_memory_equal(base->lg[k], b.lg[k], sizeof(float) * (size_t)V);
+        printf("  prediction %d: %d tokens, %d drafted from it, %d taken\n", mode, b.n, b.pred_drafted, b.pred_accepted);
+        assert_true(b.pred_drafted >= b.pred_accepted && b.pred_accepted >= 0);
+        if (mode < 2) assert_true(b.pred_accepted >= b.n / 2); /* the answer, or most of it, came as drafts */
+        if (mode == 2) assert_int_equal(b.pred_accepted, 0);
+        for (int k = 0; k < b.n; k++) free(b.lg[k]);
+        if (mode == 3)
+            for (int k = 0; k < ref.n; k++) free(ref.lg[k]);
+    }
+    for (int k = 0; k < a.n; k++) free(a.lg[k]);
+    /* too long: refused with the limit named */
+    char *big = malloc((size_t)PM_MAX_PREDICTION + 2);
+    memset(big, 'a', (size_t)PM_MAX_PREDICTION + 1);
+    big[PM_MAX_PREDICTION + 1] = 0;
+    pm_request q = r;
+    q.prediction = big;
+    submit_refused(f, &q, "prediction holds at most");
+    free(big);
 }
 
 /* Lazy JSON mode (pm_request.json_lazy, tool calls on auto): until the model writes the opening
@@ -1798,6 +1869,7 @@ int main(void) {
         cmocka_unit_test(test_json_mode),
         cmocka_unit_test(test_json_lazy),
         cmocka_unit_test(test_draft),
+        cmocka_unit_test(test_prediction),
         cmocka_unit_test(test_min_tokens),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),

@@ -1428,6 +1428,38 @@ static void test_mm_processor_kwargs(void **state) {
                "unsupported_parameter", "mm_processor_kwargs");
 }
 
+/* prediction (OpenAI's Predicted Outputs): its text, from a string or text parts. */
+static void test_prediction_param(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":{\"type\":\"content\",\"content\":\"a b\"}}",
+                           &r, &e),
+                     0);
+    assert_string_equal(r.prediction, "a b");
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":{\"type\":\"content\",\"content\":["
+                           "{\"type\":\"text\",\"text\":\"a \"},{\"type\":\"text\",\"text\":\"b\"}]}}",
+                           &r, &e),
+                     0);
+    assert_string_equal(r.prediction, "a b");
+    srv_chat_req_free(&r);
+    assert_int_equal(parse_as("{\"prompt\":\"x\",\"prediction\":{\"type\":\"content\",\"content\":\"c\"}}", 1, &r, &e), 0);
+    assert_string_equal(r.prediction, "c");
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":null}", &r, &e), 0);
+    assert_null(r.prediction);
+    srv_chat_req_free(&r);
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":\"a\"}", "invalid_type", "prediction");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":{\"content\":\"a\"}}", "invalid_value",
+               "prediction.type");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":{\"type\":\"content\",\"content\":5}}",
+               "invalid_type", "prediction.content");
+    expect_bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"prediction\":{\"type\":\"content\",\"content\":["
+               "{\"type\":\"image_url\",\"image_url\":\"x\"}]}}",
+               "invalid_value", "prediction.content[0]");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
@@ -1443,6 +1475,7 @@ int main(void) {
         cmocka_unit_test(test_local_media_policy),
         cmocka_unit_test(test_media_hosts),         cmocka_unit_test(test_fetched_images),
         cmocka_unit_test(test_audio_url_part),      cmocka_unit_test(test_mm_processor_kwargs),
+        cmocka_unit_test(test_prediction_param),
         cmocka_unit_test(test_audio_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@ typedef struct done_info {
     int prompt, completion;
     char error[512];
     const pm_model *m; /* for the tokens' bytes under --logprobs */
+    int pred_drafted, pred_accepted; /* --prediction's tokens drafted and taken (-1: none given) */
 } done_info;
 
 /* A token's bytes, quoted, with control bytes and non-ASCII escaped (\xNN): one line each. */
@@ -60,6 +61,12 @@ static void print_prompt_logprobs(void *user, int pos, pm_logprob chosen, const 
     }
 }
 
+static void on_prediction(void *user, int drafted, int accepted) {
+    done_info *d = user;
+    d->pred_drafted = drafted;
+    d->pred_accepted = accepted;
+}
+
 static void on_done(void *user, pm_finish why, int prompt, int completion, const char *error) {
     done_info *d = user;
     d->why = why;
@@ -89,6 +96,8 @@ static void usage_generate(void) {
             "  --min-tokens N        ban the end tokens until N tokens have come; --ignore-eos: always\n"
             "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
+            "  --prediction FILE     text the answer should repeat much of (an edit's original): drafted\n"
+            "                        from while the answer follows it, the same tokens in fewer steps\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
             "  --max-audio-clips N   cap on the number of clips (default 16)\n"
             "  --weights bf16|q8     decoder weights: the checkpoint's bf16 (default) or int8 made at load\n"
@@ -111,9 +120,9 @@ static void usage_generate(void) {
 
 /* Runs one request and streams it; returns the exit status. */
 static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
-    done_info d = {PM_FINISH_ERROR, 0, 0, "", m};
+    done_info d = {PM_FINISH_ERROR, 0, 0, "", m, -1, -1};
     pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d, .on_logprobs = print_logprobs,
-                       .on_prompt_logprobs = print_prompt_logprobs};
+                       .on_prompt_logprobs = print_prompt_logprobs, .on_prediction = on_prediction};
     char err[1024];
     double t0 = cli_now();
     int rc = pm_generate(m, req, opts, &cb, err, sizeof err);
@@ -124,6 +133,8 @@ static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_e
     if (stats)
         fprintf(stderr, "phi4mm: %d prompt tokens, %d completion tokens, %.2f s, finish=%s\n", d.prompt, d.completion, cli_now() - t0,
                 d.why == PM_FINISH_STOP ? "stop" : d.why == PM_FINISH_LENGTH ? "length" : "cancelled");
+    if (stats && d.pred_drafted >= 0)
+        fprintf(stderr, "phi4mm: prediction: %d tokens drafted, %d taken\n", d.pred_drafted, d.pred_accepted);
     return 0;
 }
 
@@ -154,7 +165,7 @@ int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
     int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0;
     long min_tokens = 0, max_crops = 0;
-    char *schema = NULL; /* --json-schema's text */
+    char *schema = NULL, *prediction = NULL; /* --json-schema's and --prediction's text */
     long n = 256;
     double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
     long top_k = 0, seed = 0, logprobs = -1;
@@ -177,6 +188,7 @@ int pm_cmd_generate(int argc, char **argv) {
             usage_generate();
             cli_media_free(&ms);
             free(schema);
+            free(prediction);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) dir = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
@@ -192,6 +204,13 @@ int pm_cmd_generate(int argc, char **argv) {
             char err[1024];
             free(schema);
             if (!(schema = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
+        }
+        else if (!strcmp(a, "--prediction")) {
+            size_t len;
+            char err[1024];
+            free(prediction);
+            if (!(prediction = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
+            else if (strlen(prediction) != len) rc = cli_fail(cmd, "--prediction %s holds a NUL byte: not text", v);
         }
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
@@ -228,6 +247,7 @@ int pm_cmd_generate(int argc, char **argv) {
     if (rc) {
         cli_media_free(&ms);
         free(schema);
+        free(prediction);
         return rc;
     }
     /* A prompt without placeholders gets them prepended in order (images, then audio). */
@@ -248,6 +268,7 @@ int pm_cmd_generate(int argc, char **argv) {
         free(full);
         cli_media_free(&ms);
         free(schema);
+        free(prediction);
         return cli_fail(cmd, "%s", err);
     }
     cli_compute_note(cmd, &lo, m);
@@ -274,6 +295,7 @@ int pm_cmd_generate(int argc, char **argv) {
     req.json_schema = schema;
     req.min_tokens = (int)min_tokens;
     req.max_crops = (int)max_crops;
+    req.prediction = prediction;
     req.ignore_eos = ignore_eos;
     req.logit_bias = bias;
     req.n_logit_bias = n_bias;
@@ -285,5 +307,6 @@ int pm_cmd_generate(int argc, char **argv) {
     free(full);
     cli_media_free(&ms);
     free(schema);
+    free(prediction);
     return rc;
 }

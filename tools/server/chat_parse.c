@@ -64,6 +64,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     free(r->logit_bias);
     free(r->json_schema);
     free(r->cache_salt);
+    free(r->prediction);
     free(r->tools_text);
     memset(r, 0, sizeof *r);
 }
@@ -237,6 +238,51 @@ static int parse_mm_kwargs(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
+/* prediction (OpenAI's Predicted Outputs): {"type": "content", "content": a string or text parts},
+ * the text the answer should repeat much of; drafts come from it (pm_request.prediction), the
+ * answer is the same. */
+static int parse_prediction(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const json_t *p = json_object_get(root, "prediction");
+    if (!p || json_is_null(p)) return 0;
+    if (!json_is_object(p)) return srv_bad(e, "prediction", "invalid_type", "prediction must be an object {\"type\": \"content\", \"content\": ...}");
+    const char *type = json_string_value(json_object_get(p, "type"));
+    if (!type || strcmp(type, "content"))
+        return srv_bad(e, "prediction.type", "invalid_value", "prediction.type must be \"content\"");
+    const json_t *c = json_object_get(p, "content");
+    sbuf b = {0};
+    if (json_is_string(c)) {
+        if (sb_put(&b, json_string_value(c), json_string_length(c))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (json_is_array(c)) {
+        size_t i;
+        const json_t *part;
+        json_array_foreach(c, i, part) {
+            const json_t *tx = json_object_get(part, "text");
+            const char *pt = json_string_value(json_object_get(part, "type"));
+            if (!pt || strcmp(pt, "text") || !json_is_string(tx)) {
+                free(b.p);
+                char param[64];
+                snprintf(param, sizeof param, "prediction.content[%zu]", i);
+                return srv_bad(e, param, "invalid_value", "%s must be a text part {\"type\": \"text\", \"text\": ...}", param);
+            }
+            if (sb_put(&b, json_string_value(tx), json_string_length(tx))) {
+                free(b.p);
+                return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            }
+        }
+    } else
+        return srv_bad(e, "prediction.content", "invalid_type", "prediction.content must be a string or an array of text parts");
+    if (b.p && strlen(b.p) != b.n) {
+        free(b.p);
+        return srv_bad(e, "prediction.content", "invalid_value", "prediction.content holds a NUL character");
+    }
+    if (b.n > PM_MAX_PREDICTION) {
+        free(b.p);
+        return srv_bad(e, "prediction.content", "limit_exceeded", "prediction.content holds %zu bytes, more than %d", b.n, PM_MAX_PREDICTION);
+    }
+    r->prediction = b.p;
+    return 0;
+}
+
 /* tools / tool_choice (tool_calls.h): a forced choice holds the answer to its calls' schema, so
  * it and response_format cannot both shape it; auto mode would have its calls' markers masked. */
 static int parse_tools(const json_t *root, srv_chat_req *r, srv_error *e) {
@@ -292,7 +338,9 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         r->include_usage = iu;
     }
     if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e)) return -1;
-    if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e) || parse_mm_kwargs(root, r, e)) return -1;
+    if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e) || parse_mm_kwargs(root, r, e) ||
+        parse_prediction(root, r, e))
+        return -1;
     return completions ? 0 : parse_tools(root, r, e);
 }
 

@@ -52,6 +52,7 @@ typedef struct srv_chat_req {
     int min_tokens, ignore_eos;    /* the end tokens banned until min_tokens, or always */
     char *cache_salt;              /* cache_salt (vLLM's): the prompt and media caches' scope (malloc'd; NULL: none) */
     int max_crops;                 /* mm_processor_kwargs.dynamic_hd (vLLM's): HD crops per image at most (0: the server's) */
+    char *prediction;              /* prediction.content (OpenAI's Predicted Outputs), its text parts joined (malloc'd; NULL: none) */
     srv_tool_mode tool_mode;       /* chat tools (tool_calls.h): off, auto or forced (then format is its schema) */
     char *tools_text;              /* the tools' JSON list the system message carries (malloc'd) */
     int seed_given;

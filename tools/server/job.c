@@ -93,6 +93,7 @@ void srv_job_unref(srv_job *j) {
     free(j->logit_bias);
     free(j->json_schema);
     free(j->cache_salt);
+    free(j->prediction);
     free(j->text);
     free(j->tokens);
     free(j->lps);
@@ -244,6 +245,13 @@ int srv_job_on_token(srv_job *j, int32_t token, const char *text, size_t len) {
 void srv_job_on_prompt_cached(srv_job *j, int positions) {
     pthread_mutex_lock(&j->mu);
     j->cached_tokens = positions;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_on_prediction(srv_job *j, int drafted, int accepted) {
+    pthread_mutex_lock(&j->mu);
+    j->pred_drafted = drafted;
+    j->pred_accepted = accepted;
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -114,6 +114,8 @@ struct srv_job {
     double t_first;                 /* first token, 0 until then */
     size_t tool_at, tool_end;       /* text offsets where <|tool_call|> / <|/tool_call|> came (SIZE_MAX: not yet) */
     int cached_tokens;              /* prompt positions the prompt cache held (before the first token) */
+    char *prediction;               /* prediction.content (OpenAI's Predicted Outputs; malloc'd, NULL: none) */
+    int pred_drafted, pred_accepted; /* its tokens drafted and taken (pm_callbacks.on_prediction) */
 
     struct MHD_Connection *conn;    /* set while parked */
     int parked, wait_mask;
@@ -163,6 +165,7 @@ void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, i
 void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm_logprob *top, int n_top);
 /* The prompt positions the prompt cache held (right before on_done). */
 void srv_job_on_prompt_cached(srv_job *j, int positions);
+void srv_job_on_prediction(srv_job *j, int drafted, int accepted);
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
 
 /* The connection is finished (ok = completed normally): forget it, and cancel generation when the

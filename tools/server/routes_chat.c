@@ -104,6 +104,7 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;
     if (r->cache_salt && !(j->cache_salt = strdup(r->cache_salt))) oom = 1;
     j->max_crops = r->max_crops;
+    if (r->prediction && !(j->prediction = strdup(r->prediction))) oom = 1;
     if (oom) {
         srv_job_unref(j);
         srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -219,10 +220,13 @@ enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, sr
 }
 
 json_t *srv_usage_json(srv_job *const *jobs, int n) {
-    long long prompt = 0, completion = 0, cached = 0;
+    long long prompt = 0, completion = 0, cached = 0, drafted = 0, accepted = 0;
+    int predicted = 0;
     for (int i = 0; i < n; i++) {
         if (jobs[i]->first_of_prompt) prompt += jobs[i]->prompt_tokens, cached += jobs[i]->cached_tokens;
         completion += jobs[i]->completion_tokens;
+        predicted |= jobs[i]->prediction != NULL;
+        drafted += jobs[i]->pred_drafted, accepted += jobs[i]->pred_accepted;
     }
     json_t *u = json_object();
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
@@ -230,6 +234,9 @@ json_t *srv_usage_json(srv_job *const *jobs, int n) {
     json_object_set_new(u, "total_tokens", json_integer(prompt + completion));
     if (n && jobs[0]->kind == SRV_JOB_CHAT) /* OpenAI's: the prompt's tokens the prompt cache held */
         json_object_set_new(u, "prompt_tokens_details", json_pack("{s:I}", "cached_tokens", (json_int_t)cached));
+    if (predicted) /* OpenAI's: the prediction's tokens the answer took, and those it turned down */
+        json_object_set_new(u, "completion_tokens_details", json_pack("{s:I, s:I}", "accepted_prediction_tokens", (json_int_t)accepted,
+                                                                      "rejected_prediction_tokens", (json_int_t)(drafted - accepted)));
     return u;
 }
 

@@ -139,6 +139,7 @@ static int cb_token(void *user, int32_t token, const char *text, size_t len) {
 
 static void cb_logprobs(void *user, pm_logprob chosen, const pm_logprob *top, int n_top) { srv_job_on_logprobs(user, chosen, top, n_top); }
 static void cb_prompt_cached(void *user, int positions) { srv_job_on_prompt_cached(user, positions); }
+static void cb_prediction(void *user, int drafted, int accepted) { srv_job_on_prediction(user, drafted, accepted); }
 static void cb_prompt_logprobs(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
     srv_job_on_prompt_logprobs(user, pos, chosen, top, n_top);
 }
@@ -253,6 +254,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->ignore_eos = j->ignore_eos;
     rq->cache_salt = j->cache_salt;
     rq->max_crops = j->max_crops ? j->max_crops : j->ctx->o.max_crops;
+    rq->prediction = j->prediction;
     if (j->tool_mode == SRV_TOOLS_AUTO) { /* the calls' schema holds what follows the model's <|tool_call|> */
         rq->json_lazy = srv_job_lazy_calls(j);
         if (!rq->json_lazy) rq->format = PM_FORMAT_TEXT;
@@ -345,7 +347,7 @@ static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     job_request(j, &rq);
     pm_callbacks cb = {.on_token = cb_token, .on_done = cb_done, .user = j, .on_logprobs = cb_logprobs,
                        .on_prompt_logprobs = cb_prompt_logprobs,
-                       .on_prompt_cached = cb_prompt_cached};
+                       .on_prompt_cached = cb_prompt_cached, .on_prediction = cb_prediction};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */
