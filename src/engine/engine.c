@@ -491,6 +491,8 @@ struct pm_encoded {
     int cached;    /* the prompt positions the prompt cache held */
     float *logits;  /* [vocab] after the last prompt position, once kv.len == prep.n */
     pm_prompt_lp plp; /* prompt_logprobs: scored as the chunks run */
+    int32_t *pred;    /* pm_request.prediction's tokens (NULL: none): made here, on the encoding thread */
+    int n_pred;
 };
 
 void pm_encoded_free(pm_encoded *enc) {
@@ -499,6 +501,7 @@ void pm_encoded_free(pm_encoded *enc) {
     pm_kv_free(&enc->kv);
     free(enc->logits);
     pm_prompt_lp_free(&enc->plp);
+    free(enc->pred);
     free(enc);
 }
 
@@ -589,6 +592,14 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
         pm_encoded_free(enc);
         return e->code;
     }
+    if (req->prediction && req->prediction[0]) { /* as text: its special tokens' names are plain text too */
+        size_t np = 0;
+        if (pm_tok_encode(eng->m->tok, req->prediction, strlen(req->prediction), 0, &enc->pred, &np, e)) {
+            pm_encoded_free(enc);
+            return e->code;
+        }
+        enc->n_pred = (int)np;
+    }
     *out = enc;
     return PM_OK;
 }
@@ -652,11 +663,9 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         }
     }
     s->min_tokens = req->ignore_eos ? INT_MAX : req->min_tokens;
-    if (req->prediction && req->prediction[0]) { /* as text: its special tokens' names are plain text too */
-        size_t np = 0;
-        if (pm_tok_encode(eng->m->tok, req->prediction, strlen(req->prediction), 0, &s->pred, &np, e)) goto fail;
-        s->n_pred = (int)np;
-    }
+    s->pred = enc->pred; /* the prediction's tokens, made when it was encoded */
+    s->n_pred = enc->n_pred;
+    enc->pred = NULL;
     if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;

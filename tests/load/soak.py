@@ -3,7 +3,7 @@
 
 32 client threads loop until the deadline over the modes (text, image, audio, image+audio chat,
 greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces, an
-image by URL from a local host, an image with fewer crops),
+image by URL from a local host, an image with fewer crops, a text request with a prediction),
 half of them streamed. Along the way: random disconnects mid-stream (the
 server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
 Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
@@ -84,6 +84,9 @@ def main():
                           {"type": "text", "text": "Describe the image."}]
     parts["image+crops"] = parts["image"]
     extra["image+crops"] = {"mm_processor_kwargs": {"dynamic_hd": 1}}
+    # a prediction (drafted from when the request decodes alone; the answer the same either way)
+    parts["text+prediction"] = parts["text"]
+    extra["text+prediction"] = {"prediction": {"type": "content", "content": "The capital of France is Paris."}}
 
     # the Responses API (/v1/responses) over the same image request, beside the chat ones
     parts["responses+image"] = [{"type": "input_image", "image_url": img}, {"type": "input_text", "text": "Describe the image."}]
