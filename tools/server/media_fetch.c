@@ -25,6 +25,9 @@ typedef struct srv_fetch {
     size_t max_bytes;       /* per URL */
     int64_t taken;          /* bytes of ctx->req_budget the table's buffers hold */
     int done;
+    pthread_mutex_t mu;     /* the thread waits until the connection is parked (parked), so that */
+    pthread_cond_t cv;      /* its resume cannot come first; a thread that failed to start parks nothing */
+    int parked;
 } srv_fetch;
 
 int srv_fetch_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1; }
@@ -214,6 +217,9 @@ out:
 static void *fetch_thread(void *arg) {
     srv_fetch *f = arg;
     srv_ctx *ctx = f->ctx;
+    pthread_mutex_lock(&f->mu);
+    while (!f->parked) pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
     double t0 = srv_now(), deadline = t0 + ctx->o.media_fetch_timeout;
     int ok = 0;
     long long bytes = 0;
@@ -259,23 +265,27 @@ int srv_fetch_media(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const 
     f->ctx = ctx;
     f->conn = c;
     f->max_bytes = lim->max_media_bytes;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
     sc->fetch = f;
     pthread_attr_t at;
     pthread_t tid;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&at, (size_t)1 << 20);
-    atomic_fetch_add(&ctx->suspended, 1);
-    MHD_suspend_connection(c);
     int rc = pthread_create(&tid, &at, fetch_thread, f);
     pthread_attr_destroy(&at);
     if (rc) {
-        atomic_fetch_sub(&ctx->suspended, 1);
-        MHD_resume_connection(c);
         atomic_fetch_sub(&ctx->fetching, 1);
         srv_fetch_release(ctx, sc);
         return srv_fail(e, 503, "server_error", NULL, "overloaded", "cannot start a thread to fetch media URLs; retry shortly");
     }
+    atomic_fetch_add(&ctx->suspended, 1);
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&f->mu);
+    f->parked = 1;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
     return 1;
 }
 
@@ -284,6 +294,10 @@ void srv_fetch_release(srv_ctx *ctx, srv_conn *sc) {
     if (!f) return;
     srv_fetch_table_free(&f->t);
     srv_req_give(ctx, f->taken);
+    if (f->ctx) { /* a thread was to run (and has ended: the connection is back) */
+        pthread_mutex_destroy(&f->mu);
+        pthread_cond_destroy(&f->cv);
+    }
     free(f);
     sc->fetch = NULL;
 }
