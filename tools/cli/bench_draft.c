@@ -4,7 +4,9 @@
  * text that repeats, the case drafting is for; the random-weight model's own greedy answer repeats
  * one token too), and one sampled at temperature 1 (text that does not repeat: what drafting costs
  * when it finds nothing to draft). The tokens must be the same (drafting is exact). What a turned-
- * down draft costs is the batch rows' business: "batch 2 / batch 1 interleaved" (--batches 1,2). */
+ * down draft costs is the batch rows' business: "batch 2 / batch 1 interleaved" (--batches 1,2).
+ * Predicted outputs (pm_request.prediction): the sampled answer again, given its own text as the
+ * prediction, against the same request without one, both in the engine without --draft. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,14 @@ typedef struct decode_rec {
     double t_first, t_last;
     int32_t tok[ANSWER + 1];
     int n;
+    int pred_drafted, pred_taken;
 } decode_rec;
+
+static void on_pred(void *u, int drafted, int taken) {
+    decode_rec *d = u;
+    d->pred_drafted = drafted;
+    d->pred_taken = taken;
+}
 
 static int on_tok(void *u, int32_t tok, const char *text, size_t len) {
     (void)text;
@@ -34,11 +43,55 @@ static int on_tok(void *u, int32_t tok, const char *text, size_t len) {
 /* Seconds from the first token to the last of r in eng (the decode alone), or < 0. */
 static double decode_seconds(pm_engine *eng, const pm_request *r, decode_rec *d, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
-    pm_callbacks cb = {.on_token = on_tok, .user = d};
+    pm_callbacks cb = {.on_token = on_tok, .user = d, .on_prediction = on_pred};
     if (pm_engine_submit(eng, r, &cb, NULL, err, errlen)) return -1;
     while (pm_engine_live(eng) > 0)
         if (pm_engine_step(eng) < 0) return -1;
     return d->n > 1 ? d->t_last - d->t_first : -1;
+}
+
+/* "prediction / none": the sampled answer's own text as its prediction (eng: no --draft). */
+static int bench_prediction(bench_ctx *b, pm_engine *eng, const int32_t *ids, char *err, size_t errlen) {
+    pm_request r = {.ids = ids, .n_ids = PROMPT, .max_tokens = ANSWER};
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = 5;
+    bench_progress("decode batch 1 with a prediction (the sampled answer's own text)");
+    decode_rec first;
+    if (decode_seconds(eng, &r, &first, err, errlen) < 0) return PM_ESTATE;
+    char *text = calloc(1, (size_t)first.n * 256 + 1);
+    if (!text) return PM_ENOMEM;
+    for (int k = 0, at = 0; k < first.n; k++) { /* the tokens' bytes: the text the model wrote */
+        size_t len = 0;
+        const char *t = pm_model_token_bytes(b->m, first.tok[k], &len);
+        if (t && len < 256) memcpy(text + at, t, len), at += (int)len;
+    }
+    pm_request rp = r;
+    rp.prediction = text;
+    double ratio[PAIRS], t_with = 0, t_without = 0;
+    int same = 1, drafted = 0, taken = 0, rc = 0;
+    for (int k = 0; k < PAIRS; k++) {
+        decode_rec dw, dn;
+        double tn = decode_seconds(eng, &r, &dn, err, errlen), tw = tn < 0 ? -1 : decode_seconds(eng, &rp, &dw, err, errlen);
+        if (tn < 0 || tw < 0) {
+            rc = PM_ESTATE;
+            break;
+        }
+        same &= dn.n == dw.n && !memcmp(dn.tok, dw.tok, sizeof(int32_t) * (size_t)dn.n);
+        ratio[k] = tn / tw;
+        t_with += tw / PAIRS;
+        t_without += tn / PAIRS;
+        drafted += dw.pred_drafted;
+        taken += dw.pred_taken;
+    }
+    free(text);
+    if (rc) return rc;
+    bench_row(b, "decode", "prediction / none, a sampled answer", bench_median(ratio, PAIRS), "x", -1, -1,
+              json_pack("{s:f, s:f, s:i, s:i, s:b}", "with_s", t_with, "without_s", t_without, "drafted", drafted, "taken", taken,
+                        "same_tokens", same),
+              "batch 1, %d tokens sampled at T 1 after a %d-token prompt, given their own text as the prediction (no --draft): decode "
+              "%.2f s with it against %.2f s without (median of %d alternating pairs); %d drafted from it, %d taken; tokens %s",
+              ANSWER - 1, PROMPT, t_with, t_without, PAIRS, drafted, taken, same ? "the same" : "DIFFER (a bug: drafting must be exact)");
+    return same ? 0 : PM_ESTATE;
 }
 
 int bench_draft(bench_ctx *b) {
@@ -95,6 +148,7 @@ int bench_draft(bench_ctx *b) {
                   same ? "the same" : "DIFFER (a bug: drafting must be exact)");
         if (!same) rc = PM_ESTATE;
     }
+    if (!rc) rc = bench_prediction(b, eng0, ids, err, sizeof err);
     if (rc) fprintf(stderr, "phi4mm bench: drafting: %s\n", err[0] ? err : pm_status_name(rc));
     pm_engine_free(eng);
     pm_engine_free(eng0);
