@@ -13,7 +13,7 @@ APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev lib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
-SOAK_SECONDS ?= 60
+SOAK_SECONDS ?= 180
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wpedantic -Wno-unused-parameter -fopenmp -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)

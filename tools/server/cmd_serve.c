@@ -247,7 +247,7 @@ static int media_hosts_start(srv_ctx *ctx) {
         free(mh);
         return cli_fail("serve", "%s", err);
     }
-    if (srv_fetch_global_init()) {
+    if (srv_fetch_start(ctx)) {
         srv_media_hosts_free(mh);
         free(mh);
         return cli_fail("serve", "cannot initialise libcurl");
@@ -261,7 +261,7 @@ static void media_hosts_stop(srv_ctx *ctx) {
     srv_media_hosts_free(ctx->media_hosts);
     free(ctx->media_hosts);
     ctx->media_hosts = NULL;
-    srv_fetch_global_cleanup();
+    srv_fetch_stop(ctx);
 }
 
 /* Whether clients reach host only from this machine. */

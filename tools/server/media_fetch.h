@@ -2,9 +2,10 @@
  * the HTTP threads.
  *
  * A libmicrohttpd worker serves many connections (streams included), so a transfer that waits on
- * a slow host must not run on it: the route parks its connection, a thread of the fetch fetches
- * the URLs one after the other, within one deadline for them all (--media-fetch-timeout), and
- * resumes the connection, whose route then runs again from the start and finds them in the table.
+ * a slow host must not run on it: the route parks its connection, a thread of the fetch pool
+ * (one a request fetching at once, kept for the next) fetches the URLs one after the other,
+ * within one deadline for them all (--media-fetch-timeout), and resumes the connection, whose
+ * route then runs again from the start and finds them in the table.
  *
  * Each transfer: http and https only (redirects included, each hop's host judged against
  * --allow-media-hosts by curl's own URL parser, at most 5 hops), no proxy from the environment, no
@@ -21,9 +22,11 @@
 #include "chat_parse.h"
 #include "http.h"
 
-/* Call once before any thread starts (libcurl's global state), and the cleanup at exit. */
-int srv_fetch_global_init(void);
-void srv_fetch_global_cleanup(void);
+/* libcurl's global state (call before any thread starts: its init is not thread-safe) and the
+ * pool of fetching threads (ctx->fetch_pool); stop joins them (after the HTTP side has stopped:
+ * no fetch is under way then). */
+int srv_fetch_start(srv_ctx *ctx);
+void srv_fetch_stop(srv_ctx *ctx);
 
 /* For a route about to parse `chat` (a chat request's JSON: messages[...]) with lim:
  *   0  nothing to fetch (no remote media URL, or no --allow-media-hosts), or fetched already

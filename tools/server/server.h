@@ -90,6 +90,7 @@ typedef struct srv_metrics srv_metrics;
 typedef struct srv_job srv_job;
 typedef struct srv_response_store srv_response_store;
 typedef struct srv_media_hosts srv_media_hosts;
+typedef struct srv_fetch_pool srv_fetch_pool;
 
 /* The server: options, model, scheduler, metrics. `ready` flips to 1 once the model is loaded and
  * the scheduler runs; until then model endpoints answer 503 "loading". */
@@ -107,6 +108,7 @@ typedef struct srv_ctx {
     atomic_int ready;
     atomic_int suspended;       /* connections parked right now (must reach 0 before stopping MHD) */
     srv_media_hosts *media_hosts; /* parsed --allow-media-hosts (NULL: remote URLs refused) */
+    srv_fetch_pool *fetch_pool;   /* the threads that fetch media URLs (media_fetch.c) */
     atomic_int fetching;        /* requests whose image URLs are being fetched (media_fetch.c) */
     atomic_int stopping;        /* set at shutdown: transfers under way give up */
     atomic_uint_fast64_t next_id;
