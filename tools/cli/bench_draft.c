@@ -50,6 +50,32 @@ static double decode_seconds(pm_engine *eng, const pm_request *r, decode_rec *d,
     return d->n > 1 ? d->t_last - d->t_first : -1;
 }
 
+/* PAIRS alternating runs: r0 in e0 (without), then r1 in e1 (with). */
+typedef struct pairs_rec {
+    double ratio, t_with, t_without; /* the median of t_without / t_with; the mean times */
+    int same;                        /* the same tokens every time (drafting must be exact) */
+    int pred_drafted, pred_taken;    /* the runs with: the prediction's tokens drafted and taken, summed */
+} pairs_rec;
+
+static int alternate(pm_engine *e0, const pm_request *r0, pm_engine *e1, const pm_request *r1, pairs_rec *p, char *err, size_t errlen) {
+    double ratio[PAIRS];
+    memset(p, 0, sizeof *p);
+    p->same = 1;
+    for (int k = 0; k < PAIRS; k++) {
+        decode_rec dw, dn;
+        double tn = decode_seconds(e0, r0, &dn, err, errlen), tw = tn < 0 ? -1 : decode_seconds(e1, r1, &dw, err, errlen);
+        if (tn < 0 || tw < 0) return PM_ESTATE;
+        p->same &= dn.n == dw.n && !memcmp(dn.tok, dw.tok, sizeof(int32_t) * (size_t)dn.n);
+        ratio[k] = tn / tw;
+        p->t_with += tw / PAIRS;
+        p->t_without += tn / PAIRS;
+        p->pred_drafted += dw.pred_drafted;
+        p->pred_taken += dw.pred_taken;
+    }
+    p->ratio = bench_median(ratio, PAIRS);
+    return 0;
+}
+
 /* "prediction / none": the sampled answer's own text as its prediction (eng: no --draft). */
 static int bench_prediction(bench_ctx *b, pm_engine *eng, const int32_t *ids, char *err, size_t errlen) {
     pm_request r = {.ids = ids, .n_ids = PROMPT, .max_tokens = ANSWER};
@@ -67,31 +93,18 @@ static int bench_prediction(bench_ctx *b, pm_engine *eng, const int32_t *ids, ch
     }
     pm_request rp = r;
     rp.prediction = text;
-    double ratio[PAIRS], t_with = 0, t_without = 0;
-    int same = 1, drafted = 0, taken = 0, rc = 0;
-    for (int k = 0; k < PAIRS; k++) {
-        decode_rec dw, dn;
-        double tn = decode_seconds(eng, &r, &dn, err, errlen), tw = tn < 0 ? -1 : decode_seconds(eng, &rp, &dw, err, errlen);
-        if (tn < 0 || tw < 0) {
-            rc = PM_ESTATE;
-            break;
-        }
-        same &= dn.n == dw.n && !memcmp(dn.tok, dw.tok, sizeof(int32_t) * (size_t)dn.n);
-        ratio[k] = tn / tw;
-        t_with += tw / PAIRS;
-        t_without += tn / PAIRS;
-        drafted += dw.pred_drafted;
-        taken += dw.pred_taken;
-    }
+    pairs_rec p;
+    int rc = alternate(eng, &r, eng, &rp, &p, err, errlen);
     free(text);
     if (rc) return rc;
-    bench_row(b, "decode", "prediction / none, a sampled answer", bench_median(ratio, PAIRS), "x", -1, -1,
-              json_pack("{s:f, s:f, s:i, s:i, s:b}", "with_s", t_with, "without_s", t_without, "drafted", drafted, "taken", taken,
-                        "same_tokens", same),
+    bench_row(b, "decode", "prediction / none, a sampled answer", p.ratio, "x", -1, -1,
+              json_pack("{s:f, s:f, s:i, s:i, s:b}", "with_s", p.t_with, "without_s", p.t_without, "drafted", p.pred_drafted, "taken",
+                        p.pred_taken, "same_tokens", p.same),
               "batch 1, %d tokens sampled at T 1 after a %d-token prompt, given their own text as the prediction (no --draft): decode "
               "%.2f s with it against %.2f s without (median of %d alternating pairs); %d drafted from it, %d taken; tokens %s",
-              ANSWER - 1, PROMPT, t_with, t_without, PAIRS, drafted, taken, same ? "the same" : "DIFFER (a bug: drafting must be exact)");
-    return same ? 0 : PM_ESTATE;
+              ANSWER - 1, PROMPT, p.t_with, p.t_without, PAIRS, p.pred_drafted, p.pred_taken,
+              p.same ? "the same" : "DIFFER (a bug: drafting must be exact)");
+    return p.same ? 0 : PM_ESTATE;
 }
 
 int bench_draft(bench_ctx *b) {
@@ -120,33 +133,21 @@ int bench_draft(bench_ctx *b) {
         r.sampling.temperature = c == 0 ? 0.0f : 1.0f;
         r.sampling.seed = 5;
         bench_progress("decode batch 1 with prompt-lookup drafts (%s)", c == 0 ? "a repeating answer" : "a sampled answer");
-        double ratio[PAIRS], t_with = 0, t_without = 0;
-        int64_t d0 = 0, a0 = 0, d1 = 0, a1 = 0, same = 1;
+        int64_t d0 = 0, a0 = 0, d1 = 0, a1 = 0;
         pm_engine_draft_stats(eng, &d0, &a0);
-        for (int k = 0; !rc && k < PAIRS; k++) {
-            decode_rec dw, dn;
-            double tn = decode_seconds(eng0, &r, &dn, err, sizeof err), tw = tn < 0 ? -1 : decode_seconds(eng, &r, &dw, err, sizeof err);
-            if (tn < 0 || tw < 0) {
-                rc = PM_ESTATE;
-                break;
-            }
-            same &= dn.n == dw.n && !memcmp(dn.tok, dw.tok, sizeof(int32_t) * (size_t)dn.n);
-            ratio[k] = tn / tw;
-            t_with += tw / PAIRS;
-            t_without += tn / PAIRS;
-        }
-        if (rc) break;
+        pairs_rec p;
+        if ((rc = alternate(eng0, &r, eng, &r, &p, err, sizeof err))) break;
         pm_engine_draft_stats(eng, &d1, &a1);
-        bench_row(b, "decode", c == 0 ? "draft 4 / none, a repeating answer" : "draft 4 / none, a sampled answer", bench_median(ratio, PAIRS),
+        bench_row(b, "decode", c == 0 ? "draft 4 / none, a repeating answer" : "draft 4 / none, a sampled answer", p.ratio,
                   "x", -1, -1,
-                  json_pack("{s:f, s:f, s:I, s:I, s:b}", "with_s", t_with, "without_s", t_without, "drafted", (json_int_t)(d1 - d0),
-                            "taken", (json_int_t)(a1 - a0), "same_tokens", (int)same),
+                  json_pack("{s:f, s:f, s:I, s:I, s:b}", "with_s", p.t_with, "without_s", p.t_without, "drafted", (json_int_t)(d1 - d0),
+                            "taken", (json_int_t)(a1 - a0), "same_tokens", p.same),
                   "batch 1, %d tokens after a %d-token prompt (a phrase ten times)%s: decode %.2f s with --draft 4 against %.2f s "
                   "without (median of %d alternating pairs); %lld drafted, %lld taken; tokens %s",
                   ANSWER - 1, PROMPT, c == 0 ? ", greedy, every token pushed to one of the phrase's (a logit bias)" : ", sampled at T 1",
-                  t_with, t_without, PAIRS, (long long)(d1 - d0), (long long)(a1 - a0),
-                  same ? "the same" : "DIFFER (a bug: drafting must be exact)");
-        if (!same) rc = PM_ESTATE;
+                  p.t_with, p.t_without, PAIRS, (long long)(d1 - d0), (long long)(a1 - a0),
+                  p.same ? "the same" : "DIFFER (a bug: drafting must be exact)");
+        if (!p.same) rc = PM_ESTATE;
     }
     if (!rc) rc = bench_prediction(b, eng0, ids, err, sizeof err);
     if (rc) fprintf(stderr, "phi4mm bench: drafting: %s\n", err[0] ? err : pm_status_name(rc));
