@@ -297,11 +297,6 @@ void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *acce
     if (accepted) *accepted = eng ? eng->accepted : 0;
 }
 
-/* Prompt lookup: the tokens that followed an earlier occurrence of the sequence's last 3 (else 2)
- * tokens, as many as the step may check (s->draft, s->n_draft; 0 when none). Only while
- * it decodes alone (beside others the batch already shares each pass over the weights), within
- * its max_tokens and context, and, before the LongRoPE switch, only over positions the short
- * factors cover (the switch happens at the same step as without drafts). */
 /* From a prediction (pm_request.prediction): while the answer so far is its beginning, what follows
  * it there; else after the answer's last 3 (else 2) tokens where they occur in it, the first
  * occurrence from where the last draft began on (the answer keeps pace with it), else the first
@@ -332,6 +327,12 @@ static int draft_from_prediction(pm_seq *s, int k) {
     return 0;
 }
 
+/* This step's drafts (s->draft, s->n_draft; 0 when none), as many as it may check: from the
+ * request's prediction when it has one (draft_from_prediction), else, with draft_tokens on, by
+ * prompt lookup: the tokens that followed an earlier occurrence of the sequence's last 3 (else 2)
+ * tokens. Only while it decodes alone (beside others the batch already shares each pass over the
+ * weights), within its max_tokens and context, and, before the LongRoPE switch, only over
+ * positions the short factors cover (the switch happens at the same step as without drafts). */
 static void draft_tokens(pm_engine *eng, pm_seq *s) {
     const pm_llm_config *c = &eng->m->llm.c;
     int n = s->n_tokens, p0 = s->kv.len, k = s->draft_room ? s->draft_room : 2;
