@@ -175,6 +175,9 @@ typedef struct pm_sampling {
     int top_k;          /* <= 0: off */
     float top_p;        /* >= 1: off */
     uint64_t seed;
+    /* min-p (0..1, 0: off): after top-k and top-p, only the tokens at least min_p times as likely
+     * as the most likely one (Hugging Face's MinPLogitsWarper, vLLM's and llama.cpp's min_p). */
+    float min_p;
     /* Penalties, applied to the logits before temperature, top-k and top-p (0: off). OpenAI's:
      * each token already generated loses frequency_penalty for every time it was generated and
      * presence_penalty once. Hugging Face's repetition_penalty (> 1 discourages): a token of the
@@ -199,7 +202,14 @@ typedef struct pm_logprob {
 } pm_logprob;
 enum { PM_MAX_TOP_LOGPROBS = 20 };
 
-typedef enum pm_format { PM_FORMAT_TEXT = 0, PM_FORMAT_JSON_OBJECT = 1, PM_FORMAT_JSON_SCHEMA = 2 } pm_format;
+typedef enum pm_format {
+    PM_FORMAT_TEXT = 0,
+    PM_FORMAT_JSON_OBJECT = 1,
+    PM_FORMAT_JSON_SCHEMA = 2,
+    PM_FORMAT_REGEX = 3,  /* the whole answer matches pm_request.regex (vLLM's guided_regex) */
+    PM_FORMAT_CHOICE = 4  /* the answer is one of pm_request.choices (vLLM's guided_choice) */
+} pm_format;
+enum { PM_MAX_CHOICES = 4096 };
 
 typedef struct pm_request {
     const char *prompt;          /* full chat-formatted prompt with <|image_N|>/<|audio_N|>; NULL when ids are given */
@@ -246,6 +256,15 @@ typedef struct pm_request {
      * string ends mid-value. */
     pm_format format;
     const char *json_schema;
+    /* PM_FORMAT_REGEX: a regular expression the whole answer must match (the syntax, and what is
+     * refused: src/engine/regex.h); PM_FORMAT_CHOICE: choices[0, n_choices) (1..PM_MAX_CHOICES),
+     * literal strings, one of which the answer is. Each step only the tokens that keep the output
+     * a prefix of a match may come, the end token only where it is a whole match, and nothing
+     * once no more can follow. The pattern is compiled into a DFA where the request is encoded; a
+     * pattern whose DFA would be too large is refused (PM_EUNSUPPORTED) rather than held loosely. */
+    const char *regex;
+    const char *const *choices;
+    int n_choices;
     /* Lazy (with format JSON_OBJECT or JSON_SCHEMA and json_lazy != 0): the answer is free until
      * the model itself writes the token json_open; what follows is held to a value as above, after
      * which only json_close or an end token may come, and either ends the request (its text is the

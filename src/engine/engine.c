@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "engine/json_mode.h"
+#include "engine/regex.h"
 #include "engine/kv_budget.h"
 #include "engine/model.h"
 #include "engine/media_cache.h"
@@ -60,6 +61,8 @@ typedef struct pm_seq {
     int32_t json_close;
     pm_json_schema *schema; /* with a schema: its graph, which json_state points into */
     pm_json_state json_state;
+    pm_regex *regex;        /* a guided pattern's DFA (PM_FORMAT_REGEX, PM_FORMAT_CHOICE; NULL: none) */
+    int32_t rx_state;       /* where the output so far has taken it */
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
@@ -84,7 +87,8 @@ struct pm_engine {
     pm_prefix_cache *prefix;   /* prefilled prompts' KV (pm_engine_opts.prefix_cache); NULL: off */
     pm_media_cache *media;     /* and their media's encoder outputs, beside it */
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
-    uint8_t *json_allow;    /* the mask's scratch [vocab] */
+    pm_regex_vocab *regex_vocab; /* built at the first guided request */
+    uint8_t *json_allow;    /* the masks' scratch [vocab] (JSON and guided patterns) */
     int32_t end_id;         /* <|end|>, after which a prefill chunk may end early (chunk_end); -1: none */
     float *draft_logits;    /* [draft_rows][vocab]: a drafting step's rows' logits */
     int draft_rows;         /* 1 + the most drafts a step may check (0: none allocated yet) */
@@ -173,6 +177,7 @@ static void seq_free(pm_seq *s) {
     free(s->lp_logits);
     pm_prompt_lp_free(&s->plp);
     pm_json_schema_free(s->schema);
+    pm_regex_free(s->regex);
     free(s->pred);
     free(s);
 }
@@ -286,6 +291,7 @@ void pm_engine_free(pm_engine *eng) {
     pm_prefix_cache_free(prefix);
     pm_media_cache_free(eng->media);
     pm_json_vocab_free(eng->json_vocab);
+    pm_regex_vocab_free(eng->regex_vocab);
     free(eng->json_allow);
     free(eng->draft_logits);
     free(eng->seqs);
@@ -384,8 +390,10 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
     if (req->max_tokens < 0 || (req->max_tokens == 0 && !req->prompt_logprobs))
         return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d; 0 only when the prompt is scored)", req->max_tokens);
     const pm_sampling *sp = &req->sampling;
-    if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p)
-        return pm_errf(e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g)", sp->temperature, sp->top_p);
+    if (sp->temperature < 0 || sp->temperature != sp->temperature || sp->top_p < 0 || sp->top_p != sp->top_p || !(sp->min_p >= 0) ||
+        sp->min_p > 1)
+        return pm_errf(e, PM_EINVAL, "invalid sampling parameters (temperature %g, top_p %g, min_p %g)", sp->temperature, sp->top_p,
+                       sp->min_p);
     if (req->top_logprobs < 0 || req->top_logprobs > PM_MAX_TOP_LOGPROBS)
         return pm_errf(e, PM_EINVAL, "top_logprobs must be 0..%d (got %d)", PM_MAX_TOP_LOGPROBS, req->top_logprobs);
     if (!isfinite(sp->frequency_penalty) || !isfinite(sp->presence_penalty) || !isfinite(sp->repetition_penalty) ||
@@ -393,9 +401,22 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
                        sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
     if (req->min_tokens < 0) return pm_errf(e, PM_EINVAL, "min_tokens must be >= 0 (got %d)", req->min_tokens);
-    if (req->format != PM_FORMAT_TEXT && req->format != PM_FORMAT_JSON_OBJECT && req->format != PM_FORMAT_JSON_SCHEMA)
+    if (req->format < PM_FORMAT_TEXT || req->format > PM_FORMAT_CHOICE)
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
-    if (req->json_lazy && (req->format == PM_FORMAT_TEXT || req->json_open < 0 || req->json_open >= vocab || req->json_close < 0 ||
+    if (req->format == PM_FORMAT_REGEX && (!req->regex || strlen(req->regex) > PM_REGEX_MAX_PATTERN))
+        return pm_errf(e, PM_EINVAL, "a guided pattern of at most %d bytes is needed", PM_REGEX_MAX_PATTERN);
+    if (req->format == PM_FORMAT_CHOICE) {
+        if (req->n_choices < 1 || req->n_choices > PM_MAX_CHOICES || !req->choices)
+            return pm_errf(e, PM_EINVAL, "guided choices hold 1..%d strings (got %d)", PM_MAX_CHOICES, req->n_choices);
+        size_t bytes = 0;
+        for (int i = 0; i < req->n_choices; i++) {
+            if (!req->choices[i]) return pm_errf(e, PM_EINVAL, "guided choice %d is missing", i);
+            bytes += strlen(req->choices[i]);
+        }
+        if (bytes > PM_REGEX_MAX_PATTERN / 2)
+            return pm_errf(e, PM_EINVAL, "the guided choices hold %zu bytes, more than %d", bytes, PM_REGEX_MAX_PATTERN / 2);
+    }
+    if (req->json_lazy && (req->format == PM_FORMAT_TEXT || req->format >= PM_FORMAT_REGEX || req->json_open < 0 || req->json_open >= vocab || req->json_close < 0 ||
                            req->json_close >= vocab || req->json_open == req->json_close))
         return pm_errf(e, PM_EINVAL, "lazy JSON mode needs a JSON format and two different tokens in [0, %d) (got %d, %d)", vocab,
                        (int)req->json_open, (int)req->json_close);
@@ -420,12 +441,34 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
     return PM_OK;
 }
 
+/* The DFA of a guided request (PM_FORMAT_REGEX, PM_FORMAT_CHOICE) into *rx; NULL for the others. */
+static int request_regex(const pm_request *req, pm_regex **rx, pm_err *e) {
+    *rx = NULL;
+    if (req->format != PM_FORMAT_REGEX && req->format != PM_FORMAT_CHOICE) return PM_OK;
+    char *choices = req->format == PM_FORMAT_CHOICE ? pm_regex_of_choices(req->choices, req->n_choices, e) : NULL;
+    if (req->format == PM_FORMAT_CHOICE && !choices) return e->code;
+    const char *p = choices ? choices : req->regex;
+    if (pm_regex_compile(p, strlen(p), rx, e)) {
+        pm_err_ctx(e, "%s: ", choices ? "guided choices" : "guided pattern");
+        if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL; /* a request refused, as the others here */
+    }
+    free(choices);
+    return e->code;
+}
+
 /* Plans the request and sizes its reservation: the KV pages of the expanded prompt plus max_tokens
  * positions, and what the sequence holds beside them for its whole life (the prompt's merged
  * embedding rows, kept for a LongRoPE recompute, and its logits): 12 KiB per prompt token and
  * 0.8 MB on Phi-4-mini against 256 KiB per position of cache. */
-static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_err *e) {
+static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_regex **rx, pm_err *e) {
     if (check_request(req, eng->m->llm.c.vocab, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
+    pm_regex *guided = NULL;
+    if (request_regex(req, &guided, e)) {
+        pm_plan_free(plan);
+        return e->code;
+    }
+    if (rx) *rx = guided;
+    else pm_regex_free(guided);
     const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
     *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
@@ -436,6 +479,10 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
                 "budget of %.1f MiB (lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
                 plan->n, req->max_tokens, (double)*need / 1048576.0, (double)eng->kv_budget / 1048576.0);
         pm_plan_free(plan);
+        if (rx) {
+            pm_regex_free(*rx);
+            *rx = NULL;
+        }
     }
     return e->code;
 }
@@ -445,7 +492,7 @@ int pm_engine_plan_need(const pm_engine *eng, const pm_request *req, int64_t *by
     pm_plan plan;
     *bytes = 0;
     if (prompt_tokens) *prompt_tokens = 0;
-    if (!plan_request(eng, req, &plan, bytes, &e)) {
+    if (!plan_request(eng, req, &plan, bytes, NULL, &e)) {
         if (prompt_tokens) *prompt_tokens = (int)plan.n;
         pm_plan_free(&plan);
     }
@@ -494,6 +541,7 @@ struct pm_encoded {
     pm_prompt_lp plp; /* prompt_logprobs: scored as the chunks run */
     int32_t *pred;    /* pm_request.prediction's tokens (NULL: none): made here, on the encoding thread */
     int n_pred;
+    pm_regex *regex;  /* a guided request's DFA, compiled where it was planned (the encoding thread) */
 };
 
 void pm_encoded_free(pm_encoded *enc) {
@@ -503,6 +551,7 @@ void pm_encoded_free(pm_encoded *enc) {
     free(enc->logits);
     pm_prompt_lp_free(&enc->plp);
     free(enc->pred);
+    pm_regex_free(enc->regex);
     free(enc);
 }
 
@@ -574,9 +623,12 @@ static int check_room(const pm_engine *eng, int64_t need, pm_err *e) {
 
 /* Plans and runs the encoders; reads only what never changes after pm_engine_new (the model, the
  * limits, the budget, the test fault), so it may run beside pm_engine_step on another thread. */
-static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, pm_encoded **out, pm_err *e) {
+static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, pm_regex **rx, pm_encoded **out,
+                          pm_err *e) {
     pm_encoded *enc = pm_calloc(1, sizeof *enc, e);
     if (!enc) return e->code;
+    enc->regex = *rx; /* the encoded request owns it from here */
+    *rx = NULL;
     enc->kv.bf16 = eng->o.kv_bf16;
     e->stop = req->should_stop; /* asked between encoder blocks */
     e->stop_user = req->stop_user;
@@ -585,6 +637,7 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
     enc->need = need;
     enc->max_tokens = req->max_tokens;
     if (pm_prepare_finish(eng->m, req, plan, &enc->prep, eng->fault ? &ft : NULL, eng->fault ? NULL : eng->media, e)) {
+        pm_regex_free(enc->regex);
         free(enc);
         return e->code;
     }
@@ -610,10 +663,12 @@ int pm_engine_encode(const pm_engine *eng, const pm_request *req, pm_encoded **o
     pm_plan plan = {0};
     int64_t need = 0;
     *out = NULL;
-    if (!plan_request(eng, req, &plan, &need, &e)) {
-        encode_request(eng, req, &plan, need, out, &e);
+    pm_regex *rx = NULL;
+    if (!plan_request(eng, req, &plan, &need, &rx, &e)) {
+        encode_request(eng, req, &plan, need, &rx, out, &e);
         pm_plan_free(&plan);
     }
+    pm_regex_free(rx);
     set_err(err, errlen, &e);
     return e.code;
 }
@@ -646,22 +701,28 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     }
     s->top_logprobs = (req->logprobs || req->top_logprobs > 0) && cb && cb->on_logprobs ? req->top_logprobs : -1;
     s->logprobs_eos = req->logprobs_eos;
-    s->json = req->format != PM_FORMAT_TEXT && !req->json_lazy;
+    int json_format = req->format == PM_FORMAT_JSON_OBJECT || req->format == PM_FORMAT_JSON_SCHEMA;
+    s->json = json_format && !req->json_lazy;
     s->json_open = req->json_lazy ? req->json_open : -1;
     s->json_close = req->json_lazy ? req->json_close : -1;
     if (req->format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(req->json_schema, &s->schema, e)) goto fail;
     pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
-    if (req->format != PM_FORMAT_TEXT && !eng->json_vocab) {
-        eng->json_vocab = pm_json_vocab_new(eng->m->tok, eng->m->llm.c.vocab);
-        eng->json_allow = malloc((size_t)eng->m->llm.c.vocab);
-        if (!eng->json_vocab || !eng->json_allow) {
-            pm_json_vocab_free(eng->json_vocab);
-            free(eng->json_allow);
-            eng->json_vocab = NULL;
-            eng->json_allow = NULL;
-            pm_errf(e, PM_ENOMEM, "out of memory for JSON mode's vocabulary index");
+    if (json_format && !eng->json_vocab && !(eng->json_vocab = pm_json_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {
+        pm_errf(e, PM_ENOMEM, "out of memory for JSON mode's vocabulary index");
+        goto fail;
+    }
+    if (enc->regex) { /* the guided pattern's DFA moves over */
+        if (!eng->regex_vocab && !(eng->regex_vocab = pm_regex_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {
+            pm_errf(e, PM_ENOMEM, "out of memory for the guided patterns' vocabulary index");
             goto fail;
         }
+        s->regex = enc->regex;
+        s->rx_state = pm_regex_start(s->regex);
+        enc->regex = NULL;
+    }
+    if (req->format != PM_FORMAT_TEXT && !eng->json_allow && !(eng->json_allow = malloc((size_t)eng->m->llm.c.vocab))) {
+        pm_errf(e, PM_ENOMEM, "out of memory for the mask's scratch");
+        goto fail;
     }
     s->min_tokens = req->ignore_eos ? INT_MAX : req->min_tokens;
     s->pred = enc->pred; /* the prediction's tokens, made when it was encoded */
@@ -731,10 +792,12 @@ int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *
     pm_encoded *enc = NULL;
     int64_t need = 0;
     /* the room is checked before any encoder runs */
-    if (!check_room(eng, 0, &e) && !plan_request(eng, req, &plan, &need, &e)) {
-        if (!check_room(eng, need, &e) && !encode_request(eng, req, &plan, need, &enc, &e)) admit_encoded(eng, &enc, req, cb, seq_id, &e);
+    pm_regex *rx = NULL;
+    if (!check_room(eng, 0, &e) && !plan_request(eng, req, &plan, &need, &rx, &e)) {
+        if (!check_room(eng, need, &e) && !encode_request(eng, req, &plan, need, &rx, &enc, &e)) admit_encoded(eng, &enc, req, cb, seq_id, &e);
         pm_plan_free(&plan);
     }
+    pm_regex_free(rx);
     pm_encoded_free(enc);
     set_err(err, errlen, &e);
     return e.code;
@@ -883,11 +946,15 @@ static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         if (s->json_close >= 0) ends[n_ends++] = s->json_close;
         pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
     }
-    if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)))
+    if (s->regex) pm_regex_mask(s->regex, s->rx_state, eng->regex_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
+    /* min_tokens yields to a held output that is complete: nothing but the end may follow it */
+    if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)) && !(s->regex && pm_regex_final(s->regex, s->rx_state)))
         for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
     int32_t t = pm_sampler_next(&s->sampler, s->logits);
-    if (s->json && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
-        seq_finish(eng, i, PM_FINISH_ERROR, "JSON mode: no token of the vocabulary continues the value");
+    if ((s->json || s->regex) && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
+        seq_finish(eng, i, PM_FINISH_ERROR,
+                   s->json ? "JSON mode: no token of the vocabulary continues the value"
+                           : "guided decoding: no token of the vocabulary continues the pattern");
         return 1;
     }
     int eos = is_eos(&llm->c, t);
@@ -912,6 +979,10 @@ static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         size_t bl = 0;
         const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
         pm_json_feed(&s->json_state, b, bl);
+    } else if (s->regex) {
+        size_t bl = 0;
+        const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
+        s->rx_state = pm_regex_feed(s->regex, s->rx_state, b, bl);
     } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
         s->json = 1;
         pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());

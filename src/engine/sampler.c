@@ -191,6 +191,13 @@ static int32_t draw(pm_sampler *s, const float *prob, const int *idx, int n, flo
     return idx ? idx[n - 1] : n - 1;
 }
 
+/* How many of the n candidates prob[] (sorted, largest first, relative to the largest) min-p keeps
+ * (at least one); their mass in *sum. */
+static int min_p_cut(const float *prob, int n, float min_p, float *sum) {
+    while (n > 1 && prob[n - 1] < min_p) *sum -= prob[--n];
+    return n;
+}
+
 int32_t pm_sampler_next(pm_sampler *s, float *logits) {
     int V = s->vocab;
     pm_sampler_penalize(s, logits);
@@ -198,9 +205,15 @@ int32_t pm_sampler_next(pm_sampler *s, float *logits) {
     float invt = 1.0f / s->p.temperature;
     for (int i = 0; i < V; i++) logits[i] *= invt;
     int k = (s->p.top_k > 0 && s->p.top_k < V) ? s->p.top_k : V, nucleus = s->p.top_p > 0 && s->p.top_p < 1.0f;
+    /* min-p last (as Hugging Face's warpers run): prob[] is exp(logit - the largest), each token's
+     * likelihood relative to the most likely one's, which top-k and top-p keep */
+    float min_p = s->p.min_p > 0 && s->p.min_p <= 1.0f ? s->p.min_p : 0.0f;
     if (k == V && !nucleus) { /* every token: the softmax in index order and one draw, no sort (a sort of 200,064 was ~35 ms a token) */
         float mx = logits[pm_argmax(logits, V)], sum = 0.0f;
-        for (int i = 0; i < V; i++) sum += (s->prob[i] = expf(logits[i] - mx));
+        for (int i = 0; i < V; i++) {
+            float p = expf(logits[i] - mx);
+            sum += (s->prob[i] = p >= min_p ? p : 0.0f);
+        }
         return draw(s, s->prob, NULL, V, sum);
     }
     for (int i = 0; i < V; i++) s->idx[i] = i;
@@ -215,7 +228,10 @@ int32_t pm_sampler_next(pm_sampler *s, float *logits) {
             float c = 0.0f;
             int n = 0;
             while (n < m && c < s->p.top_p * total) c += (s->prob[n] = expf(logits[s->idx[n]] - mx)), n++;
-            if (c >= s->p.top_p * total || m == V) return draw(s, s->prob, s->idx, n, c);
+            if (c >= s->p.top_p * total || m == V) {
+                n = min_p_cut(s->prob, n, min_p, &c);
+                return draw(s, s->prob, s->idx, n, c);
+            }
             m = m < V / 8 ? m * 8 : V;
         }
     }
@@ -231,5 +247,6 @@ int32_t pm_sampler_next(pm_sampler *s, float *logits) {
         for (n = 0; n < k && c < s->p.top_p * total;) c += s->prob[n++];
         sum = c;
     }
+    n = min_p_cut(s->prob, n, min_p, &sum);
     return draw(s, s->prob, s->idx, n, sum);
 }

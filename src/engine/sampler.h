@@ -1,5 +1,5 @@
 /* sampler.h — next-token choice from logits: logit biases and penalties, then greedy, or
- * temperature -> top-k -> top-p -> draw, in the order Hugging Face's generate applies its warpers
+ * temperature -> top-k -> top-p -> min-p -> draw, in the order Hugging Face's generate applies its warpers
  * (and vLLM its biases and penalties). The RNG state belongs to the sequence
  * (seeded per request), so results do not depend on other requests. */
 #ifndef PM_SAMPLER_H

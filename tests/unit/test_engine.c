@@ -25,6 +25,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -576,6 +577,131 @@ static void test_json_mode(void **state) {
     submit_refused(f, &r, "'pattern'");
     r.format = (pm_format)7;
     submit_refused(f, &r, "response format");
+}
+
+/* Guided decoding (PM_FORMAT_REGEX, PM_FORMAT_CHOICE): greedy and sampled answers, alone and with
+ * drafts from a prediction, are whole matches (POSIX regexec is the independent judge) ending with
+ * an end token; the logits kept are the model's; a finished choice ends even under min_tokens; bad
+ * patterns and lists are refused at submit with their reason. */
+enum { GUIDED_STEPS = 48 };
+typedef struct guided_rec {
+    pm_engine *eng;
+    int64_t id;
+    int n, finite_min;
+    int32_t tok[GUIDED_STEPS];
+    char text[1024];
+    pm_finish why;
+} guided_rec;
+
+static int guided_on_token(void *u, int32_t tok, const char *text, size_t len) {
+    guided_rec *c = u;
+    const float *lg = pm_engine_last_logits(c->eng, c->id, NULL, NULL);
+    int finite = 0;
+    for (int v = 0; v < 200064; v++) finite += !isinf(lg[v]);
+    if (finite < c->finite_min || c->finite_min < 0) c->finite_min = finite;
+    if (c->n < GUIDED_STEPS) c->tok[c->n++] = tok;
+    strncat(c->text, text, len < sizeof c->text - strlen(c->text) - 1 ? len : sizeof c->text - strlen(c->text) - 1);
+    return 0;
+}
+
+static void guided_on_done(void *u, pm_finish why, int p, int c, const char *err) {
+    (void)p; (void)c;
+    if (err) fprintf(stderr, "guided: %s\n", err);
+    ((guided_rec *)u)->why = why;
+}
+
+static void run_guided(fx *f, const pm_request *r, const pm_engine_opts *o, guided_rec *c) {
+    char err[512];
+    memset(c, 0, sizeof *c);
+    c->finite_min = -1;
+    assert_int_equal(pm_engine_new(&c->eng, f->m, o, err, sizeof err), 0);
+    pm_callbacks cb = {.on_token = guided_on_token, .on_done = guided_on_done, .user = c};
+    if (pm_engine_submit(c->eng, r, &cb, &c->id, err, sizeof err)) fail_msg("%s", err);
+    while (pm_engine_live(c->eng) > 0) assert_true(pm_engine_step(c->eng) >= 0);
+    pm_engine_free(c->eng);
+}
+
+static int posix_fullmatch(const char *ere, const char *text) {
+    regex_t re;
+    assert_int_equal(regcomp(&re, ere, REG_EXTENDED | REG_NOSUB), 0);
+    int ok = regexec(&re, text, 0, NULL, 0) == 0;
+    regfree(&re);
+    return ok;
+}
+
+static void test_guided(void **state) {
+    fx *f = *state;
+    int32_t ids[] = {200021, 2028, 553, 261, 10297, 13, 200020, 200019};
+    const char *choices[] = {"red", "green", "dark blue", "blue", "n\xc3\xa9on"};
+    pm_request r = {.ids = ids, .n_ids = 8, .max_tokens = GUIDED_STEPS, .format = PM_FORMAT_CHOICE, .choices = choices, .n_choices = 5};
+    guided_rec a, b;
+    int seen[5] = {0};
+    for (int k = 0; k < 8; k++) {
+        r.sampling.temperature = k ? 6.0f : 0.0f; /* the tiny model's logits span ~40 */
+        r.sampling.seed = (uint64_t)k;
+        run_guided(f, &r, NULL, &a);
+        assert_int_equal(a.why, PM_FINISH_STOP);
+        assert_true(a.n >= 2 && is_end(f, a.tok[a.n - 1]));
+        int which = -1;
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(a.text, choices[i])) which = i;
+        if (which < 0) fail_msg("'%s' is none of the choices", a.text);
+        seen[which] = 1;
+        assert_true(a.finite_min >= 1 && a.finite_min < 1000);
+    }
+    assert_true(seen[0] + seen[1] + seen[2] + seen[3] + seen[4] >= 2); /* sampling reaches more than one */
+    /* min_tokens cannot keep a finished choice going */
+    r.sampling.temperature = 0;
+    r.min_tokens = 40;
+    run_guided(f, &r, NULL, &a);
+    assert_int_equal(a.why, PM_FINISH_STOP);
+    assert_true(a.n < 10);
+    r.min_tokens = 0;
+    /* a pattern: greedy and sampled, every answer a whole match */
+    r.format = PM_FORMAT_REGEX;
+    r.regex = "[0-9]{3}-[a-z]{2,4}( ok)?";
+    for (int k = 0; k < 6; k++) {
+        r.sampling.temperature = k ? 6.0f : 0.0f;
+        r.sampling.seed = (uint64_t)(100 + k);
+        run_guided(f, &r, NULL, &a);
+        assert_int_equal(a.why, PM_FINISH_STOP);
+        if (!posix_fullmatch("^[0-9]{3}-[a-z]{2,4}( ok)?$", a.text)) fail_msg("'%s' does not match", a.text);
+    }
+    /* with a prediction drafted from (and an engine that drafts): the same tokens */
+    r.sampling.temperature = 0;
+    run_guided(f, &r, NULL, &a);
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.draft_tokens = 4;
+    r.prediction = a.text;
+    run_guided(f, &r, &o, &b);
+    assert_int_equal(a.n, b.n);
+    assert_memory_equal(a.tok, b.tok, sizeof(int32_t) * (size_t)a.n);
+    r.prediction = NULL;
+    /* cut by max_tokens: the prefix so far, ended by length */
+    r.max_tokens = 2;
+    run_guided(f, &r, NULL, &a);
+    assert_int_equal(a.why, PM_FINISH_LENGTH);
+    r.max_tokens = GUIDED_STEPS;
+    /* refused at submit */
+    r.regex = "[0-9";
+    submit_refused(f, &r, "guided pattern: the class opened at byte 0 is never closed");
+    r.regex = ".*a.{16}";
+    submit_refused(f, &r, "too large");
+    r.regex = NULL;
+    submit_refused(f, &r, "guided pattern");
+    r.format = PM_FORMAT_CHOICE;
+    r.n_choices = 0;
+    submit_refused(f, &r, "guided choices hold 1..4096");
+    r.n_choices = 5;
+    r.json_lazy = 1;
+    r.json_open = 1;
+    r.json_close = 2;
+    submit_refused(f, &r, "lazy JSON mode");
+    r.json_lazy = 0;
+    r.format = PM_FORMAT_TEXT;
+    r.sampling.min_p = 1.5f;
+    submit_refused(f, &r, "min_p");
 }
 
 /* Prompt-lookup drafting (pm_engine_opts.draft_tokens): a request decoded with drafts gives the
@@ -1868,6 +1994,7 @@ int main(void) {
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_json_mode),
         cmocka_unit_test(test_json_lazy),
+        cmocka_unit_test(test_guided),
         cmocka_unit_test(test_draft),
         cmocka_unit_test(test_prediction),
         cmocka_unit_test(test_min_tokens),

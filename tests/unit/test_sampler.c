@@ -223,6 +223,46 @@ static void test_sampled_shares(void **state) {
     }
 }
 
+/* min-p keeps the tokens at least min_p times as likely as the most likely one, on each of the
+ * sampler's paths (all tokens, the nucleus of all, top-k), and draws among them by their shares:
+ * here 1 : 0.5 : 0.25 (the last under min_p 0.3), the rest far below. */
+static void test_min_p(void **state) {
+    (void)state;
+    float x[V], y[V];
+    for (int v = 0; v < V; v++) x[v] = -30.0f;
+    x[7] = 2.0f, x[3] = 2.0f + logf(0.5f), x[9] = 2.0f + logf(0.25f);
+    const struct { int top_k; float top_p; } paths[] = {{0, 1.0f}, {0, 0.999f}, {6, 1.0f}};
+    for (int k = 0; k < 3; k++) {
+        pm_sampling p = {.temperature = 1.0f, .seed = 11, .top_k = paths[k].top_k, .top_p = paths[k].top_p, .min_p = 0.3f};
+        pm_sampler s;
+        assert_int_equal(pm_sampler_init(&s, &p, NULL, 0, V), PM_OK);
+        int hits[V] = {0}, n = 6000;
+        for (int i = 0; i < n; i++) {
+            memcpy(y, x, sizeof x);
+            hits[pm_sampler_next(&s, y)]++;
+        }
+        pm_sampler_free(&s);
+        assert_int_equal(hits[7] + hits[3], n); /* token 9 (0.25 of the top) and the rest never */
+        double share = (double)hits[3] / n;   /* 0.5 / 1.5 */
+        assert_true(share > 0.30 && share < 0.37);
+    }
+    /* min_p 1: only the most likely; 0: off (token 9 comes) */
+    for (int k = 0; k < 2; k++) {
+        pm_sampling p = {.temperature = 1.0f, .seed = 5, .min_p = k ? 1.0f : 0.0f};
+        pm_sampler s;
+        assert_int_equal(pm_sampler_init(&s, &p, NULL, 0, V), PM_OK);
+        int nine = 0, seven = 0;
+        for (int i = 0; i < 2000; i++) {
+            memcpy(y, x, sizeof x);
+            int c = pm_sampler_next(&s, y);
+            nine += c == 9, seven += c == 7;
+        }
+        pm_sampler_free(&s);
+        if (k) assert_int_equal(seven, 2000);
+        else assert_true(nine > 100);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_penalize_matches_definition),
@@ -230,6 +270,7 @@ int main(void) {
         cmocka_unit_test(test_off_changes_nothing),
         cmocka_unit_test(test_choices_follow_the_biases),
         cmocka_unit_test(test_sampled_shares),
+        cmocka_unit_test(test_min_p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

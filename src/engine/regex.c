@@ -1,0 +1,429 @@
+/* regex.c — the tree of regex_parse.c into a byte-level DFA (regex.h): code-point sets become the
+ * alternatives of their UTF-8 byte sequences, the tree a Thompson automaton over byte ranges
+ * (compiled back to front: each node knows the state it leads to), and the subset construction
+ * runs over the byte classes the ranges induce. Last, every state that cannot reach a match is
+ * folded into the dead state 0, so that "not dead" means "can still become a whole match": the
+ * mask never lets a step into a corner the answer cannot leave. */
+#include "engine/regex.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/regex_internal.h"
+#include "util/hash.h"
+
+enum { S_RANGE, S_SPLIT, S_MATCH };
+
+typedef struct nfa_state {
+    uint8_t kind, lo, hi; /* RANGE: bytes lo..hi lead to out */
+    int32_t out, out1;    /* SPLIT: both */
+} nfa_state;
+
+typedef struct nfa {
+    nfa_state *s;
+    int n, cap;
+    pm_err *e;
+} nfa;
+
+struct pm_regex {
+    int n_states, n_classes;
+    uint8_t cls[256];   /* byte -> class */
+    int32_t *next;      /* [n_states * n_classes]; row 0, the dead state, all 0 */
+    uint8_t *accept;    /* [n_states] */
+    uint8_t *final;     /* accepting, and every byte leads to 0 */
+};
+
+/* ---- the automaton over byte ranges ---- */
+
+static int add(nfa *A, int kind, int lo, int hi, int out, int out1) {
+    if (A->n == PM_REGEX_MAX_NFA)
+        return pm_errf(A->e, PM_EUNSUPPORTED, "the pattern is too large (its automaton outgrows %d states; lower its counts)",
+                       PM_REGEX_MAX_NFA);
+    if (A->n == A->cap) {
+        int cap = A->cap ? 2 * A->cap : 256;
+        nfa_state *s = realloc(A->s, sizeof *s * (size_t)cap);
+        if (!s) return pm_errf(A->e, PM_ENOMEM, "out of memory for the regular expression's automaton");
+        A->s = s;
+        A->cap = cap;
+    }
+    A->s[A->n] = (nfa_state){(uint8_t)kind, (uint8_t)lo, (uint8_t)hi, out, out1};
+    return A->n++;
+}
+
+static int alt(nfa *A, int x, int y) { return x < 0 ? x : y < 0 ? y : add(A, S_SPLIT, 0, 0, x, y); }
+
+static int utf8_encode(uint32_t cp, uint8_t *b) {
+    if (cp < 0x80) return b[0] = (uint8_t)cp, 1;
+    if (cp < 0x800) return b[0] = (uint8_t)(0xC0 | cp >> 6), b[1] = (uint8_t)(0x80 | (cp & 0x3F)), 2;
+    if (cp < 0x10000)
+        return b[0] = (uint8_t)(0xE0 | cp >> 12), b[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)), b[2] = (uint8_t)(0x80 | (cp & 0x3F)), 3;
+    b[0] = (uint8_t)(0xF0 | cp >> 18), b[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F)), b[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+    b[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* The code points lo..hi as alternatives of byte-range sequences leading to next, joined into
+ * *start (-1 while none): split until each piece has one encoded length, no surrogate, and bytes
+ * that vary independently (lo's and hi's continuation bytes at their extremes), then one range per
+ * byte. */
+static int utf8_ranges(nfa *A, uint32_t lo, uint32_t hi, int next, int *start) {
+    static const uint32_t last_of_len[3] = {0x7F, 0x7FF, 0xFFFF};
+    if (lo > hi) return 0;
+    for (int k = 0; k < 3; k++)
+        if (lo <= last_of_len[k] && hi > last_of_len[k])
+            return utf8_ranges(A, lo, last_of_len[k], next, start) < 0 ? A->e->code : utf8_ranges(A, last_of_len[k] + 1, hi, next, start);
+    if (lo <= 0xDFFF && hi >= 0xD800) {
+        if (lo < 0xD800 && utf8_ranges(A, lo, 0xD7FF, next, start) < 0) return A->e->code;
+        return hi > 0xDFFF ? utf8_ranges(A, 0xE000, hi, next, start) : 0;
+    }
+    uint8_t a[4], b[4];
+    int n = utf8_encode(lo, a);
+    for (int i = 1; i < n; i++) {
+        uint32_t m = (1u << (6 * i)) - 1;
+        if ((lo & ~m) != (hi & ~m)) {
+            if (lo & m) return utf8_ranges(A, lo, lo | m, next, start) < 0 ? A->e->code : utf8_ranges(A, (lo | m) + 1, hi, next, start);
+            if ((hi & m) != m)
+                return utf8_ranges(A, lo, (hi & ~m) - 1, next, start) < 0 ? A->e->code : utf8_ranges(A, hi & ~m, hi, next, start);
+        }
+    }
+    utf8_encode(hi, b);
+    int s = next;
+    for (int i = n - 1; i >= 0 && s >= 0; i--) s = add(A, S_RANGE, a[i], b[i], s, -1);
+    if (s < 0) return s;
+    *start = *start < 0 ? s : alt(A, *start, s);
+    return *start < 0 ? *start : 0;
+}
+
+/* Node k of t, leading to next: its first state. */
+static int compile(nfa *A, const rx_tree *t, int k, int next) {
+    const rx_node *nd = &t->nodes[k];
+    switch (nd->kind) {
+    case RX_EMPTY: return next;
+    case RX_CAT: { /* the parser builds both left-deep: their spines walked in a loop, not a recursion per item */
+        int s = next;
+        for (; nd->kind == RX_CAT && s >= 0; nd = &t->nodes[nd->a]) s = compile(A, t, nd->b, s);
+        return s < 0 ? s : compile(A, t, (int)(nd - t->nodes), s);
+    }
+    case RX_ALT: {
+        int s = -1;
+        for (; nd->kind == RX_ALT; nd = &t->nodes[nd->a]) {
+            int b = compile(A, t, nd->b, next);
+            if (b < 0) return b;
+            s = s < 0 ? b : alt(A, s, b);
+            if (s < 0) return s;
+        }
+        int a = compile(A, t, (int)(nd - t->nodes), next);
+        return a < 0 ? a : s < 0 ? a : alt(A, s, a);
+    }
+    case RX_SET: {
+        const rx_set *s = &t->sets[nd->set];
+        int start = -1;
+        for (int i = 0; i < s->n; i++)
+            if (utf8_ranges(A, s->r[i].lo, s->r[i].hi, next, &start) < 0) return A->e->code;
+        if (start < 0) return add(A, S_RANGE, 1, 0, next, -1); /* an empty set: a range no byte is in */
+        return start;
+    }
+    }
+    /* RX_REP: the optional copies first (each may stop before the next), then the mandatory ones */
+    int s = next;
+    if (nd->max < 0) { /* a loop: a split whose first branch is the child, which leads back to it */
+        int loop = add(A, S_SPLIT, 0, 0, -1, next);
+        if (loop < 0) return loop;
+        int body = compile(A, t, nd->a, loop);
+        if (body < 0) return body;
+        A->s[loop].out = body;
+        s = loop;
+    } else
+        for (int i = nd->min; i < nd->max && s >= 0; i++) {
+            int body = compile(A, t, nd->a, s);
+            s = body < 0 ? body : alt(A, body, next);
+        }
+    for (int i = 0; i < nd->min && s >= 0; i++) s = compile(A, t, nd->a, s);
+    return s;
+}
+
+/* ---- determinizing ---- */
+
+typedef struct builder {
+    const nfa *A;
+    uint32_t *mark, gen;   /* [A->n]: visited in the closure being taken */
+    int32_t *stack;
+    int32_t *pool;         /* the DFA states' NFA sets, side by side */
+    size_t pool_n, pool_cap;
+    size_t *set_at;        /* [DFA state]: its set in pool */
+    int32_t *set_len;
+    int32_t *slots;        /* open addressing: DFA state + 1, 0 empty */
+    int n_slots;
+    int n, cap;            /* DFA states */
+    pm_err *e;
+} builder;
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The closure of the stacked NFA states (through splits) appended to pool as a sorted set of
+ * RANGE and MATCH states; returns its length. */
+static int closure(builder *B, int depth) {
+    size_t base = B->pool_n;
+    while (depth > 0) {
+        int32_t q = B->stack[--depth];
+        if (q < 0 || B->mark[q] == B->gen) continue;
+        B->mark[q] = B->gen;
+        const nfa_state *st = &B->A->s[q];
+        if (st->kind == S_SPLIT) {
+            B->stack[depth++] = st->out;
+            B->stack[depth++] = st->out1;
+            continue;
+        }
+        if (B->pool_n == B->pool_cap) {
+            size_t cap = B->pool_cap ? 2 * B->pool_cap : 4096;
+            int32_t *p = realloc(B->pool, sizeof *p * cap);
+            if (!p) return pm_errf(B->e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+            B->pool = p;
+            B->pool_cap = cap;
+        }
+        B->pool[B->pool_n++] = q;
+    }
+    int len = (int)(B->pool_n - base);
+    qsort(B->pool + base, (size_t)len, sizeof(int32_t), cmp_i32);
+    return len;
+}
+
+static uint64_t set_hash(const int32_t *s, int n) { return pm_hash_bytes(s, sizeof(int32_t) * (size_t)n); }
+
+/* The DFA state of the set just closed at the end of the pool (the pool gives it back when the
+ * state exists already); a new one when none, -1 past the limits (e set). */
+static int intern(builder *B, int len) {
+    const int32_t *s = B->pool + B->pool_n - len;
+    if (!len) return 0; /* the dead state */
+    uint64_t h = set_hash(s, len);
+    int mask = B->n_slots - 1, j = (int)(h & (uint64_t)mask);
+    for (; B->slots[j]; j = (j + 1) & mask) {
+        int d = B->slots[j] - 1;
+        if (B->set_len[d] == len && !memcmp(B->pool + B->set_at[d], s, sizeof(int32_t) * (size_t)len)) {
+            B->pool_n -= (size_t)len;
+            return d;
+        }
+    }
+    if (B->n == PM_REGEX_MAX_DFA)
+        return pm_errf(B->e, PM_EUNSUPPORTED, "the pattern is too large (its DFA outgrows %d states)", PM_REGEX_MAX_DFA);
+    if (B->n == B->cap) {
+        int cap = 2 * B->cap;
+        size_t *at = realloc(B->set_at, sizeof *at * (size_t)cap);
+        if (at) B->set_at = at;
+        int32_t *ln = realloc(B->set_len, sizeof *ln * (size_t)cap);
+        if (ln) B->set_len = ln;
+        if (!at || !ln) return pm_errf(B->e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+        B->cap = cap;
+    }
+    int d = B->n++;
+    B->set_at[d] = B->pool_n - (size_t)len;
+    B->set_len[d] = len;
+    B->slots[j] = d + 1;
+    if (2 * B->n > B->n_slots) { /* keep the table at most half full */
+        int ns = 2 * B->n_slots;
+        int32_t *sl = calloc((size_t)ns, sizeof *sl);
+        if (!sl) return pm_errf(B->e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+        for (int i = 0; i < B->n_slots; i++)
+            if (B->slots[i]) {
+                int q = B->slots[i] - 1, k = (int)(set_hash(B->pool + B->set_at[q], B->set_len[q]) & (uint64_t)(ns - 1));
+                while (sl[k]) k = (k + 1) & (ns - 1);
+                sl[k] = B->slots[i];
+            }
+        free(B->slots);
+        B->slots = sl;
+        B->n_slots = ns;
+    }
+    return d;
+}
+
+/* The byte classes: bytes that no range's edge separates share one. Returns how many. */
+static int byte_classes(const nfa *A, uint8_t *cls, uint8_t *rep) {
+    uint8_t edge[257] = {0};
+    for (int i = 0; i < A->n; i++)
+        if (A->s[i].kind == S_RANGE && A->s[i].lo <= A->s[i].hi) edge[A->s[i].lo] = edge[A->s[i].hi + 1] = 1;
+    int c = -1;
+    for (int b = 0; b < 256; b++) {
+        if (b == 0 || edge[b]) rep[++c] = (uint8_t)b;
+        cls[b] = (uint8_t)c;
+    }
+    return c + 1;
+}
+
+/* Folds every state that cannot reach an accepting one into 0 (a backward search over the
+ * transitions, reversed into lists). */
+static int prune(pm_regex *rx, pm_err *e) {
+    int n = rx->n_states, C = rx->n_classes, rc = 0;
+    size_t edges = (size_t)n * C;
+    int32_t *cnt = calloc((size_t)n + 1, sizeof *cnt), *from = malloc(sizeof *from * (edges ? edges : 1)), *queue = malloc(sizeof *queue * (size_t)n);
+    uint8_t *live = calloc((size_t)n, 1);
+    if (!cnt || !from || !queue || !live) {
+        rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+        goto done;
+    }
+    for (size_t i = 0; i < edges; i++) cnt[rx->next[i] + 1]++;
+    for (int d = 0; d < n; d++) cnt[d + 1] += cnt[d];
+    for (size_t i = 0; i < edges; i++) from[cnt[rx->next[i]]++] = (int32_t)(i / (size_t)C);
+    for (int d = n; d > 0; d--) cnt[d] = cnt[d - 1]; /* back to the starts */
+    cnt[0] = 0;
+    int qn = 0;
+    for (int d = 1; d < n; d++)
+        if (rx->accept[d]) live[d] = 1, queue[qn++] = d;
+    for (int qi = 0; qi < qn; qi++)
+        for (int k = cnt[queue[qi]]; k < cnt[queue[qi] + 1]; k++)
+            if (!live[from[k]]) live[from[k]] = 1, queue[qn++] = from[k];
+    live[0] = 0;
+    for (size_t i = 0; i < edges; i++)
+        if (!live[rx->next[i]]) rx->next[i] = 0;
+    for (int d = 0; d < n; d++) {
+        int any = 0;
+        for (int c = 0; c < C && !any; c++) any = rx->next[(size_t)d * C + c] != 0;
+        rx->final[d] = rx->accept[d] && !any;
+    }
+    if (!live[1]) rc = pm_errf(e, PM_EINVAL, "the pattern matches no text at all");
+done:
+    free(cnt);
+    free(from);
+    free(queue);
+    free(live);
+    return rc;
+}
+
+static int determinize(const nfa *A, int start, pm_regex *rx, pm_err *e) {
+    uint8_t rep[256];
+    int C = rx->n_classes = byte_classes(A, rx->cls, rep), rc = PM_OK;
+    builder B = {A, calloc((size_t)A->n, sizeof(uint32_t)), 0, malloc(sizeof(int32_t) * (3 * (size_t)A->n + 2)), NULL, 0, 0,
+                 malloc(sizeof(size_t) * 64), malloc(sizeof(int32_t) * 64), calloc(256, sizeof(int32_t)), 256, 1, 64, e};
+    size_t cap_next = 0;
+    if (!B.mark || !B.stack || !B.set_at || !B.set_len || !B.slots) {
+        rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+        goto done;
+    }
+    B.set_at[0] = 0, B.set_len[0] = 0; /* state 0: the dead one, the empty set */
+    B.gen++;
+    B.stack[0] = start;
+    int len = closure(&B, 1);
+    if (len < 0 || intern(&B, len) < 0) goto fail;
+    for (int d = 1; d < B.n; d++) {
+        if ((size_t)B.n * C > PM_REGEX_MAX_TABLE) {
+            rc = pm_errf(e, PM_EUNSUPPORTED, "the pattern is too large (its DFA outgrows %d transitions)", PM_REGEX_MAX_TABLE);
+            goto done;
+        }
+        if ((size_t)B.n * C > cap_next) {
+            size_t cap = cap_next ? 2 * cap_next : (size_t)64 * C;
+            while (cap < (size_t)B.n * C) cap *= 2;
+            int32_t *nx = realloc(rx->next, sizeof *nx * cap);
+            uint8_t *ac = realloc(rx->accept, cap / C + 1);
+            if (nx) rx->next = nx;
+            if (ac) rx->accept = ac;
+            if (!nx || !ac) {
+                rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+                goto done;
+            }
+            cap_next = cap;
+        }
+        for (int c = 0; c < C; c++) {
+            int depth = 0;
+            B.gen++;
+            for (int k = 0; k < B.set_len[d]; k++) {
+                const nfa_state *st = &A->s[B.pool[B.set_at[d] + (size_t)k]];
+                if (st->kind == S_RANGE && st->lo <= rep[c] && rep[c] <= st->hi) B.stack[depth++] = st->out;
+            }
+            int n = closure(&B, depth);
+            int t = n < 0 ? n : intern(&B, n);
+            if (t < 0) goto fail;
+            rx->next[(size_t)d * C + c] = t;
+        }
+        int acc = 0;
+        for (int k = 0; k < B.set_len[d] && !acc; k++) acc = A->s[B.pool[B.set_at[d] + (size_t)k]].kind == S_MATCH;
+        rx->accept[d] = (uint8_t)acc;
+    }
+    rx->n_states = B.n;
+    if (!rx->next) { /* only the dead state and the start, which matches nothing: cannot be, but keep the table whole */
+        rc = pm_errf(e, PM_EINVAL, "the pattern matches no text at all");
+        goto done;
+    }
+    for (int c = 0; c < C; c++) rx->next[c] = 0;
+    rx->accept[0] = 0;
+    if (!(rx->final = calloc((size_t)B.n, 1))) {
+        rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+        goto done;
+    }
+    rc = prune(rx, e);
+    goto done;
+fail:
+    rc = e->code;
+done:
+    free(B.mark);
+    free(B.stack);
+    free(B.pool);
+    free(B.set_at);
+    free(B.set_len);
+    free(B.slots);
+    return rc;
+}
+
+int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e) {
+    *out = NULL;
+    rx_tree t = {0};
+    nfa A = {NULL, 0, 0, e};
+    pm_regex *rx = calloc(1, sizeof *rx);
+    int rc = rx ? rx_parse(pattern, len, &t, e) : pm_errf(e, PM_ENOMEM, "out of memory for the regular expression");
+    if (!rc) {
+        int match = add(&A, S_MATCH, 0, 0, -1, -1), start = match < 0 ? match : compile(&A, &t, t.root, match);
+        rc = start < 0 ? e->code : determinize(&A, start, rx, e);
+    }
+    rx_tree_free(&t);
+    free(A.s);
+    if (rc) {
+        pm_regex_free(rx);
+        return rc;
+    }
+    *out = rx;
+    return PM_OK;
+}
+
+void pm_regex_free(pm_regex *rx) {
+    if (!rx) return;
+    free(rx->next);
+    free(rx->accept);
+    free(rx->final);
+    free(rx);
+}
+
+int32_t pm_regex_start(const pm_regex *rx) { return 1; }
+
+int32_t pm_regex_feed(const pm_regex *rx, int32_t st, const char *bytes, size_t n) {
+    const unsigned char *b = (const unsigned char *)bytes;
+    for (size_t i = 0; i < n && st; i++) st = rx->next[(size_t)st * rx->n_classes + rx->cls[b[i]]];
+    return st;
+}
+
+int pm_regex_accepts(const pm_regex *rx, int32_t st) { return rx->accept[st]; }
+int pm_regex_final(const pm_regex *rx, int32_t st) { return rx->final[st]; }
+int pm_regex_states(const pm_regex *rx) { return rx->n_states; }
+
+int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n) { return pm_regex_accepts(rx, pm_regex_feed(rx, 1, s, n)); }
+
+char *pm_regex_of_choices(const char *const *choices, int n, pm_err *e) {
+    size_t len = 3;
+    for (int i = 0; i < n; i++) len += 2 * strlen(choices[i]) + 1;
+    char *p = malloc(len), *o = p;
+    if (!p) {
+        pm_errf(e, PM_ENOMEM, "out of memory for the choices' pattern");
+        return NULL;
+    }
+    *o++ = '(';
+    for (int i = 0; i < n; i++) {
+        if (i) *o++ = '|';
+        for (const char *c = choices[i]; *c; c++) {
+            if (strchr("\\.^$|?*+()[]{}", *c)) *o++ = '\\';
+            *o++ = *c;
+        }
+    }
+    *o++ = ')';
+    *o = 0;
+    return p;
+}

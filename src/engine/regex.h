@@ -1,0 +1,69 @@
+/* regex.h — output held to a regular expression (vLLM's guided_regex and guided_choice): the
+ * pattern compiled once into a byte-level DFA whose every state can still reach a match, so a
+ * step's mask keeps exactly the tokens whose bytes lead from the current state to a live one, and
+ * the end token only where what was written is a whole match.
+ *
+ * The syntax is the common core of Python's re and ECMAScript: literals (UTF-8), `.` (any
+ * character but a newline), classes `[...]` / `[^...]` with ranges, `\d \w \s` and their negations
+ * (ASCII: [0-9], [A-Za-z0-9_], [ \t\n\v\f\r]), escapes `\n \t \r \f \v \a \0 \xHH \uHHHH
+ * \UHHHHHHHH` and escaped punctuation, groups `(...)`, `(?:...)`, `(?P<name>...)`, `(?<name>...)`,
+ * alternation, and the quantifiers `* + ? {n} {n,} {,m} {n,m}` (lazy ones too: the set of whole
+ * matches is the same). The whole output must match (as vLLM holds it), so `^` / `\A` at the very
+ * start and `$` / `\Z` at the very end are accepted and change nothing. Refused with the byte
+ * where they stand: back-references, lookaround, word boundaries, inline flags, possessive
+ * quantifiers, anchors elsewhere, counts above PM_REGEX_MAX_REPEAT, and a pattern whose automaton
+ * outgrows PM_REGEX_MAX_NFA / PM_REGEX_MAX_DFA states (say so rather than hold an answer loosely). */
+#ifndef PM_REGEX_H
+#define PM_REGEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+enum {
+    PM_REGEX_MAX_PATTERN = 1 << 20, /* bytes */
+    PM_REGEX_MAX_REPEAT = 1000,     /* the largest count of a {n,m} */
+    PM_REGEX_MAX_NFA = 1 << 18,     /* states of the automaton before determinizing */
+    PM_REGEX_MAX_DFA = 1 << 14,     /* states of the DFA */
+    PM_REGEX_MAX_TABLE = 1 << 20    /* its transitions (states x byte classes): 4 MB */
+};
+
+typedef struct pm_regex pm_regex;
+
+/* Compiles pattern[0, len); otherwise PM_EINVAL with a message naming the construct and its byte
+ * offset (PM_EUNSUPPORTED for valid syntax it does not hold an answer to). */
+int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e);
+void pm_regex_free(pm_regex *rx);
+
+/* States are ints; 0 is dead (no continuation matches). */
+int32_t pm_regex_start(const pm_regex *rx);
+/* The state after bytes[0, n) from st (0 once they leave every match). */
+int32_t pm_regex_feed(const pm_regex *rx, int32_t st, const char *bytes, size_t n);
+/* What was fed up to st is a whole match. */
+int pm_regex_accepts(const pm_regex *rx, int32_t st);
+/* ... and nothing may follow it (only the end token remains). */
+int pm_regex_final(const pm_regex *rx, int32_t st);
+/* Whether s[0, n) is a whole match. */
+int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n);
+/* DFA states (the dead one included), for tests and limits. */
+int pm_regex_states(const pm_regex *rx);
+
+/* The alternation of the literal strings choices[0, n) (vLLM's guided_choice), each escaped:
+ * a NUL-terminated pattern to free(), or NULL (e set). */
+char *pm_regex_of_choices(const char *const *choices, int n, pm_err *e);
+
+struct pm_tokenizer;
+/* The vocabulary as the mask reads it, built once per engine (immutable after): the usable tokens
+ * (no special token, no unknown id) grouped by first byte, their bytes side by side. */
+typedef struct pm_regex_vocab pm_regex_vocab;
+pm_regex_vocab *pm_regex_vocab_new(const struct pm_tokenizer *tok, int vocab);
+void pm_regex_vocab_free(pm_regex_vocab *rv);
+
+/* Sets logits[v] = -INFINITY for every token v < vocab that cannot come next from st: one whose
+ * bytes lead to the dead state, a special token, an unknown id, and an end token (eos[n_eos])
+ * unless st accepts. allow: scratch [vocab]. */
+void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, const int32_t *eos, int n_eos, float *logits,
+                   uint8_t *allow);
+
+#endif

@@ -1,0 +1,86 @@
+/* regex_mask.c — the step's mask under a guided pattern (regex.h): the usable tokens grouped by
+ * their first byte with their bytes side by side, so a step looks up each first byte once, skips
+ * the groups it kills, and walks the DFA over the rest of each surviving token. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/regex.h"
+#include "tok/tokenizer.h"
+
+struct pm_regex_vocab {
+    int vocab;
+    int start[257];   /* the tokens of first byte c: ids[start[c], start[c + 1]) */
+    int32_t *ids;
+    uint32_t *off;    /* [usable + 1]: token i's bytes are bytes[off[i], off[i + 1]) (i in ids' order) */
+    uint8_t *bytes;
+};
+
+void pm_regex_vocab_free(pm_regex_vocab *rv) {
+    if (!rv) return;
+    free(rv->ids);
+    free(rv->off);
+    free(rv->bytes);
+    free(rv);
+}
+
+/* A token's bytes, NULL for a special token or an unknown id (never allowed). */
+static const char *usable(const pm_tokenizer *tok, int v, size_t *len) {
+    *len = 0;
+    return pm_tok_is_special(tok, v) ? NULL : pm_tok_token_bytes(tok, v, len);
+}
+
+pm_regex_vocab *pm_regex_vocab_new(const pm_tokenizer *tok, int vocab) {
+    pm_regex_vocab *rv = calloc(1, sizeof *rv);
+    if (!rv) return NULL;
+    rv->vocab = vocab;
+    int count[256] = {0}, n = 0;
+    size_t total = 0, len;
+    for (int v = 0; v < vocab; v++)
+        if (usable(tok, v, &len) && len) count[(unsigned char)*pm_tok_token_bytes(tok, v, &len)]++, total += len, n++;
+    rv->ids = malloc(sizeof *rv->ids * (size_t)(n ? n : 1));
+    rv->off = malloc(sizeof *rv->off * ((size_t)n + 1));
+    rv->bytes = malloc(total ? total : 1);
+    if (!rv->ids || !rv->off || !rv->bytes || total > UINT32_MAX) {
+        pm_regex_vocab_free(rv);
+        return NULL;
+    }
+    int at[256];
+    rv->start[0] = 0;
+    for (int c = 0; c < 256; c++) rv->start[c + 1] = rv->start[c] + count[c];
+    memcpy(at, rv->start, sizeof at);
+    for (int v = 0; v < vocab; v++) {
+        const char *b = usable(tok, v, &len);
+        if (b && len) rv->ids[at[(unsigned char)*b]++] = v;
+    }
+    uint32_t o = 0;
+    for (int i = 0; i < n; i++) {
+        const char *b = pm_tok_token_bytes(tok, rv->ids[i], &len);
+        rv->off[i] = o;
+        memcpy(rv->bytes + o, b, len);
+        o += (uint32_t)len;
+    }
+    rv->off[n] = o;
+    return rv;
+}
+
+void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, const int32_t *eos, int n_eos, float *logits,
+                   uint8_t *allow) {
+    int vocab = rv->vocab;
+    memset(allow, 0, (size_t)vocab);
+    char one;
+    for (int c = 0; c < 256 && st && !pm_regex_final(rx, st); c++) {
+        if (rv->start[c] == rv->start[c + 1]) continue;
+        one = (char)c;
+        int32_t s1 = pm_regex_feed(rx, st, &one, 1);
+        if (!s1) continue;
+        for (int i = rv->start[c]; i < rv->start[c + 1]; i++) {
+            uint32_t a = rv->off[i] + 1, b = rv->off[i + 1];
+            allow[rv->ids[i]] = pm_regex_feed(rx, s1, (const char *)rv->bytes + a, b - a) != 0;
+        }
+    }
+    for (int i = 0; i < n_eos; i++) /* the end: only where the output is a whole match */
+        if (eos[i] >= 0 && eos[i] < vocab) allow[eos[i]] = (uint8_t)(st && pm_regex_accepts(rx, st));
+    for (int v = 0; v < vocab; v++)
+        if (!allow[v]) logits[v] = -INFINITY;
+}

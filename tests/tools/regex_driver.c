@@ -1,0 +1,38 @@
+/* regex_driver.c — src/engine/regex.c for tests/e2e/regex_diff.py, a line protocol on stdin:
+ *   P <hex>   compile the pattern: prints "OK <states>" or "ERR <code> <message>"
+ *   S <hex>   whole-match the string against the last pattern compiled: prints 1 or 0
+ * (hex: the bytes, so any pattern or text passes whole). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/regex.h"
+
+static size_t unhex(const char *h, char *out) {
+    size_t n = 0;
+    for (; h[0] && h[1] && h[0] != '\n'; h += 2) {
+        unsigned v;
+        if (sscanf(h, "%2x", &v) != 1) break;
+        out[n++] = (char)v;
+    }
+    return n;
+}
+
+int main(void) {
+    static char line[1 << 22], buf[1 << 21];
+    pm_regex *rx = NULL;
+    while (fgets(line, sizeof line, stdin)) {
+        size_t n = unhex(line + 2, buf);
+        if (line[0] == 'P') {
+            pm_regex_free(rx);
+            rx = NULL;
+            pm_err e = {0};
+            if (pm_regex_compile(buf, n, &rx, &e)) printf("ERR %d %s\n", e.code, e.msg);
+            else printf("OK %d\n", pm_regex_states(rx));
+        } else if (line[0] == 'S')
+            printf("%d\n", rx ? pm_regex_fullmatch(rx, buf, n) : -1);
+        fflush(stdout);
+    }
+    pm_regex_free(rx);
+    return 0;
+}

@@ -1,0 +1,192 @@
+/* test_regex.c — guided patterns (src/engine/regex.h): whole-match verdicts on UTF-8 edges (each
+ * written out here; tests/e2e/regex_diff.sh compares thousands more with Python's re), refusals
+ * naming the construct and its byte, choices escaped as literals, and the mask over the real
+ * tokenizer against a check written independently here: a token is allowed exactly when its bytes
+ * keep the text a prefix of one of the choices, an end token exactly when the text is one. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/regex.h"
+#include "tok/tokenizer.h"
+#include "test_util.h"
+
+static pm_regex *compile_ok(const char *p) {
+    pm_regex *rx = NULL;
+    pm_err e = {0};
+    if (pm_regex_compile(p, strlen(p), &rx, &e)) fail_msg("'%s' refused: %s", p, e.msg);
+    return rx;
+}
+
+static void refused(const char *p, int code, const char *needle) {
+    pm_regex *rx = NULL;
+    pm_err e = {0};
+    int rc = pm_regex_compile(p, strlen(p), &rx, &e);
+    if (rc != code || !strstr(e.msg, needle)) fail_msg("'%s': %d '%s', wanted %d and '%s'", p, rc, e.msg, code, needle);
+    assert_null(rx);
+}
+
+typedef struct verdict {
+    const char *pattern, *text;
+    int match;
+} verdict;
+
+static void test_fullmatch(void **state) {
+    (void)state;
+    static const verdict v[] = {
+        {"abc", "abc", 1}, {"abc", "ab", 0}, {"abc", "abcd", 0}, {"a|bc", "bc", 1}, {"a|bc", "ac", 0},
+        {"^(?:yes|no)$", "no", 1}, {"\\Ayes\\Z", "yes", 1}, {"", "", 1}, {"", "a", 0}, {"a*", "", 1},
+        {"x{2,3}", "x", 0}, {"x{2,3}", "xxx", 1}, {"x{2,3}", "xxxx", 0}, {"x{2,}", "xxxxxxx", 1}, {"x{,2}", "", 1},
+        {"x{0}", "", 1}, {"x{0}y", "y", 1}, {"a{", "a{", 1}, {"a{x}", "a{x}", 1}, {"a{1,2", "a{1,2", 1}, {"}", "}", 1},
+        {"]", "]", 1}, {"[]a]+", "]a]", 1}, {"[^]a]", "b", 1}, {"[^]a]", "]", 0}, {"[a-]", "-", 1}, {"[-a]", "-", 1},
+        {"\\d+\\.\\d{2}", "12.50", 1}, {"\\d", "\xd9\xa3", 0}, /* ASCII digits only */
+        {"\\w+", "a_Z9", 1}, {"\\W", "\xc3\xa9", 1}, {"\\s", "\t", 1}, {"\\S", " ", 0}, {"[\\s\\d]+", " 1\n2", 1},
+        {".", "\n", 0}, {".", "\xf0\x9f\x98\x80", 1}, {".", "\xc3", 0}, {"..", "\xf0\x9f\x98\x80", 0},
+        {"[^a]", "\n", 1}, {"[^a]", "\xe2\x82\xac", 1}, {"[^\\x00-\\x7f]", "\xc3\xa9", 1}, {"[^\\x00-\\x7f]", "e", 0},
+        {"[\xce\xb1-\xcf\x89]{2}", "\xce\xb2\xce\xb3", 1}, {"[\xce\xb1-\xcf\x89]", "\xce\x91", 0},
+        {"[\\u0800-\\U0010FFFF]", "\xe0\xa0\x80", 1}, {"[\\u0800-\\U0010FFFF]", "\xf4\x8f\xbf\xbf", 1},
+        {"[\\u0800-\\U0010FFFF]", "\xdf\xbf", 0}, {"[\\u0800-\\U0010FFFF]", "\xed\xa0\x80", 0}, /* no surrogate */
+        {"\\u00e9", "\xc3\xa9", 1}, {"\\x41\\101", "AA", 1}, {"\\x41\\060", "A0", 1}, {"\\.\\*\\?", ".*?", 1},
+        {"(?P<year>\\d{4})-(?<m>\\d\\d)", "2026-12", 1}, {"(a|b)*?c", "abac", 1}, {"a+?", "aaa", 1},
+        {"(ab|a)(bc|c)", "abc", 1}, {"((a*)*)*b", "aaab", 1}, {"[\\b]", "\b", 1}, {"\\n\\t\\r\\f\\v\\a", "\n\t\r\f\v\a", 1},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        pm_regex *rx = compile_ok(v[i].pattern);
+        if (pm_regex_fullmatch(rx, v[i].text, strlen(v[i].text)) != v[i].match)
+            fail_msg("'%s' on '%s': wanted %d", v[i].pattern, v[i].text, v[i].match);
+        pm_regex_free(rx);
+    }
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    refused("(ab", PM_EINVAL, "group opened at byte 0 is never closed");
+    refused("ab)", PM_EINVAL, "unbalanced parenthesis at byte 2");
+    refused("a|*b", PM_EINVAL, "nothing to repeat at byte 2");
+    refused("x{2}{3}", PM_EINVAL, "multiple repeat at byte 4");
+    refused("[b-a]", PM_EINVAL, "bad character range at byte 1");
+    refused("[abc", PM_EINVAL, "class opened at byte 0");
+    refused("ab\\", PM_EINVAL, "lone backslash");
+    refused("\\q", PM_EINVAL, "bad escape \\q at byte 0");
+    refused("\\x4g", PM_EINVAL, "hexadecimal");
+    refused("x{3,2}", PM_EINVAL, "maximum below its minimum");
+    refused("\xff", PM_EINVAL, "not valid UTF-8 at byte 0");
+    refused("[^\\x00-\\U0010FFFF]", PM_EINVAL, "matches no text");
+    refused("a\\b", PM_EUNSUPPORTED, "word boundary (\\b at byte 1)");
+    refused("(a)\\1", PM_EUNSUPPORTED, "back-reference");
+    refused("\\400", PM_EINVAL, "octal escape at byte 0");
+    refused("a(?!b)", PM_EUNSUPPORTED, "lookaround (the group at byte 1)");
+    refused("(?i)a", PM_EUNSUPPORTED, "group construct at byte 0");
+    refused("a*+", PM_EUNSUPPORTED, "possessive");
+    refused("a^", PM_EUNSUPPORTED, "anchor '^' at byte 1");
+    refused("a$b", PM_EUNSUPPORTED, "anchor '$' at byte 1");
+    refused("x{1001}", PM_EUNSUPPORTED, "above 1000");
+    refused(".*a.{16}", PM_EUNSUPPORTED, "too large"); /* 2^16 states: the classic blow-up */
+}
+
+static void test_choices(void **state) {
+    (void)state;
+    const char *c[] = {"a.b", "(x|y)*", "", "\xc3\xa9t\xc3\xa9", "c\\d"};
+    pm_err e = {0};
+    char *p = pm_regex_of_choices(c, 5, &e);
+    assert_non_null(p);
+    pm_regex *rx = compile_ok(p);
+    free(p);
+    for (int i = 0; i < 5; i++) assert_true(pm_regex_fullmatch(rx, c[i], strlen(c[i])));
+    const char *not[] = {"axb", "x", "xy", "c1", "c\\", "a.", "\xc3\xa9t"};
+    for (int i = 0; i < 7; i++) assert_false(pm_regex_fullmatch(rx, not[i], strlen(not[i])));
+    /* "a." is no whole choice but goes on; "ax" can become none */
+    assert_true(pm_regex_feed(rx, pm_regex_start(rx), "a.", 2) != 0);
+    assert_int_equal(pm_regex_feed(rx, pm_regex_start(rx), "ax", 2), 0);
+    int32_t st = pm_regex_feed(rx, pm_regex_start(rx), "a.b", 3);
+    assert_true(pm_regex_accepts(rx, st) && pm_regex_final(rx, st));
+    st = pm_regex_start(rx); /* "" is a choice, and others follow it */
+    assert_true(pm_regex_accepts(rx, st) && !pm_regex_final(rx, st));
+    pm_regex_free(rx);
+}
+
+/* Whether text[0, n) is a prefix of one of the choices; *whole: it is one. */
+static int prefix_of_choice(const char *const *c, int nc, const char *text, size_t n, int *whole) {
+    int any = 0;
+    *whole = 0;
+    for (int i = 0; i < nc; i++)
+        if (strlen(c[i]) >= n && !memcmp(c[i], text, n)) any = 1, *whole |= strlen(c[i]) == n;
+    return any;
+}
+
+static void test_mask(void **state) {
+    (void)state;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/phi4mm-tiny/tiny_model/tokenizer.json", tu_fixtures());
+    pm_tokenizer *tok;
+    pm_err e = {0};
+    assert_int_equal(pm_tok_load_file(&tok, path, &e), 0);
+    int V = pm_tok_vocab_size(tok) + 40; /* ids past the tokenizer's: masked */
+    const int32_t eos[2] = {200020, 199999};
+    const char *c[] = {"Paris", "Par", "Lyon", "Saint-\xc3\x89tienne", " Paris"};
+    char *p = pm_regex_of_choices(c, 5, &e);
+    pm_regex *rx = compile_ok(p);
+    free(p);
+    pm_regex_vocab *rv = pm_regex_vocab_new(tok, V);
+    assert_non_null(rv);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    uint8_t *allow = malloc((size_t)V);
+    const char *texts[] = {"", "P", "Par", "Pari", "Paris", "Saint-\xc3", "Saint-\xc3\x89tienn", " "};
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        int32_t st = pm_regex_feed(rx, pm_regex_start(rx), texts[k], strlen(texts[k]));
+        assert_true(st != 0);
+        for (int v = 0; v < V; v++) lg[v] = 0.0f;
+        pm_regex_mask(rx, st, rv, eos, 2, lg, allow);
+        int kept = 0, whole;
+        for (int v = 0; v < V; v++) {
+            size_t len = 0;
+            const char *b = v < pm_tok_vocab_size(tok) && !pm_tok_is_special(tok, v) ? pm_tok_token_bytes(tok, v, &len) : NULL;
+            int want;
+            if (v == eos[0] || v == eos[1]) {
+                prefix_of_choice(c, 5, texts[k], strlen(texts[k]), &whole);
+                want = whole;
+            } else if (!b || !len)
+                want = 0;
+            else {
+                char buf[256];
+                size_t tl = strlen(texts[k]);
+                want = tl + len < sizeof buf;
+                if (want) {
+                    memcpy(buf, texts[k], tl);
+                    memcpy(buf + tl, b, len);
+                    want = prefix_of_choice(c, 5, buf, tl + len, &whole);
+                }
+            }
+            if (want != !isinf(lg[v])) fail_msg("after '%s', token %d ('%.*s'): wanted %d", texts[k], v, (int)len, b ? b : "", want);
+            kept += want;
+        }
+        assert_true(kept > 0);
+    }
+    /* past a final match: only the end tokens */
+    int32_t st = pm_regex_feed(rx, pm_regex_start(rx), "Lyon", 4);
+    assert_true(pm_regex_final(rx, st));
+    for (int v = 0; v < V; v++) lg[v] = 0.0f;
+    pm_regex_mask(rx, st, rv, eos, 2, lg, allow);
+    for (int v = 0; v < V; v++) assert_int_equal(!isinf(lg[v]), v == eos[0] || v == eos[1]);
+    free(lg);
+    free(allow);
+    pm_regex_vocab_free(rv);
+    pm_regex_free(rx);
+    pm_tok_free(tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fullmatch),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_choices),
+        cmocka_unit_test(test_mask),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
