@@ -12,7 +12,7 @@ FX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}/phi4mm-tiny
 C=fuzz/corpus
 PY=/usr/bin/python3
 [ -d "$FX/tiny_model" ] || { echo "make_corpus: fixture not found at $FX (set PHI4MM_FIXTURES)" >&2; exit 1; }
-for t in safetensors config tok_load tok_encode wave image chat multipart base64 json_schema; do mkdir -p "$C/$t"; done
+for t in safetensors config tok_load tok_encode wave image chat multipart base64 json_schema regex; do mkdir -p "$C/$t"; done
 
 # ---- audio: the fixture clips (all but the 1.3 MB long one) and every format libsndfile writes
 mkdir -p "$BUILD_DIR"
@@ -185,6 +185,8 @@ put("chat", "completion.json", json.dumps({"prompt": "<|user|>Hi<|end|><|assista
                                            "suffix": "", "best_of": 1, "stream": True}))
 put("chat", "completion_array.json", json.dumps({"prompt": ["one"], "stop": ["x"], "temperature": 0.3}))
 put("chat", "logprobs.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 3}))
+put("chat", "guided.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "guided_regex": "\\d{2,3}(-[a-z]+)?", "min_p": 0.1}))
+put("chat", "guided_choice.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "structured_outputs": {"choice": ["a.b", "c"]}}))
 
 # -- multipart: Content-Type line, then the body
 def mp(boundary, parts, ct=None):
@@ -236,5 +238,12 @@ for i, (sc, d) in enumerate(zip(schemas, docs)):
     put("json_schema", f"schema{i}", json.dumps(sc).encode() + b"\x00" + json.dumps(d).encode())
 put("json_schema", "object", '{"a": [1, -2.5e+3, true, null, {"b": "\\u00e9\\uD83D\\uDE00\\n"}], "c": "\u4e2d"}'.encode())
 put("json_schema", "bad_schema", b'{"type": "string", "pattern": "x"}\x00"x"')
+
+# -- regex: "pattern NUL text"
+for i, (p, t) in enumerate([(r"\d{3}-[a-z]{2,4}( ok)?", "123-ab ok"), (r"(red|green|dark blue)", "dark b"),
+                            (r"^(?:[^\W\d_]|\s)+$", "été ici"), (r".{0,20}\u00e9", "abcé"), (r"(?P<y>\d{4})-(?<m>\d\d)?", "2026-"),
+                            (r"[\x00-\x7fࠀ-\U0010FFFF]*[^a-c]{2,}?", "😀x"), (r"a{,3}b{2,}c+?d*e?", "aabbbcc"), (r"(a|b)*(?!x)", "ab"),
+                            (r"[]a-]\]\\\x41\101\0", "]]\\AA")]):
+    put("regex", f"p{i}", p.encode() + b"\x00" + t.encode())
 PY
 echo "make_corpus: $(for d in "$C"/*/; do printf '%s=%s ' "$(basename "$d")" "$(ls "$d" | wc -l)"; done)"

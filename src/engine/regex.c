@@ -62,33 +62,53 @@ static int utf8_encode(uint32_t cp, uint8_t *b) {
     return 4;
 }
 
+/* The byte-range states one set has made, for reuse: built back to front, the sequences of a set
+ * share their tails (every multi-byte character ends in [80-BF] -> next), which keeps the DFA of
+ * `.{0,n}` at a few states per position instead of one per tail. */
+typedef struct tail_entry {
+    uint8_t lo, hi;
+    int32_t out, id;
+} tail_entry;
+typedef struct tail_cache {
+    tail_entry e[256];
+    int n;
+} tail_cache;
+
+static int range_state(nfa *A, tail_cache *tc, int lo, int hi, int out) {
+    for (int i = 0; i < tc->n; i++)
+        if (tc->e[i].lo == lo && tc->e[i].hi == hi && tc->e[i].out == out) return tc->e[i].id;
+    int id = add(A, S_RANGE, lo, hi, out, -1);
+    if (id >= 0 && tc->n < 256) tc->e[tc->n++] = (tail_entry){(uint8_t)lo, (uint8_t)hi, out, id};
+    return id;
+}
+
 /* The code points lo..hi as alternatives of byte-range sequences leading to next, joined into
  * *start (-1 while none): split until each piece has one encoded length, no surrogate, and bytes
  * that vary independently (lo's and hi's continuation bytes at their extremes), then one range per
- * byte. */
-static int utf8_ranges(nfa *A, uint32_t lo, uint32_t hi, int next, int *start) {
+ * byte; a sequence's first byte always gets a state of its own (the alternatives' heads). */
+static int utf8_ranges(nfa *A, tail_cache *tc, uint32_t lo, uint32_t hi, int next, int *start) {
     static const uint32_t last_of_len[3] = {0x7F, 0x7FF, 0xFFFF};
     if (lo > hi) return 0;
     for (int k = 0; k < 3; k++)
         if (lo <= last_of_len[k] && hi > last_of_len[k])
-            return utf8_ranges(A, lo, last_of_len[k], next, start) < 0 ? A->e->code : utf8_ranges(A, last_of_len[k] + 1, hi, next, start);
+            return utf8_ranges(A, tc, lo, last_of_len[k], next, start) < 0 ? A->e->code : utf8_ranges(A, tc, last_of_len[k] + 1, hi, next, start);
     if (lo <= 0xDFFF && hi >= 0xD800) {
-        if (lo < 0xD800 && utf8_ranges(A, lo, 0xD7FF, next, start) < 0) return A->e->code;
-        return hi > 0xDFFF ? utf8_ranges(A, 0xE000, hi, next, start) : 0;
+        if (lo < 0xD800 && utf8_ranges(A, tc, lo, 0xD7FF, next, start) < 0) return A->e->code;
+        return hi > 0xDFFF ? utf8_ranges(A, tc, 0xE000, hi, next, start) : 0;
     }
     uint8_t a[4], b[4];
     int n = utf8_encode(lo, a);
     for (int i = 1; i < n; i++) {
         uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
-            if (lo & m) return utf8_ranges(A, lo, lo | m, next, start) < 0 ? A->e->code : utf8_ranges(A, (lo | m) + 1, hi, next, start);
+            if (lo & m) return utf8_ranges(A, tc, lo, lo | m, next, start) < 0 ? A->e->code : utf8_ranges(A, tc, (lo | m) + 1, hi, next, start);
             if ((hi & m) != m)
-                return utf8_ranges(A, lo, (hi & ~m) - 1, next, start) < 0 ? A->e->code : utf8_ranges(A, hi & ~m, hi, next, start);
+                return utf8_ranges(A, tc, lo, (hi & ~m) - 1, next, start) < 0 ? A->e->code : utf8_ranges(A, tc, hi & ~m, hi, next, start);
         }
     }
     utf8_encode(hi, b);
     int s = next;
-    for (int i = n - 1; i >= 0 && s >= 0; i--) s = add(A, S_RANGE, a[i], b[i], s, -1);
+    for (int i = n - 1; i >= 0 && s >= 0; i--) s = i ? range_state(A, tc, a[i], b[i], s) : add(A, S_RANGE, a[i], b[i], s, -1);
     if (s < 0) return s;
     *start = *start < 0 ? s : alt(A, *start, s);
     return *start < 0 ? *start : 0;
@@ -118,8 +138,10 @@ static int compile(nfa *A, const rx_tree *t, int k, int next) {
     case RX_SET: {
         const rx_set *s = &t->sets[nd->set];
         int start = -1;
+        tail_cache tc;
+        tc.n = 0;
         for (int i = 0; i < s->n; i++)
-            if (utf8_ranges(A, s->r[i].lo, s->r[i].hi, next, &start) < 0) return A->e->code;
+            if (utf8_ranges(A, &tc, s->r[i].lo, s->r[i].hi, next, &start) < 0) return A->e->code;
         if (start < 0) return add(A, S_RANGE, 1, 0, next, -1); /* an empty set: a range no byte is in */
         return start;
     }
@@ -155,6 +177,7 @@ typedef struct builder {
     int32_t *slots;        /* open addressing: DFA state + 1, 0 empty */
     int n_slots;
     int n, cap;            /* DFA states */
+    size_t work;           /* NFA states visited so far (PM_REGEX_MAX_WORK) */
     pm_err *e;
 } builder;
 
@@ -186,6 +209,7 @@ static int closure(builder *B, int depth) {
         }
         B->pool[B->pool_n++] = q;
     }
+    B->work += B->pool_n - base;
     int len = (int)(B->pool_n - base);
     qsort(B->pool + base, (size_t)len, sizeof(int32_t), cmp_i32);
     return len;
@@ -295,7 +319,7 @@ static int determinize(const nfa *A, int start, pm_regex *rx, pm_err *e) {
     uint8_t rep[256];
     int C = rx->n_classes = byte_classes(A, rx->cls, rep), rc = PM_OK;
     builder B = {A, calloc((size_t)A->n, sizeof(uint32_t)), 0, malloc(sizeof(int32_t) * (3 * (size_t)A->n + 2)), NULL, 0, 0,
-                 malloc(sizeof(size_t) * 64), malloc(sizeof(int32_t) * 64), calloc(256, sizeof(int32_t)), 256, 1, 64, e};
+                 malloc(sizeof(size_t) * 64), malloc(sizeof(int32_t) * 64), calloc(256, sizeof(int32_t)), 256, 1, 64, 0, e};
     size_t cap_next = 0;
     if (!B.mark || !B.stack || !B.set_at || !B.set_len || !B.slots) {
         rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
@@ -323,6 +347,11 @@ static int determinize(const nfa *A, int start, pm_regex *rx, pm_err *e) {
                 goto done;
             }
             cap_next = cap;
+        }
+        B.work += (size_t)B.set_len[d] * C; /* the scans below */
+        if (B.work > PM_REGEX_MAX_WORK) {
+            rc = pm_errf(e, PM_EUNSUPPORTED, "the pattern is too large (its DFA takes too long to build: lower its counts)");
+            goto done;
         }
         for (int c = 0; c < C; c++) {
             int depth = 0;

@@ -12,7 +12,8 @@
  * start and `$` / `\Z` at the very end are accepted and change nothing. Refused with the byte
  * where they stand: back-references, lookaround, word boundaries, inline flags, possessive
  * quantifiers, anchors elsewhere, counts above PM_REGEX_MAX_REPEAT, and a pattern whose automaton
- * outgrows PM_REGEX_MAX_NFA / PM_REGEX_MAX_DFA states (say so rather than hold an answer loosely). */
+ * outgrows PM_REGEX_MAX_NFA / PM_REGEX_MAX_DFA states or takes longer than PM_REGEX_MAX_WORK steps to
+ * build (say so rather than hold an answer loosely, or stall the thread that compiles it). */
 #ifndef PM_REGEX_H
 #define PM_REGEX_H
 
@@ -26,7 +27,8 @@ enum {
     PM_REGEX_MAX_REPEAT = 1000,     /* the largest count of a {n,m} */
     PM_REGEX_MAX_NFA = 1 << 18,     /* states of the automaton before determinizing */
     PM_REGEX_MAX_DFA = 1 << 14,     /* states of the DFA */
-    PM_REGEX_MAX_TABLE = 1 << 20    /* its transitions (states x byte classes): 4 MB */
+    PM_REGEX_MAX_TABLE = 1 << 20,   /* its transitions (states x byte classes): 4 MB */
+    PM_REGEX_MAX_WORK = 1 << 24     /* automaton states visited while determinizing: ~0.2 s */
 };
 
 typedef struct pm_regex pm_regex;

@@ -198,8 +198,8 @@ static int escape(parser *P, int in_class, uint32_t *cp, int *cls) {
             *cp = 8;
             return 0;
         }
-        return pm_errf(P->e, PM_EUNSUPPORTED, "a word boundary (\\b at byte %d) is not supported in a guided pattern", off);
-    case 'B': return pm_errf(P->e, PM_EUNSUPPORTED, "a word boundary (\\B at byte %d) is not supported in a guided pattern", off);
+        return pm_errf(P->e, PM_EUNSUPPORTED, "a word boundary (\\b at byte %d) is not supported", off);
+    case 'B': return pm_errf(P->e, PM_EUNSUPPORTED, "a word boundary (\\B at byte %d) is not supported", off);
     }
     if (c >= '1' && c <= '7' && P->end - P->p >= 2 && P->p[0] >= '0' && P->p[0] <= '7' && P->p[1] >= '0' && P->p[1] <= '7') {
         uint32_t v = (uint32_t)(c - '0') * 64 + (uint32_t)(P->p[0] - '0') * 8 + (uint32_t)(P->p[1] - '0'); /* three octal digits */
@@ -209,7 +209,7 @@ static int escape(parser *P, int in_class, uint32_t *cp, int *cls) {
         return 0;
     }
     if (c >= '1' && c <= '9')
-        return pm_errf(P->e, PM_EUNSUPPORTED, "a back-reference (\\%c at byte %d) is not supported in a guided pattern", c, off);
+        return pm_errf(P->e, PM_EUNSUPPORTED, "a back-reference (\\%c at byte %d) is not supported", c, off);
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
         return pm_errf(P->e, PM_EINVAL, "bad escape \\%c at byte %d", c, off);
     *cp = (uint32_t)c; /* escaped punctuation, space, a digit-free symbol: itself */
@@ -326,11 +326,10 @@ static int parse_repeat(parser *P) {
                 if (!g) return pm_errf(P->e, PM_EINVAL, "the group name at byte %d is never closed", start);
                 P->p = g + 1;
             } else if (q < P->end && (*q == '=' || *q == '!' || *q == '<'))
-                return pm_errf(P->e, PM_EUNSUPPORTED, "lookaround (the group at byte %d) is not supported in a guided pattern", start);
+                return pm_errf(P->e, PM_EUNSUPPORTED, "lookaround (the group at byte %d) is not supported", start);
             else
                 return pm_errf(P->e, PM_EUNSUPPORTED,
-                               "the group construct at byte %d (inline flags, a named back-reference, a comment...) is not supported "
-                               "in a guided pattern",
+                               "the group construct at byte %d (inline flags, a named back-reference, a comment...) is not supported",
                                start);
         }
         if (++P->depth > MAX_DEPTH) return pm_errf(P->e, PM_EINVAL, "groups nest more than %d deep at byte %d", MAX_DEPTH, start);
@@ -389,7 +388,7 @@ static int parse_repeat(parser *P) {
     if (qmax >= 0 && qmax < qmin) return pm_errf(P->e, PM_EINVAL, "the count at byte %d has its maximum below its minimum", q);
     if (P->p < P->end && *P->p == '?') P->p++; /* lazy: the same whole matches */
     else if (P->p < P->end && *P->p == '+')
-        return pm_errf(P->e, PM_EUNSUPPORTED, "a possessive quantifier (at byte %d) is not supported in a guided pattern", q);
+        return pm_errf(P->e, PM_EUNSUPPORTED, "a possessive quantifier (at byte %d) is not supported", q);
     int m1, m2;
     const unsigned char *save = P->p;
     if (quantifier(P, &m1, &m2)) return pm_errf(P->e, PM_EINVAL, "multiple repeat at byte %d", (int)(save - P->s));

@@ -532,6 +532,46 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=bad))
     report("json_schema with minimum: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
            and "minimum" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
+    # vLLM's guided decoding: a choice is one of the list, as the CLI's --choice gives it, streamed the
+    # same; sampled answers to a pattern are whole matches (Python's re judges), the first the CLI's
+    # --regex with the same seed; /v1/completions takes structured_outputs; bad patterns, grammars: 400
+    colours = ["red", "green", "dark blue", "blue"]
+    ref, rc = cli(*q, "--choice", "red", "--choice", "green", "--choice", "dark blue", "--choice", "blue")
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text := {"messages": cases["text"][0]}, guided_choice=colours))
+    st2, ev, _ = A.stream("/v1/chat/completions", dict(jm_text, guided_choice=colours, stream=True))
+    report("guided_choice: one of the list, the CLI's --choice answer, streamed the same",
+           st == st2 == 200 and rc == 0 and chat_content(d) == ref == stream_content(ev)[0] and ref in colours
+           and d["choices"][0]["finish_reason"] == "stop", "%s %s / %r / %s" % (st, str(d)[:200], ref, st2))
+    pat = r"[A-Z]{2}-\d{3}( [a-z]{1,6})?"
+    ref, rc = cli(*q, "--regex", pat, "--temp", "1.5", "--seed", "7", "-n", "24")
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, guided_regex=pat, temperature=1.5, seed=7, n=4, max_tokens=24))
+    answers = [c["message"]["content"] for c in d.get("choices", [])] if st == 200 else []
+    report("guided_regex: 4 sampled answers, each a whole match; the first the CLI's --regex with the seed",
+           st == 200 and rc == 0 and len(answers) == 4 and all(re.fullmatch(pat, x, re.ASCII) for x in answers) and answers[0] == ref
+           and all(c["finish_reason"] == "stop" for c in d["choices"]), "%s %r / %r" % (st, answers or d, ref))
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": "The answer is", "max_tokens": 8, "temperature": 1.0, "seed": 3,
+                                                  "structured_outputs": {"choice": ["42", "forty-two", "none"]}})
+    report("completions structured_outputs.choice: one of the list", st == 200 and d["choices"][0]["text"] in ("42", "forty-two", "none"),
+           "%s %s" % (st, str(d)[:300]))
+    ok = True
+    why = []
+    for body, code, param, needle in [({"guided_regex": "(a|b"}, "invalid_value", "guided_regex", "never closed"),
+                                      ({"guided_regex": "a(?<=b)"}, "unsupported_value", "guided_regex", "lookaround"),
+                                      ({"guided_regex": ".*a.{16}"}, "unsupported_value", "guided_regex", "too large"),
+                                      ({"guided_grammar": "root ::= x"}, "unsupported_parameter", "guided_grammar", "not supported"),
+                                      ({"guided_choice": ["a"], "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
+                                      ({"min_p": -0.5}, "invalid_value", "min_p", "min_p")]:
+        st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, **body))
+        good = st == 400 and err_code(d) == code and (param is None or d["error"]["param"] == param) and needle in d["error"]["message"]
+        ok = ok and good
+        if not good:
+            why.append("%s -> %s %s" % (body, st, str(d)[:200]))
+    report("guided decoding and min_p refusals: 400 naming the parameter and why", ok, "; ".join(why))
+    # min_p 1 keeps only the most likely token: sampled hot, the greedy answer
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, temperature=2.0, seed=5, min_p=1.0, max_tokens=12))
+    st2, _, d2 = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=12))
+    report("min_p 1: a hot sample is the greedy answer", st == st2 == 200 and chat_content(d) == chat_content(d2) == expected["text"],
+           "%s / %s" % (str(d)[:200], str(d2)[:200]))
 
     # tools: a named function's call is held to its parameters and comes back as tool_calls; the
     # same prompt (the checkpoint's template with the tools' list) and schema through /v1/completions

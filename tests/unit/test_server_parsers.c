@@ -1460,6 +1460,82 @@ static void test_prediction_param(void **state) {
                "invalid_value", "prediction.content[0]");
 }
 
+/* vLLM's guided decoding: guided_regex kept as given, guided_choice as the escaped alternation of
+ * its strings, guided_json as a schema (an object or its JSON text), the structured_outputs
+ * spellings the same, min_p; a bad pattern names its construct and byte, two that shape the answer
+ * at once, grammars and whitespace patterns are refused. */
+static void test_guided_params(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    const char *m = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+    char js[1024];
+    snprintf(js, sizeof js, "%s\"guided_regex\":\"\\\\d{3}-[a-z]+\",\"min_p\":0.05}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_int_equal(r.format, PM_FORMAT_REGEX);
+    assert_string_equal(r.regex, "\\d{3}-[a-z]+");
+    assert_true(r.sampling.min_p > 0.049f && r.sampling.min_p < 0.051f);
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"guided_choice\":[\"a.b\",\"c\",\"\"]}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_int_equal(r.format, PM_FORMAT_REGEX);
+    assert_string_equal(r.regex, "(a\\.b|c|)");
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"structured_outputs\":{\"choice\":[\"yes\",\"no\"]}}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_string_equal(r.regex, "(yes|no)");
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"structured_outputs\":{\"regex\":\"x+\"},\"guided_decoding_backend\":\"xgrammar\"}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_string_equal(r.regex, "x+");
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"guided_json\":{\"type\":\"integer\"}}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_int_equal(r.format, PM_FORMAT_JSON_SCHEMA);
+    assert_string_equal(r.json_schema, "{\"type\":\"integer\"}");
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"guided_json\":\"{\\\"enum\\\": [1, 2]}\"}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_string_equal(r.json_schema, "{\"enum\":[1,2]}");
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"structured_outputs\":{\"json_object\":true}}", m);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_int_equal(r.format, PM_FORMAT_JSON_OBJECT);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse_as("{\"prompt\":\"x\",\"guided_choice\":[\"1\",\"2\"]}", 1, &r, &e), 0);
+    assert_string_equal(r.regex, "(1|2)");
+    srv_chat_req_free(&r);
+    static const struct {
+        const char *extra, *code, *param, *needle;
+    } bad[] = {
+        {"\"guided_regex\":\"a(?=b)\"", "unsupported_value", "guided_regex", "lookaround (the group at byte 1)"},
+        {"\"guided_regex\":\"(ab\"", "invalid_value", "guided_regex", "never closed"},
+        {"\"guided_regex\":5", "invalid_type", "guided_regex", "a string"},
+        {"\"guided_choice\":[]", "invalid_value", "guided_choice", "1 to 4096"},
+        {"\"guided_choice\":[\"a\",3]", "invalid_value", "guided_choice", "guided_choice[1]"},
+        {"\"guided_choice\":\"a\"", "invalid_value", "guided_choice", "array"},
+        {"\"guided_json\":\"{not json\"", "invalid_value", "guided_json", "JSON Schema"},
+        {"\"guided_json\":{\"type\":\"string\",\"pattern\":\"a\"}", "unsupported_value", "guided_json", "pattern"},
+        {"\"guided_grammar\":\"root ::= x\"", "unsupported_parameter", "guided_grammar", "not supported"},
+        {"\"guided_whitespace_pattern\":\" \"", "unsupported_parameter", "guided_whitespace_pattern", "not supported"},
+        {"\"structured_outputs\":{\"grammar\":\"x\"}", "unsupported_parameter", "structured_outputs.grammar", "not supported"},
+        {"\"structured_outputs\":[1]", "invalid_type", "structured_outputs", "object"},
+        {"\"guided_regex\":\"a\",\"guided_choice\":[\"a\"]", "invalid_value", "guided_choice", "cannot be combined with guided_regex"},
+        {"\"response_format\":{\"type\":\"json_object\"},\"guided_regex\":\"a\"", "invalid_value", "guided_regex",
+         "cannot be combined with response_format"},
+        {"\"guided_regex\":\"a\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "invalid_value", "response_format",
+         "guided decoding"},
+        {"\"min_p\":1.5", "invalid_value", "min_p", "between 0 and 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(js, sizeof js, "%s%s}", m, bad[i].extra);
+        expect_bad(js, bad[i].code, bad[i].param);
+        assert_int_equal(parse(js, &r, &e), -1);
+        if (!strstr(e.msg, bad[i].needle)) fail_msg("'%s': '%s' lacks '%s'", bad[i].extra, e.msg, bad[i].needle);
+        srv_chat_req_free(&r);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
@@ -1468,6 +1544,7 @@ int main(void) {
         cmocka_unit_test(test_multipart_rejects),   cmocka_unit_test(test_json_guards),
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
+        cmocka_unit_test(test_guided_params),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
         cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse), cmocka_unit_test(test_response_store),
         cmocka_unit_test(test_response_items),

@@ -105,7 +105,8 @@ static void usage_chat(void) {
             "                        several lines between lines that begin and end with \"\"\")\n"
             "  --system TEXT         system message\n"
             "  -n, --max-tokens N    tokens per answer at most (default 512)\n"
-            "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
+            "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --min-p P;\n"
+            "                        --seed S\n"
             "  --weights bf16|q8, --kv-cache f32|bf16, --compute f32|bf16, --kv-budget SIZE, --draft N,\n"
             "  --max-crops N         as for generate\n"
             "  --no-prompt-cache     compute the whole conversation every turn (for comparison)\n"
@@ -232,7 +233,7 @@ static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int 
 int pm_cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *dir = NULL, *system = NULL;
     long n = 512, top_k = 0, seed = 0, max_crops = 0;
-    double temp = 0, top_p = 1.0;
+    double temp = 0, top_p = 1.0, min_p = 0;
     int stats = 0, cache = 1, rc = 0;
     pm_engine_opts opts;
     pm_engine_opts_default(&opts);
@@ -254,6 +255,7 @@ int pm_cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
+        else if (!strcmp(a, "--min-p")) { if (cli_float(v, 0, 1, &min_p)) rc = cli_fail(cmd, "--min-p must be in [0, 1], got '%s'", v); }
         else if (!strcmp(a, "--top-k")) { if (cli_int(v, 0, 1 << 30, &top_k)) rc = cli_fail(cmd, "--top-k must be >= 0, got '%s'", v); }
         else if (!strcmp(a, "--seed")) { if (cli_int(v, 0, 0x7fffffffL, &seed)) rc = cli_fail(cmd, "--seed must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--weights")) rc = cli_weights(cmd, v, &lo);
@@ -284,6 +286,7 @@ int pm_cmd_chat(int argc, char **argv) {
     base.sampling.temperature = (float)temp;
     base.sampling.top_k = (int)top_k;
     base.sampling.top_p = (float)top_p;
+    base.sampling.min_p = (float)min_p;
     base.sampling.seed = (uint64_t)seed;
     base.max_crops = (int)max_crops;
     convo c = {0};

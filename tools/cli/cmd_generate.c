@@ -87,7 +87,8 @@ static void usage_generate(void) {
             "  --max-crops N         at most N HD crops per image (1..4096; default: the checkpoint's\n"
             "                        dynamic_hd, 36): fewer image tokens, a faster and coarser look\n"
             "  -n, --max-tokens N    tokens to generate (default 256)\n"
-            "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --seed S\n"
+            "  --temp T              temperature (default 0 = greedy); --top-k K; --top-p P; --min-p P;\n"
+            "                        --seed S\n"
             "  --frequency-penalty F, --presence-penalty F\n"
             "                        OpenAI's penalties (-2..2) on tokens already generated (default 0)\n"
             "  --repetition-penalty R\n"
@@ -96,6 +97,9 @@ static void usage_generate(void) {
             "  --min-tokens N        ban the end tokens until N tokens have come; --ignore-eos: always\n"
             "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
+            "  --regex RE            guided decoding: the whole answer matches the regular expression RE\n"
+            "                        (syntax: README)\n"
+            "  --choice TEXT         ... is one of the --choice texts (repeatable)\n"
             "  --prediction FILE     text the answer should repeat much of (an edit's original): drafted\n"
             "                        from while the answer follows it, the same tokens in fewer steps\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
@@ -167,7 +171,9 @@ int pm_cmd_generate(int argc, char **argv) {
     long min_tokens = 0, max_crops = 0;
     char *schema = NULL, *prediction = NULL; /* --json-schema's and --prediction's text */
     long n = 256;
-    double temp = 0, top_p = 1.0, freq = 0, pres = 0, rep = 0;
+    double temp = 0, top_p = 1.0, min_p = 0, freq = 0, pres = 0, rep = 0;
+    const char *regex = NULL, *choices[PM_MAX_CHOICES];
+    int n_choices = 0;
     long top_k = 0, seed = 0, logprobs = -1;
     pm_logit_bias bias[PM_MAX_LOGIT_BIAS];
     int n_bias = 0;
@@ -223,6 +229,12 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (cli_int(v, 0, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--temp")) { if (cli_float(v, 0, 100, &temp)) rc = cli_fail(cmd, "--temp must be a number in [0, 100], got '%s'", v); }
         else if (!strcmp(a, "--top-p")) { if (cli_float(v, 0, 1, &top_p)) rc = cli_fail(cmd, "--top-p must be in [0, 1], got '%s'", v); }
+        else if (!strcmp(a, "--min-p")) { if (cli_float(v, 0, 1, &min_p)) rc = cli_fail(cmd, "--min-p must be in [0, 1], got '%s'", v); }
+        else if (!strcmp(a, "--regex")) regex = v;
+        else if (!strcmp(a, "--choice")) {
+            if (n_choices == PM_MAX_CHOICES) rc = cli_fail(cmd, "too many --choice texts (max %d)", PM_MAX_CHOICES);
+            else choices[n_choices++] = v;
+        }
         else if (!strcmp(a, "--frequency-penalty")) { if (cli_float(v, -2, 2, &freq)) rc = cli_fail(cmd, "--frequency-penalty must be in [-2, 2], got '%s'", v); }
         else if (!strcmp(a, "--presence-penalty")) { if (cli_float(v, -2, 2, &pres)) rc = cli_fail(cmd, "--presence-penalty must be in [-2, 2], got '%s'", v); }
         else if (!strcmp(a, "--repetition-penalty")) { if (cli_float(v, 0, 100, &rep) || rep == 0) rc = cli_fail(cmd, "--repetition-penalty must be in (0, 100], got '%s'", v); }
@@ -243,6 +255,7 @@ int pm_cmd_generate(int argc, char **argv) {
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
     if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
+    if (!rc && (!!regex + !!n_choices + !!schema + json) > 1) rc = cli_fail(cmd, "--json, --json-schema, --regex and --choice exclude each other");
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     if (rc) {
         cli_media_free(&ms);
@@ -287,12 +300,16 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.temperature = (float)temp;
     req.sampling.top_k = (int)top_k;
     req.sampling.top_p = (float)top_p;
+    req.sampling.min_p = (float)min_p;
     req.sampling.seed = (uint64_t)seed;
     req.sampling.frequency_penalty = (float)freq;
     req.sampling.presence_penalty = (float)pres;
     req.sampling.repetition_penalty = (float)rep;
-    req.format = schema ? PM_FORMAT_JSON_SCHEMA : json ? PM_FORMAT_JSON_OBJECT : PM_FORMAT_TEXT;
+    req.format = schema ? PM_FORMAT_JSON_SCHEMA : json ? PM_FORMAT_JSON_OBJECT : regex ? PM_FORMAT_REGEX : n_choices ? PM_FORMAT_CHOICE : PM_FORMAT_TEXT;
     req.json_schema = schema;
+    req.regex = regex;
+    req.choices = choices;
+    req.n_choices = n_choices;
     req.min_tokens = (int)min_tokens;
     req.max_crops = (int)max_crops;
     req.prediction = prediction;

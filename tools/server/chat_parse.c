@@ -18,6 +18,7 @@
 #include "media_urls.h"
 #include "tool_calls.h"
 #include "engine/json_schema.h"
+#include "engine/regex.h"
 #include "tok/chat.h"
 
 typedef struct sbuf {
@@ -63,6 +64,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->logit_bias);
     free(r->json_schema);
+    free(r->regex);
     free(r->cache_salt);
     free(r->prediction);
     free(r->tools_text);
@@ -148,6 +150,137 @@ static int parse_penalties(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
+/* The answer held to schema sch (NULL: any value), compiled here so that one the engine cannot hold
+ * an answer to is a 400 naming the keyword (param: where it came from). */
+static int set_schema(const json_t *sch, const char *param, srv_chat_req *r, srv_error *e) {
+    r->format = PM_FORMAT_JSON_SCHEMA;
+    r->json_schema = sch ? json_dumps(sch, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("true");
+    if (!r->json_schema) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    pm_json_schema *compiled = NULL;
+    pm_err pe = {0};
+    int rc = pm_json_schema_compile(r->json_schema, &compiled, &pe);
+    if (rc) return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s", pe.msg);
+    pm_json_schema_free(compiled);
+    return 0;
+}
+
+/* The answer held to a pattern (owned by r from here), compiled here so that a bad one is a 400
+ * naming the construct and its byte. */
+static int set_regex(char *pattern, const char *param, srv_chat_req *r, srv_error *e) {
+    if (!pattern) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    r->format = PM_FORMAT_REGEX;
+    r->regex = pattern;
+    pm_regex *rx = NULL;
+    pm_err pe = {0};
+    int rc = pm_regex_compile(pattern, strlen(pattern), &rx, &pe);
+    pm_regex_free(rx);
+    if (rc == PM_ENOMEM) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (rc) return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s", pe.msg);
+    return 0;
+}
+
+/* A list of 1..PM_MAX_CHOICES strings as the escaped alternation of them. */
+static int set_choices(const json_t *v, const char *param, srv_chat_req *r, srv_error *e) {
+    size_t n = json_is_array(v) ? json_array_size(v) : 0, i;
+    if (!n || n > PM_MAX_CHOICES) return srv_bad(e, param, "invalid_value", "%s must be an array of 1 to %d strings", param, PM_MAX_CHOICES);
+    const char **c = malloc(sizeof *c * n);
+    if (!c) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    const json_t *x;
+    size_t bytes = 0;
+    json_array_foreach(v, i, x) {
+        if (!json_is_string(x) || strlen(json_string_value(x)) != json_string_length(x)) {
+            free(c);
+            return srv_bad(e, param, "invalid_value", "%s[%zu] must be a string (without NUL)", param, i);
+        }
+        c[i] = json_string_value(x);
+        bytes += json_string_length(x);
+    }
+    if (bytes > PM_REGEX_MAX_PATTERN / 2) {
+        free(c);
+        return srv_bad(e, param, "limit_exceeded", "%s holds %zu bytes, more than %d", param, bytes, PM_REGEX_MAX_PATTERN / 2);
+    }
+    pm_err pe = {0};
+    char *p = pm_regex_of_choices(c, (int)n, &pe);
+    free(c);
+    return set_regex(p, param, r, e);
+}
+
+/* vLLM's guided decoding: guided_json (a schema, as an object or as JSON text), guided_regex,
+ * guided_choice, or their newer spelling structured_outputs {json | regex | choice | json_object};
+ * at most one of them, and not beside a response_format that shapes the answer. A grammar
+ * (guided_grammar, structured_outputs.grammar) or a whitespace pattern is refused: no silent
+ * loosening of what the client asked to hold. guided_decoding_backend is a choice among vLLM's
+ * engines and is ignored. */
+static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
+    static const char *const refused[] = {"guided_grammar", "guided_whitespace_pattern"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(root, refused[k]);
+        if (v && !json_is_null(v))
+            return srv_bad(e, refused[k], "unsupported_parameter",
+                           "%s is not supported by this server (guided_json, guided_regex and guided_choice are)", refused[k]);
+    }
+    const json_t *so = json_object_get(root, "structured_outputs");
+    if (so && !json_is_null(so) && !json_is_object(so))
+        return srv_bad(e, "structured_outputs", "invalid_type", "structured_outputs must be an object");
+    enum { G_JSON, G_REGEX, G_CHOICE, G_JSON_OBJECT, G_GRAMMAR };
+    static const struct {
+        const char *key, *sub; /* sub: the member of structured_outputs (NULL: a top-level key) */
+        int kind;
+    } spell[] = {{"guided_json", NULL, G_JSON},
+                 {"guided_regex", NULL, G_REGEX},
+                 {"guided_choice", NULL, G_CHOICE},
+                 {"structured_outputs.json", "json", G_JSON},
+                 {"structured_outputs.regex", "regex", G_REGEX},
+                 {"structured_outputs.choice", "choice", G_CHOICE},
+                 {"structured_outputs.json_object", "json_object", G_JSON_OBJECT},
+                 {"structured_outputs.grammar", "grammar", G_GRAMMAR}};
+    enum { N_SPELL = sizeof spell / sizeof spell[0] };
+    const char *keys[N_SPELL];
+    const json_t *val[N_SPELL];
+    int given = -1;
+    for (int k = 0; k < N_SPELL; k++) {
+        keys[k] = spell[k].key;
+        val[k] = !spell[k].sub ? json_object_get(root, spell[k].key) : json_is_object(so) ? json_object_get(so, spell[k].sub) : NULL;
+        if (!val[k] || json_is_null(val[k]) || (spell[k].kind == G_JSON_OBJECT && json_is_false(val[k]))) continue;
+        if (given >= 0 || r->format != PM_FORMAT_TEXT)
+            return srv_bad(e, keys[k], "invalid_value", "%s cannot be combined with %s: one of response_format, guided_json, guided_regex, "
+                           "guided_choice and structured_outputs may shape the answer", keys[k], given >= 0 ? keys[given] : "response_format");
+        given = k;
+    }
+    if (given < 0) return 0;
+    const json_t *v = val[given];
+    switch (spell[given].kind) {
+    case G_JSON: { /* a schema: an object, a boolean, or its JSON text */
+        if (json_is_string(v)) {
+            json_error_t je;
+            json_t *sch = json_loads(json_string_value(v), JSON_DECODE_ANY, &je);
+            if (!sch || !(json_is_object(sch) || json_is_boolean(sch))) {
+                json_decref(sch);
+                return srv_bad(e, keys[given], "invalid_value", "%s must be a JSON Schema (an object, or its JSON text)", keys[given]);
+            }
+            int rc = set_schema(sch, keys[given], r, e);
+            json_decref(sch);
+            return rc;
+        }
+        if (!json_is_object(v) && !json_is_boolean(v))
+            return srv_bad(e, keys[given], "invalid_type", "%s must be a JSON Schema (an object, or its JSON text)", keys[given]);
+        return set_schema(v, keys[given], r, e);
+    }
+    case G_REGEX:
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+            return srv_bad(e, keys[given], "invalid_type", "%s must be a string (a regular expression)", keys[given]);
+        if (json_string_length(v) > PM_REGEX_MAX_PATTERN)
+            return srv_bad(e, keys[given], "limit_exceeded", "%s holds more than %d bytes", keys[given], PM_REGEX_MAX_PATTERN);
+        return set_regex(strdup(json_string_value(v)), keys[given], r, e);
+    case G_CHOICE: return set_choices(v, keys[given], r, e);
+    case G_JSON_OBJECT:
+        if (!json_is_true(v)) return srv_bad(e, keys[given], "invalid_type", "%s must be a boolean", keys[given]);
+        r->format = PM_FORMAT_JSON_OBJECT;
+        return 0;
+    }
+    return srv_bad(e, keys[given], "unsupported_parameter", "%s is not supported by this server (json, regex and choice are)", keys[given]);
+}
+
 /* response_format: text, json_object (JSON mode) or json_schema (its schema compiled here, so
  * that one the engine cannot hold an answer to is a 400 naming the keyword). */
 static int parse_format(const json_t *root, srv_chat_req *r, srv_error *e) {
@@ -167,15 +300,7 @@ static int parse_format(const json_t *root, srv_chat_req *r, srv_error *e) {
     if (!json_is_object(js)) return srv_bad(e, "response_format.json_schema", "invalid_type", "response_format.json_schema must be an object");
     if (sch && !json_is_object(sch) && !json_is_boolean(sch))
         return srv_bad(e, "response_format.json_schema.schema", "invalid_type", "response_format.json_schema.schema must be an object");
-    r->format = PM_FORMAT_JSON_SCHEMA;
-    r->json_schema = sch ? json_dumps(sch, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("true");
-    if (!r->json_schema) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    pm_json_schema *compiled = NULL;
-    pm_err pe = {0};
-    int rc = pm_json_schema_compile(r->json_schema, &compiled, &pe);
-    if (rc) return srv_bad(e, "response_format.json_schema.schema", rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s", pe.msg);
-    pm_json_schema_free(compiled);
-    return 0;
+    return set_schema(sch, "response_format.json_schema.schema", r, e);
 }
 
 /* Parameters we do not implement are refused when they would change the output; suffix and
@@ -290,7 +415,8 @@ static int parse_tools(const json_t *root, srv_chat_req *r, srv_error *e) {
     if (srv_tools_parse(root, &r->tool_mode, &r->tools_text, &schema, e)) return -1;
     if (r->tool_mode != SRV_TOOLS_OFF && r->format != PM_FORMAT_TEXT) {
         free(schema);
-        return srv_bad(e, "response_format", "invalid_value", "response_format json_object / json_schema cannot be combined with tools (use tool_choice none)");
+        return srv_bad(e, "response_format", "invalid_value",
+                       "response_format json_object / json_schema and guided decoding cannot be combined with tools (use tool_choice none)");
     }
     if (schema) { /* forced: the whole answer; auto: after the model's <|tool_call|> (scheduler.c) */
         r->format = PM_FORMAT_JSON_SCHEMA;
@@ -313,9 +439,10 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
     if (!got && (got = srv_get_int(root, "max_tokens", r->echo ? 0 : 1, 1 << 24, &mt, e)) < 0) return -1;
     r->max_tokens = (int)mt;
     r->score_only = got && mt == 0;
-    double t = 0, tp = 1;
+    double t = 0, tp = 1, mp = 0;
     if (srv_get_num(root, "temperature", 0.0, 2.0, &t, e) < 0) return -1;
     if (srv_get_num(root, "top_p", 0.0, 1.0, &tp, e) < 0) return -1;
+    if (srv_get_num(root, "min_p", 0.0, 1.0, &mp, e) < 0) return -1;
     long long tk = 0;
     if (srv_get_int(root, "top_k", 0, 1 << 30, &tk, e) < 0) return -1;
     long long seed = 0;
@@ -323,6 +450,7 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
     if (sg < 0) return -1;
     r->sampling.temperature = (float)t;
     r->sampling.top_p = (float)tp;
+    r->sampling.min_p = (float)mp;
     r->sampling.top_k = (int)tk;
     r->sampling.seed = (uint64_t)seed;
     r->seed_given = sg;
@@ -337,7 +465,9 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         }
         r->include_usage = iu;
     }
-    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e)) return -1;
+    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e) ||
+        parse_guided(root, r, e))
+        return -1;
     if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e) || parse_mm_kwargs(root, r, e) ||
         parse_prediction(root, r, e))
         return -1;

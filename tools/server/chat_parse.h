@@ -47,8 +47,9 @@ typedef struct srv_chat_req {
     pm_sampling sampling;          /* with the penalties */
     pm_logit_bias *logit_bias;     /* malloc'd, n_logit_bias of them */
     int n_logit_bias;
-    pm_format format;              /* response_format: text, json_object or json_schema */
+    pm_format format;              /* response_format (text, json_object, json_schema) or vLLM's guided decoding (regex) */
     char *json_schema;             /* with json_schema: the schema as JSON text (malloc'd) */
+    char *regex;                   /* with regex: the pattern (guided_choice's list as an escaped alternation; malloc'd) */
     int min_tokens, ignore_eos;    /* the end tokens banned until min_tokens, or always */
     char *cache_salt;              /* cache_salt (vLLM's): the prompt and media caches' scope (malloc'd; NULL: none) */
     int max_crops;                 /* mm_processor_kwargs.dynamic_hd (vLLM's): HD crops per image at most (0: the server's) */

@@ -92,6 +92,7 @@ void srv_job_unref(srv_job *j) {
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->logit_bias);
     free(j->json_schema);
+    free(j->regex);
     free(j->cache_salt);
     free(j->prediction);
     free(j->text);

@@ -250,6 +250,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
     rq->json_schema = j->json_schema;
+    rq->regex = j->regex;
     rq->min_tokens = j->min_tokens;
     rq->ignore_eos = j->ignore_eos;
     rq->cache_salt = j->cache_salt;
