@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/regex.h"
 #include "tok/tokenizer.h"
 
 enum {
@@ -120,6 +121,7 @@ static int value_start(pm_json_state *s, unsigned c) {
         s->in_key = 0;
         s->str = n;
         s->chars = 0;
+        s->rx = n->pattern ? pm_regex_start(n->pattern) : 0;
         return 0;
     case PM_JN_NUMBER:
     case PM_JN_INTEGER:
@@ -184,13 +186,33 @@ static int count_char(pm_json_state *s) {
     return 0;
 }
 
+/* Bytes of a string's text (escapes decoded) into its pattern's DFA: -1 once no match can follow. */
+static int pattern_feed(pm_json_state *s, const char *b, size_t n) {
+    if (!s->str || !s->str->pattern) return 0;
+    s->rx = pm_regex_feed(s->str->pattern, s->rx, b, n);
+    return s->rx ? 0 : -1;
+}
+
+/* The character an escape stands for, as UTF-8, into the pattern. */
+static int pattern_char(pm_json_state *s, uint32_t cp) {
+    char b[4];
+    int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    if (n == 1) b[0] = (char)cp;
+    else {
+        for (int i = n - 1; i > 0; i--, cp >>= 6) b[i] = (char)(0x80 | (cp & 0x3F));
+        b[0] = (char)((0xF0 << (4 - n)) | cp);
+    }
+    return pattern_feed(s, b, (size_t)n);
+}
+
 static int string_byte(pm_json_state *s, unsigned c) {
+    char byte = (char)c;
     if (s->utf8_left) {
         static const uint8_t lo[] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
         if (c < lo[s->utf8_range] || c > hi[s->utf8_range]) return -1;
         s->utf8_left--;
         s->utf8_range = U_ANY;
-        return 0;
+        return pattern_feed(s, &byte, 1);
     }
     if (c == '"') {
         if (s->in_key) {
@@ -198,6 +220,7 @@ static int string_byte(pm_json_state *s, unsigned c) {
             s->mode = M_COLON;
         } else {
             if (s->str && s->chars < (uint32_t)s->str->min_len) return -1;
+            if (s->str && s->str->pattern && !pm_regex_accepts(s->str->pattern, s->rx)) return -1;
             after_value(s);
         }
         return 0;
@@ -205,8 +228,12 @@ static int string_byte(pm_json_state *s, unsigned c) {
     if (c < 0x20 || count_char(s)) return -1;
     if (c == '\\') {
         s->mode = M_ESCAPE;
-        return 0;
+        if (!s->str || !s->str->pattern) return 0;
+        for (const char *e = "\"\\/\b\f\n\r\t"; *e; e++) /* a pattern's text: some short escape must go on */
+            if (pm_regex_feed(s->str->pattern, s->rx, e, 1)) return 0;
+        return -1;
     }
+    if (pattern_feed(s, &byte, 1)) return -1;
     if (c < 0x80) return 0;
     s->utf8_range = U_ANY;
     if (c >= 0xC2 && c <= 0xDF) s->utf8_left = 1;
@@ -295,12 +322,17 @@ static int feed_byte(pm_json_state *s, unsigned c) {
     case M_KEY: return key_byte(s, c);
     case M_ESCAPE:
     case M_LOW_U:
+        if (c == 'u' && s->str && s->str->pattern) return -1; /* a pattern's text: short escapes only */
         if (c == 'u') {
             s->mode = M_HEX;
             s->sub = 4;
             s->hex = 0;
-        } else if (s->mode == M_ESCAPE && c && strchr("\"\\/bfnrt", (int)c)) s->mode = M_STRING;
-        else return -1;
+        } else if (s->mode == M_ESCAPE && c && strchr("\"\\/bfnrt", (int)c)) {
+            static const char from[] = "bfnrt", to[] = "\b\f\n\r\t";
+            const char *k = strchr(from, (int)c);
+            s->mode = M_STRING;
+            return pattern_char(s, k ? (unsigned char)to[k - from] : c);
+        } else return -1;
         return 0;
     case M_LOW_BS:
         if (c != '\\') return -1;
@@ -311,9 +343,15 @@ static int feed_byte(pm_json_state *s, unsigned c) {
         s->hex = (uint16_t)(s->hex << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10));
         if (--s->sub) return 0;
         if (s->low != (s->hex >= 0xDC00 && s->hex <= 0xDFFF)) return -1;
+        if (s->low) { /* the low half: the pair's character */
+            s->low = 0;
+            s->mode = M_STRING;
+            return pattern_char(s, 0x10000u + ((uint32_t)(s->high - 0xD800) << 10) + (uint32_t)(s->hex - 0xDC00));
+        }
         s->low = s->hex >= 0xD800 && s->hex <= 0xDBFF;
+        s->high = s->hex;
         s->mode = s->low ? M_LOW_BS : M_STRING;
-        return 0;
+        return s->low ? 0 : pattern_char(s, s->hex);
     case M_NUMBER:
     case M_ENUM: {
         int r = s->mode == M_NUMBER ? number_byte(s, c) : enum_byte(s, c);
@@ -499,7 +537,7 @@ static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip
     pm_json_state first, t;
     /* inside a string after a whole character, plain content leaves the state as it is but for the
      * count of characters, which a maximum length bounds */
-    int plain_ok = s->mode == M_STRING && !s->utf8_left;
+    int plain_ok = s->mode == M_STRING && !s->utf8_left && !(s->str && s->str->pattern); /* a pattern reads every byte */
     int64_t room = s->str && s->str->max_len >= 0 ? (int64_t)s->str->max_len - s->chars : INT32_MAX;
     for (int c = 0; c < 256; c++) {
         if (skip_ws && is_ws((unsigned)c)) continue;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/regex.h"
+
 /* The nodes every schema shares: any value, and the concrete ones an any value becomes. */
 static const pm_json_node any_node = {.kind = PM_JN_ANY};
 static const pm_json_node any_object = {.kind = PM_JN_OBJECT, .extra = &any_node};
@@ -48,6 +50,8 @@ enum { MAX_NODES = 4096, MAX_PATH = 256, MAX_DEPTH = 128 };
 
 struct pm_json_schema {
     const pm_json_node *root;
+    pm_regex **patterns; /* the strings' compiled patterns */
+    int n_patterns;
     json_t *doc;
     void **allocs;       /* everything the nodes point to */
     int n_allocs, cap_allocs;
@@ -72,6 +76,26 @@ static void *alloc(pm_json_schema *s, size_t n) {
 }
 
 static const pm_json_node *compile(pm_json_schema *s, json_t *v, const char *path);
+
+/* A string's pattern (ECMAScript's, matched anywhere unless anchored: PM_REGEX_SEARCH), over what
+ * JSON mode lets a string hold (PM_REGEX_JSON_TEXT; json_mode.c writes no \u escape in it). */
+static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, const char *path) {
+    if (!json_is_string(pat)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: pattern must be a string", path);
+    pm_regex **grown = realloc(s->patterns, sizeof *grown * (size_t)(s->n_patterns + 1));
+    if (!grown) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema");
+    s->patterns = grown;
+    pm_regex *rx = NULL;
+    pm_err pe = {0};
+    if (t->min_len > 0 || t->max_len >= 0) /* a length beside a pattern could leave a string no way to end */
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: pattern beside minLength / maxLength is not supported (put the length in "
+                                              "the pattern: ^[a-z]{2,8}$)", path);
+    if (pm_regex_compile_flags(json_string_value(pat), json_string_length(pat), PM_REGEX_SEARCH | PM_REGEX_ECMA | PM_REGEX_JSON_TEXT, &rx,
+                               &pe))
+        return pm_errf(s->e, pe.code, "JSON schema at %s: pattern: %s", path, pe.msg);
+    s->patterns[s->n_patterns++] = rx;
+    t->pattern = rx;
+    return PM_OK;
+}
 
 static int is_refused(const char *k) {
     static const char *const names[] = {"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
@@ -309,11 +333,13 @@ static const pm_json_node *typed(pm_json_schema *s, json_t *v, const char *type,
         return a ? compile_array(s, v, a, path) : NULL;
     }
     if (!strcmp(type, "string")) {
-        if (!json_object_get(v, "minLength") && !json_object_get(v, "maxLength")) return &any_string;
+        json_t *pat = json_object_get(v, "pattern");
+        if (!json_object_get(v, "minLength") && !json_object_get(v, "maxLength") && !pat) return &any_string;
         pm_json_node *t = new_node(s, PM_JN_STRING);
         if (!t || get_count(s, v, "minLength", &t->min_len, path) || get_count(s, v, "maxLength", &t->max_len, path)) return NULL;
         if (t->max_len >= 0 && t->max_len < t->min_len)
             return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: maxLength below minLength", path), NULL;
+        if (pat && compile_pattern(s, pat, t, path)) return NULL;
         return t;
     }
     if (!strcmp(type, "number")) return &any_number;
@@ -410,7 +436,9 @@ static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *
         if (s->memo_key[i] == v) return s->memo_node[i];
     const char *k;
     json_t *x;
-    json_object_foreach(v, k, x) if (is_refused(k))
+    json_t *ty = json_object_get(v, "type");
+    int string_typed = json_is_string(ty) && !strcmp(json_string_value(ty), "string");
+    json_object_foreach(v, k, x) if (is_refused(k) && !(string_typed && !strcmp(k, "pattern")))
         return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: the keyword '%s' is not supported (JSON mode could not hold the answer to it)",
                        path, k), NULL;
     json_t *ref = json_object_get(v, "$ref"), *all = json_object_get(v, "allOf"), *type = json_object_get(v, "type");
@@ -490,6 +518,8 @@ void pm_json_schema_free(pm_json_schema *s) {
     if (!s) return;
     for (int i = 0; i < s->n_allocs; i++) free(s->allocs[i]);
     free(s->allocs);
+    for (int i = 0; i < s->n_patterns; i++) pm_regex_free(s->patterns[i]);
+    free(s->patterns);
     free(s->memo_key);
     free(s->memo_node);
     json_decref(s->doc);

@@ -10,8 +10,11 @@
  *     discriminated union: that value picks the branch);
  *   - enum / const: the values written compactly, byte for byte.
  * Enforced: type, properties, required, additionalProperties, items, minItems, maxItems,
- * minLength, maxLength (in characters; an escape counts one), enum, const, anyOf, oneOf, allOf of
- * one schema, nullable, $ref into the same document ("#/$defs/X", recursion included).
+ * minLength, maxLength (in characters; an escape counts one), pattern (of a "type": "string"
+ * schema without minLength / maxLength: ECMAScript's dialect as regex.h holds it, matched anywhere
+ * in the string's text, escapes decoded, unless anchored; such a string is written without \u
+ * escapes), enum, const, anyOf, oneOf, allOf of one schema, nullable, $ref into
+ * the same document ("#/$defs/X", recursion included).
  * Annotations (title, description, default, examples, format, $schema, $id, ...) are read and
  * ignored. A keyword that would constrain what cannot be enforced here (pattern, minimum,
  * multipleOf, uniqueItems, prefixItems, not, if, ...) is refused with its path, so an answer
@@ -51,6 +54,7 @@ struct pm_json_node {
     int min_items, max_items;          /* max < 0: none */
     /* STRING */
     int min_len, max_len;              /* max < 0: none */
+    const struct pm_regex *pattern;    /* the text's pattern (search semantics; NULL: none) */
     /* ENUM: the values as compact JSON */
     int n_lits;
     const char **lit;

@@ -394,14 +394,29 @@ done:
     return rc;
 }
 
-int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e) {
+/* Any bytes, then next (a search's free ends: the text around a match is checked elsewhere). */
+static int any_bytes(nfa *A, int next) {
+    int loop = next < 0 ? next : add(A, S_SPLIT, 0, 0, -1, next), byte = loop < 0 ? loop : add(A, S_RANGE, 0, 255, loop, -1);
+    if (byte < 0) return byte;
+    A->s[loop].out = byte;
+    return loop;
+}
+
+int pm_regex_compile_flags(const char *pattern, size_t len, int flags, pm_regex **out, pm_err *e) {
     *out = NULL;
     rx_tree t = {0};
     nfa A = {NULL, 0, 0, e};
     pm_regex *rx = calloc(1, sizeof *rx);
-    int rc = rx ? rx_parse(pattern, len, &t, e) : pm_errf(e, PM_ENOMEM, "out of memory for the regular expression");
+    int rc = rx ? rx_parse(pattern, len, flags, &t, e) : pm_errf(e, PM_ENOMEM, "out of memory for the regular expression");
+    int search = flags & PM_REGEX_SEARCH;
+    if (!rc && search && t.top_alt && (t.anchor_start || t.anchor_end))
+        rc = pm_errf(e, PM_EUNSUPPORTED, "an anchor beside an alternation outside every group is not supported (group the alternatives: "
+                                         "^(?:a|b)$)");
     if (!rc) {
-        int match = add(&A, S_MATCH, 0, 0, -1, -1), start = match < 0 ? match : compile(&A, &t, t.root, match);
+        int match = add(&A, S_MATCH, 0, 0, -1, -1);
+        if (search && !t.anchor_end) match = any_bytes(&A, match);
+        int start = match < 0 ? match : compile(&A, &t, t.root, match);
+        if (search && !t.anchor_start && start >= 0) start = any_bytes(&A, start);
         rc = start < 0 ? e->code : determinize(&A, start, rx, e);
     }
     rx_tree_free(&t);
@@ -413,6 +428,8 @@ int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e)
     *out = rx;
     return PM_OK;
 }
+
+int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e) { return pm_regex_compile_flags(pattern, len, 0, out, e); }
 
 void pm_regex_free(pm_regex *rx) {
     if (!rx) return;

@@ -36,6 +36,17 @@ typedef struct pm_regex pm_regex;
 /* Compiles pattern[0, len); otherwise PM_EINVAL with a message naming the construct and its byte
  * offset (PM_EUNSUPPORTED for valid syntax it does not hold an answer to). */
 int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e);
+
+/* As pm_regex_compile, with flags:
+ *   PM_REGEX_SEARCH: a text matches when the pattern matches somewhere in it (JSON Schema's
+ *     `pattern`), unless `^` / `$` anchor its start / end; an anchor beside an alternation outside
+ *     every group (`^a|b`) is refused (group it: `^(?:a|b)`);
+ *   PM_REGEX_ECMA: ECMAScript's `.` (no \n, \r, U+2028, U+2029) and `\s` (Unicode's spaces too);
+ *   PM_REGEX_JSON_TEXT: only the characters JSON mode lets a string hold (raw, or as the short
+ *     escapes \b \f \n \r \t: not U+0000-U+0007, U+000B, U+000E-U+001F, which need \u), so
+ *     that no state waits for a character the answer cannot write. */
+enum { PM_REGEX_SEARCH = 1, PM_REGEX_ECMA = 2, PM_REGEX_JSON_TEXT = 4 };
+int pm_regex_compile_flags(const char *pattern, size_t len, int flags, pm_regex **out, pm_err *e);
 void pm_regex_free(pm_regex *rx);
 
 /* States are ints; 0 is dead (no continuation matches). */

@@ -33,10 +33,13 @@ typedef struct rx_tree {
     rx_set *sets;
     int n_sets, cap_sets;
     int root;
+    int anchor_start, anchor_end; /* ^ (\A) began the pattern, $ (\Z) ended it */
+    int top_alt;                  /* it has an alternation outside every group */
 } rx_tree;
 
-/* Parses pattern[0, len) into t (zeroed by the caller; rx_tree_free after, whatever the result). */
-int rx_parse(const char *pattern, size_t len, rx_tree *t, pm_err *e);
+/* Parses pattern[0, len) into t (zeroed by the caller; rx_tree_free after, whatever the result);
+ * flags: PM_REGEX_ECMA. */
+int rx_parse(const char *pattern, size_t len, int flags, rx_tree *t, pm_err *e);
 void rx_tree_free(rx_tree *t);
 
 #endif

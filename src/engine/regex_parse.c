@@ -14,6 +14,7 @@ typedef struct parser {
     const unsigned char *s, *p, *end;
     rx_tree *t;
     int depth;
+    int ecma; /* PM_REGEX_ECMA: ECMAScript's `.` and `\s` */
     pm_err *e;
 } parser;
 
@@ -79,13 +80,37 @@ fail:
     return -1;
 }
 
-/* \d \w \s (negated: \D \W \S) into s. */
-static int set_class(rx_set *s, int c) {
+/* s without lo..hi (normalized first). */
+static int set_remove(rx_set *s, uint32_t lo, uint32_t hi) {
+    set_normalize(s);
+    int n = s->n;
+    for (int i = 0; i < n; i++) {
+        rx_range r = s->r[i];
+        if (r.hi < lo || r.lo > hi) continue;
+        s->r[i].hi = r.lo < lo ? lo - 1 : 0, s->r[i].lo = r.lo < lo ? r.lo : 1; /* the part below lo, or an empty range */
+        if (r.hi > hi && set_add(s, hi + 1, r.hi)) return -1;
+    }
+    int k = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->r[i].lo <= s->r[i].hi) s->r[k++] = s->r[i];
+    s->n = k;
+    set_normalize(s);
+    return 0;
+}
+
+/* \d \w \s (negated: \D \W \S) into s; ecma: \s is ECMAScript's, Unicode's spaces and line ends too. */
+static int set_class(rx_set *s, int c, int ecma) {
     rx_set k = {0};
     int lc = c | 0x20, bad = 0;
     if (lc == 'd') bad = set_add(&k, '0', '9');
     else if (lc == 'w') bad = set_add(&k, '0', '9') || set_add(&k, 'A', 'Z') || set_add(&k, 'a', 'z') || set_add(&k, '_', '_');
-    else bad = set_add(&k, '\t', '\r') || set_add(&k, ' ', ' '); /* \t \n \v \f \r */
+    else {
+        bad = set_add(&k, '\t', '\r') || set_add(&k, ' ', ' '); /* \t \n \v \f \r */
+        if (ecma)
+            bad = bad || set_add(&k, 0xA0, 0xA0) || set_add(&k, 0x1680, 0x1680) || set_add(&k, 0x2000, 0x200A) ||
+                  set_add(&k, 0x2028, 0x2029) || set_add(&k, 0x202F, 0x202F) || set_add(&k, 0x205F, 0x205F) ||
+                  set_add(&k, 0x3000, 0x3000) || set_add(&k, 0xFEFF, 0xFEFF);
+    }
     if (!bad && c != lc) bad = set_negate(&k);
     for (int i = 0; !bad && i < k.n; i++) bad = set_add(s, k.r[i].lo, k.r[i].hi);
     free(k.r);
@@ -242,7 +267,7 @@ static int parse_class(parser *P) {
         } else if (utf8(P, &lo))
             return P->e->code;
         if (cls) {
-            if (set_class(s, cls)) return oom(P);
+            if (set_class(s, cls, P->ecma)) return oom(P);
             if (P->p + 1 < P->end && *P->p == '-' && P->p[1] != ']')
                 return pm_errf(P->e, PM_EINVAL, "a range from a class escape at byte %d", item);
             continue;
@@ -344,8 +369,9 @@ static int parse_repeat(parser *P) {
     } else if (c == '.') {
         rx_set *s;
         P->p++;
-        a = set_node(P, &s);
-        if (a >= 0 && (set_add(s, 0, '\n' - 1) || set_add(s, '\n' + 1, MAX_CP))) return oom(P);
+        a = set_node(P, &s); /* any character but a line end: \n (ECMAScript: \r, U+2028, U+2029 too) */
+        if (a >= 0 && (set_add(s, '\n', '\n') || (P->ecma && (set_add(s, '\r', '\r') || set_add(s, 0x2028, 0x2029))) || set_negate(s)))
+            return oom(P);
     } else if (c == '^' || c == '$') {
         int edge = c == '^' ? P->p == P->s : P->p + 1 == P->end;
         if (!edge)
@@ -354,6 +380,7 @@ static int parse_repeat(parser *P) {
                            "may stand only at its very start (^) or end ($)",
                            c, start);
         P->p++;
+        *(c == '^' ? &P->t->anchor_start : &P->t->anchor_end) = 1;
         return node(P, RX_EMPTY, -1, -1); /* and no quantifier: one would repeat nothing */
     } else if (c == '\\') {
         P->p++;
@@ -362,6 +389,7 @@ static int parse_repeat(parser *P) {
             if (!edge)
                 return pm_errf(P->e, PM_EUNSUPPORTED, "the anchor \\%c at byte %d is not supported there (only at the pattern's %s)",
                                *P->p, start, *P->p == 'A' ? "start" : "end");
+            *(*P->p == 'A' ? &P->t->anchor_start : &P->t->anchor_end) = 1;
             P->p++;
             return node(P, RX_EMPTY, -1, -1);
         }
@@ -371,7 +399,7 @@ static int parse_repeat(parser *P) {
         if (cls) {
             rx_set *s;
             a = set_node(P, &s);
-            if (a >= 0 && set_class(s, cls)) return oom(P);
+            if (a >= 0 && set_class(s, cls, P->ecma)) return oom(P);
             if (a >= 0) set_normalize(s);
         } else
             a = literal(P, cp);
@@ -411,6 +439,7 @@ static int parse_cat(parser *P) {
 static int parse_alt(parser *P) {
     int left = parse_cat(P);
     while (left >= 0 && P->p < P->end && *P->p == '|') {
+        if (!P->depth) P->t->top_alt = 1;
         P->p++;
         int r = parse_cat(P);
         if (r < 0) return r;
@@ -419,12 +448,16 @@ static int parse_alt(parser *P) {
     return left;
 }
 
-int rx_parse(const char *pattern, size_t len, rx_tree *t, pm_err *e) {
+int rx_parse(const char *pattern, size_t len, int flags, rx_tree *t, pm_err *e) {
     if (len > PM_REGEX_MAX_PATTERN) return pm_errf(e, PM_EINVAL, "the pattern is longer than %d bytes", PM_REGEX_MAX_PATTERN);
-    parser P = {(const unsigned char *)pattern, (const unsigned char *)pattern, (const unsigned char *)pattern + len, t, 0, e};
+    parser P = {(const unsigned char *)pattern, (const unsigned char *)pattern, (const unsigned char *)pattern + len, t, 0,
+                !!(flags & PM_REGEX_ECMA), e};
     int root = parse_alt(&P);
     if (root < 0) return e->code ? e->code : pm_errf(e, PM_EINVAL, "the pattern could not be read");
     if (P.p != P.end) return pm_errf(e, PM_EINVAL, "unbalanced parenthesis at byte %d", at(&P));
+    for (int i = 0; (flags & PM_REGEX_JSON_TEXT) && i < t->n_sets; i++) /* what a JSON string writes only as \u */
+        if (set_remove(&t->sets[i], 0x00, 0x07) || set_remove(&t->sets[i], 0x0B, 0x0B) || set_remove(&t->sets[i], 0x0E, 0x1F))
+            return pm_errf(e, PM_ENOMEM, "out of memory for the regular expression");
     t->root = root;
     return PM_OK;
 }

@@ -2,9 +2,12 @@
 """regex_diff.py DRIVER — src/engine/regex.c against Python's re (flags re.ASCII: \\d \\w \\s as
 ASCII, the dialect regex.h documents) on random patterns of the supported syntax: for each one,
 strings drawn to match it and mutations of them, every whole-match verdict compared. Also the
-patterns Python refuses, which the engine must refuse too. Prints PASS / FAIL lines."""
+patterns Python refuses, which the engine must refuse too. Then JSON Schema's `pattern` dialect
+(PM_REGEX_SEARCH | PM_REGEX_ECMA) against node's RegExp (flag u, .test: a match anywhere) on
+ECMAScript spellings of such patterns and texts around their matches. Prints PASS / FAIL lines."""
 import random
 import re
+import json
 import subprocess
 import sys
 
@@ -17,9 +20,10 @@ def lit(ch):
 
 
 class Gen:
-    def __init__(self, rnd):
+    def __init__(self, rnd, ecma=False):
         self.r = rnd
         self.groups = 0
+        self.ecma = ecma  # ECMAScript spellings only: (?<n>...), no {,m}
 
     def chars_matching(self, atom):
         return [c for c in ALPHA if re.fullmatch(atom, c, re.ASCII)]
@@ -55,11 +59,11 @@ class Gen:
         # a group of an alternation
         p, s = self.alt(depth + 1)
         self.groups += 1
-        return r.choice(["(", "(?:", "(?P<g%d>" % self.groups]) + p + ")", s
+        return r.choice(["(", "(?:", ("(?<g%d>" if self.ecma else "(?P<g%d>") % self.groups]) + p + ")", s
 
     def quant(self, p, sample):
         r = self.r
-        q = r.choice(["", "", "", "*", "+", "?", "{2}", "{1,3}", "{2,}", "{,2}", "{0}", "*?", "+?", "??", "{1,2}?"])
+        q = r.choice(["", "", "", "*", "+", "?", "{2}", "{1,3}", "{2,}", "{0,2}" if self.ecma else "{,2}", "{0}", "*?", "+?", "??", "{1,2}?"])
         if not q:
             return p, sample
         m = re.fullmatch(r"(\*|\+|\?|\{(\d*)(,?)(\d*)\})\??", q)
@@ -173,9 +177,75 @@ def main():
           ("PASS" if not errs else "FAIL", len(invalid), len(unsupported)))
     for b in errs:
         print("   ", b)
+    ok_ecma = ecma_search(ask, random.Random(7))
     drv.stdin.close()
     drv.wait()
-    return 0 if ok and not errs else 1
+    return 0 if ok and not errs and ok_ecma else 1
+
+
+NODE = r"""
+const rl = require('readline').createInterface({input: process.stdin});
+rl.on('line', (l) => {
+  const q = JSON.parse(l);
+  let out;
+  try { const re = new RegExp(q.p, 'u'); out = q.s.map((t) => (re.test(t) ? 1 : 0)); } catch (e) { out = 'ERR ' + e.message; }
+  console.log(JSON.stringify(out));
+});
+"""
+
+
+def ecma_search(ask, rnd):
+    """JSON Schema's pattern: a match anywhere in the text, node's RegExp (flag u) the judge."""
+    try:
+        node = subprocess.Popen(["node", "-e", NODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    except OSError:
+        print("FAIL regex_diff_ecma_search (needs node: make test-deps)")
+        return False
+    g = Gen(rnd, ecma=True)
+    bad, patterns, checks, found, too_large = [], 0, 0, 0, 0
+    for i in range(600):
+        p, sample = g.alt(0)
+        k = rnd.randrange(5)
+        if k == 1:
+            p = "^" + p if "|" not in p else "^(?:" + p + ")"
+        elif k == 2:
+            p = p + "$" if "|" not in p else "(?:" + p + ")$"
+        elif k == 3:
+            p = "^(?:" + p + ")$"
+        got = ask("Q", p)
+        if got.startswith("ERR -5 the pattern is too large"):
+            too_large += 1
+            continue
+        if not got.startswith("OK"):
+            bad.append("pattern %r refused: %s" % (p, got))
+            continue
+        texts = set()
+        for _ in range(5):
+            s = sample()
+            texts.add(s)
+            texts.add(mutate(rnd, s))
+            texts.add("".join(rnd.choice(ALPHA) for _ in range(rnd.randint(0, 3))) + s + "".join(rnd.choice(ALPHA + ["\r", "\u2028"]) for _ in range(rnd.randint(0, 3))))
+        texts = sorted(t for t in texts if len(t) <= 14)
+        node.stdin.write(json.dumps({"p": p, "s": texts}) + "\n")
+        node.stdin.flush()
+        want = json.loads(node.stdout.readline())
+        if isinstance(want, str):
+            bad.append("pattern %r: node says %s" % (p, want))
+            continue
+        patterns += 1
+        for t, w in zip(texts, want):
+            checks += 1
+            found += w
+            if ask("S", t) != str(w):
+                bad.append("pattern %r, text %r: node says %d" % (p, t, w))
+    node.stdin.close()
+    node.wait()
+    ok = not bad and found > checks // 4 and too_large * 50 <= patterns
+    print("%s regex_diff_ecma_search (%d patterns, %d search verdicts, %d of them found, against node's RegExp; %d refused as too large)"
+          % ("PASS" if ok else "FAIL", patterns, checks, found, too_large))
+    for b in bad[:10]:
+        print("   ", b)
+    return ok
 
 
 if __name__ == "__main__":

@@ -573,8 +573,10 @@ static void test_json_mode(void **state) {
     assert_true(!strcmp(out, "\"yes\"") || !strcmp(out, "\"no\"") || !strcmp(out, "\"maybe\"") || !strcmp(out, "42"));
     pen_free(&a);
     /* refused at submit: a schema it cannot hold, an unknown format */
-    r.json_schema = "{\"type\": \"string\", \"pattern\": \"^a\"}";
-    submit_refused(f, &r, "'pattern'");
+    r.json_schema = "{\"type\": \"string\", \"format\": \"date\", \"pattern\": \"^a(?!b)\"}";
+    submit_refused(f, &r, "pattern: lookaround");
+    r.json_schema = "{\"type\": \"integer\", \"minimum\": 1}";
+    submit_refused(f, &r, "'minimum'");
     r.format = (pm_format)7;
     submit_refused(f, &r, "response format");
 }

@@ -190,6 +190,20 @@ static void test_schemas(void **state) {
          {"{\"t\":\"a\",\"y\":\"s\"}", "{\"t\":\"a\"}", "{\"t\":\"b\",\"x\":1}", "{\"t\":\"c\"}", "{\"x\":1}", "{}",
           "{\"t\":\"ab\",\"x\":1}"}},
         {"true", {"[1,{\"a\":null}]", "\"x\"", "-0.5e-3", "false"}, {"tr"}, {"tru1"}},
+        /* pattern: ECMAScript's, matched anywhere unless anchored, on the text with escapes decoded */
+        {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"}", {"\"AB-123\""}, {"\"AB-12", "\"A"},
+         {"\"AB-12\"", "\"AB-1234", "\"ab-123\"", "\"\""}},
+        {"{\"type\":\"string\",\"pattern\":\"b+\"}", {"\"abba\"", "\"b\""}, {"\"ac"}, {"\"ac\"", "\"\"", "\"\\u0062\""}}, /* no \\u */
+        {"{\"type\":\"string\",\"pattern\":\"^a\\\\nb\\u00e9\\\\/$\"}", {"\"a\\nb\xc3\xa9/\"", "\"a\\nb\xc3\xa9\\/\""}, {"\"a\\n"},
+         {"\"anb\xc3\xa9/\"", "\"a\\tb\xc3\xa9/\"", "\"a\\nb\\u00e9/\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^ab$\"}", {"\"ab\""}, {"\"ab"}, {"\"ab\\", "\"ab\\n", "\"ab \""}}, /* no escape goes on */
+        {"{\"type\":\"string\",\"pattern\":\"^\xf0\x9f\x98\x80.$\"}", {"\"\xf0\x9f\x98\x80x\"", "\"\xf0\x9f\x98\x80\\t\""},
+         {"\"\xf0\x9f\x98\x80"},
+         {"\"\xf0\x9f\x98\x80\"", "\"\xf0\x9f\x98\x80\\r\"", "\"\xf0\x9f\x98\x80\\n\"", "\"\\ud83d\\ude00x\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^[\\\\x00-\\\\x1f]$\"}", {"\"\\n\"", "\"\\b\""}, {"\""}, {"\"\\u0001\"", "\"\\u000b\""}},
+        {"{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":\"^[0-9]{1,3}$\"}},"
+         "\"required\":[\"code\"]}",
+         {"{\"code\":\"123\"}", "{\"code\":\"7\"}"}, {"{\"code\":\"12"}, {"{\"code\":\"1234\"}", "{\"code\":\"12a\"}", "{\"code\":\"\"}"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pm_json_schema *sch = compile_ok(cases[i].schema);
@@ -207,7 +221,12 @@ static void test_schemas(void **state) {
 static void test_schema_refusals(void **state) {
     (void)state;
     static const char *const cases[][2] = {
-        {"{\"type\":\"string\",\"pattern\":\"a+\"}", "'pattern'"},
+        {"{\"pattern\":\"a+\"}", "'pattern'"}, /* of a schema not typed "string" */
+        {"{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "pattern: lookaround"},
+        {"{\"type\":\"string\",\"pattern\":\"^a|b\"}", "anchor beside an alternation"},
+        {"{\"type\":\"string\",\"pattern\":\"(a\"}", "pattern: the group opened at byte 0"},
+        {"{\"type\":\"string\",\"pattern\":5}", "pattern must be a string"},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern beside minLength / maxLength"},
         {"{\"properties\":{\"a\":{\"minimum\":1}}}", "#/properties/a"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"x\"]}]}", "both admit a string"},
         {"{\"type\":[\"integer\",\"number\"]}", "both admit a number"},
@@ -259,6 +278,7 @@ static void test_mask(void **state) {
     pm_json_schema *sch = compile_ok("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3},"
                                      "\"e\":{\"enum\":[\"ab\",\"abc\",5]},\"n\":{\"type\":\"number\"}},\"required\":[\"s\",\"e\"]}");
     pm_json_schema *num = compile_ok("{\"type\":\"integer\"}");
+    pm_json_schema *pat = compile_ok("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2}[0-9]+$\"}}}");
     pm_json_schema *calls = compile_ok("{\"type\":\"array\",\"items\":{\"anyOf\":[{\"properties\":{\"name\":{\"const\":\"get\"},\"arguments\":"
                                        "{\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}},\"required\":[\"name\",\"arguments\"]},"
                                        "{\"properties\":{\"name\":{\"const\":\"getall\"},\"arguments\":{\"properties\":{\"q\":{\"type\":\"string\"}}}},"
@@ -281,6 +301,7 @@ static void test_mask(void **state) {
         {pm_json_schema_root(calls), "[{\"name\": \"get"}, {pm_json_schema_root(calls), "[{\"name\": \"get\""},
         {pm_json_schema_root(calls), "[{\"name\": \"getall\", \"arguments\": {"},
         {pm_json_schema_root(calls), "[{\"name\": \"get\", \"arguments\": {"},
+        {pm_json_schema_root(pat), "{\"id\": \""}, {pm_json_schema_root(pat), "{\"id\": \"ab"}, {pm_json_schema_root(pat), "{\"id\": \"ab1"},
         {pm_json_any_object(), "{\"x\": {}}"},
     };
     size_t n_cases = sizeof cases / sizeof cases[0];
@@ -312,6 +333,7 @@ static void test_mask(void **state) {
     }
     pm_json_schema_free(sch);
     pm_json_schema_free(num);
+    pm_json_schema_free(pat);
     pm_json_schema_free(calls);
     free(lg);
     free(allow);
