@@ -263,11 +263,8 @@ static void test_schema_refusals(void **state) {
  * whole, through the recognizer: the mask's first-byte groups and plain-string shortcut agree). */
 static void test_mask(void **state) {
     (void)state;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/phi4mm-tiny/tiny_model/tokenizer.json", tu_fixtures());
-    pm_tokenizer *tok;
-    pm_err e = {0};
-    assert_int_equal(pm_tok_load_file(&tok, path, &e), 0);
+    pm_tokenizer *tok = tu_fixture_tokenizer();
+    assert_non_null(tok);
     int V = pm_tok_vocab_size(tok) + 40; /* ids past the tokenizer's: masked */
     float *lg = malloc(sizeof(float) * (size_t)V);
     uint8_t *allow = malloc((size_t)V);

@@ -122,13 +122,11 @@ static int prefix_of_choice(const char *const *c, int nc, const char *text, size
 
 static void test_mask(void **state) {
     (void)state;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/phi4mm-tiny/tiny_model/tokenizer.json", tu_fixtures());
-    pm_tokenizer *tok;
-    pm_err e = {0};
-    assert_int_equal(pm_tok_load_file(&tok, path, &e), 0);
+    pm_tokenizer *tok = tu_fixture_tokenizer();
+    assert_non_null(tok);
     int V = pm_tok_vocab_size(tok) + 40; /* ids past the tokenizer's: masked */
     const int32_t eos[2] = {200020, 199999};
+    pm_err e = {0};
     const char *c[] = {"Paris", "Par", "Lyon", "Saint-\xc3\x89tienne", " Paris"};
     char *p = pm_regex_of_choices(c, 5, &e);
     pm_regex *rx = compile_ok(p);

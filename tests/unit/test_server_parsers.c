@@ -1470,38 +1470,29 @@ static void test_guided_params(void **state) {
     srv_error e;
     const char *m = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
     char js[1024];
-    snprintf(js, sizeof js, "%s\"guided_regex\":\"\\\\d{3}-[a-z]+\",\"min_p\":0.05}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_int_equal(r.format, PM_FORMAT_REGEX);
-    assert_string_equal(r.regex, "\\d{3}-[a-z]+");
-    assert_true(r.sampling.min_p > 0.049f && r.sampling.min_p < 0.051f);
-    srv_chat_req_free(&r);
-    snprintf(js, sizeof js, "%s\"guided_choice\":[\"a.b\",\"c\",\"\"]}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_int_equal(r.format, PM_FORMAT_REGEX);
-    assert_string_equal(r.regex, "(a\\.b|c|)");
-    srv_chat_req_free(&r);
-    snprintf(js, sizeof js, "%s\"structured_outputs\":{\"choice\":[\"yes\",\"no\"]}}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_string_equal(r.regex, "(yes|no)");
-    srv_chat_req_free(&r);
-    snprintf(js, sizeof js, "%s\"structured_outputs\":{\"regex\":\"x+\"},\"guided_decoding_backend\":\"xgrammar\"}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_string_equal(r.regex, "x+");
-    srv_chat_req_free(&r);
-    snprintf(js, sizeof js, "%s\"guided_json\":{\"type\":\"integer\"}}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_int_equal(r.format, PM_FORMAT_JSON_SCHEMA);
-    assert_string_equal(r.json_schema, "{\"type\":\"integer\"}");
-    srv_chat_req_free(&r);
-    snprintf(js, sizeof js, "%s\"guided_json\":\"{\\\"enum\\\": [1, 2]}\"}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_string_equal(r.json_schema, "{\"enum\":[1,2]}");
-    srv_chat_req_free(&r);
-    snprintf(js, sizeof js, "%s\"structured_outputs\":{\"json_object\":true}}", m);
-    assert_int_equal(parse(js, &r, &e), 0);
-    assert_int_equal(r.format, PM_FORMAT_JSON_OBJECT);
-    srv_chat_req_free(&r);
+    static const struct {
+        const char *extra;
+        pm_format format;
+        const char *regex, *schema; /* what the request carries (NULL: none) */
+    } good[] = {
+        {"\"guided_regex\":\"\\\\d{3}-[a-z]+\",\"min_p\":0.05", PM_FORMAT_REGEX, "\\d{3}-[a-z]+", NULL},
+        {"\"guided_choice\":[\"a.b\",\"c\",\"\"]", PM_FORMAT_REGEX, "(a\\.b|c|)", NULL},
+        {"\"structured_outputs\":{\"choice\":[\"yes\",\"no\"]}", PM_FORMAT_REGEX, "(yes|no)", NULL},
+        {"\"structured_outputs\":{\"regex\":\"x+\"},\"guided_decoding_backend\":\"xgrammar\"", PM_FORMAT_REGEX, "x+", NULL},
+        {"\"guided_json\":{\"type\":\"integer\"}", PM_FORMAT_JSON_SCHEMA, NULL, "{\"type\":\"integer\"}"},
+        {"\"guided_json\":\"{\\\"enum\\\": [1, 2]}\"", PM_FORMAT_JSON_SCHEMA, NULL, "{\"enum\":[1,2]}"},
+        {"\"structured_outputs\":{\"json_object\":true}", PM_FORMAT_JSON_OBJECT, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(js, sizeof js, "%s%s}", m, good[i].extra);
+        assert_int_equal(parse(js, &r, &e), 0);
+        assert_int_equal(r.format, good[i].format);
+        if (good[i].regex) assert_string_equal(r.regex, good[i].regex);
+        else assert_null(r.regex);
+        if (good[i].schema) assert_string_equal(r.json_schema, good[i].schema);
+        if (i == 0) assert_true(r.sampling.min_p > 0.049f && r.sampling.min_p < 0.051f);
+        srv_chat_req_free(&r);
+    }
     assert_int_equal(parse_as("{\"prompt\":\"x\",\"guided_choice\":[\"1\",\"2\"]}", 1, &r, &e), 0);
     assert_string_equal(r.regex, "(1|2)");
     srv_chat_req_free(&r);

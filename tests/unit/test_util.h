@@ -10,12 +10,23 @@
 
 #include "io/safetensors.h"
 #include "nn/ops.h"
+#include "tok/tokenizer.h"
 
 /* The fixture root: $PHI4MM_FIXTURES, or ../shared/fixtures where it is unset or empty (as the
  * Makefile, the e2e scripts and `phi4mm parity` read it). */
 static inline const char *tu_fixtures(void) {
     const char *d = getenv("PHI4MM_FIXTURES");
     return d && *d ? d : "../shared/fixtures";
+}
+
+/* The fixture's real tokenizer.json (Phi-4's vocabulary), NULL where it cannot be loaded. */
+static inline pm_tokenizer *tu_fixture_tokenizer(void) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/phi4mm-tiny/tiny_model/tokenizer.json", tu_fixtures());
+    pm_tokenizer *tok = NULL;
+    pm_err e = {0};
+    if (pm_tok_load_file(&tok, path, &e)) fprintf(stderr, "%s: %s\n", path, e.msg);
+    return tok;
 }
 
 /* A whole file, with one spare byte after it (callers may NUL-terminate); NULL (and *len 0) where it
