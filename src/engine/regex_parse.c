@@ -1,7 +1,8 @@
 /* regex_parse.c — a pattern (regex.h's syntax) into the tree regex.c compiles: recursive descent
  * over alternation, concatenation, repeats and atoms, each error naming its byte offset. Python's re
  * is the reference where the dialects differ: a `{` that does not make a count is a literal, as is
- * a `]` or `}` outside a class; `[]...]` and `[^]...]` take the `]` literally. */
+ * a `]` or `}` outside a class; `[]...]` and `[^]...]` take the `]` literally (in the ECMAScript
+ * dialect `[]` is the empty class and `[^]` any character, as there). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,7 +256,7 @@ static int parse_class(parser *P) {
     if (neg) P->p++;
     for (int first = 1;; first = 0) {
         if (P->p == P->end) return pm_errf(P->e, PM_EINVAL, "the class opened at byte %d is never closed", open);
-        if (*P->p == ']' && !first) {
+        if (*P->p == ']' && (!first || P->ecma)) { /* ECMAScript: "[]" matches nothing, "[^]" any character */
             P->p++;
             break;
         }

@@ -64,6 +64,37 @@ static void test_fullmatch(void **state) {
     }
 }
 
+/* The ECMAScript dialect as JSON Schema's pattern uses it: a match anywhere unless anchored, `.`
+ * without \r or U+2028, `\s` with Unicode's spaces, `[]` empty and `[^]` any character. */
+static void test_ecma_search(void **state) {
+    (void)state;
+    static const verdict v[] = {
+        {"b+", "abba", 1}, {"b+", "ac", 0}, {"^ab", "abc", 1}, {"^ab", "cab", 0}, {"ab$", "cab", 1}, {"ab$", "abc", 0},
+        {"^(?:a|b)$", "b", 1}, {"^(?:a|b)$", "ab", 0}, {"a.c", "a\rc", 0}, {"a.c", "a\tc", 1}, {"a.c", "a\xe2\x80\xa8" "c", 0},
+        {"a\\sc", "a\xe3\x80\x80" "c", 1}, {"a\\Sc", "a\xc2\xa0" "c", 0}, {"a[^]c", "a\nc", 1}, {"x|a[]c", "ac", 0}, {"x|a[]c", "zxz", 1},
+        {"", "anything", 1}, {"^$", "", 1}, {"^$", "a", 0},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        pm_regex *rx = NULL;
+        pm_err e = {0};
+        if (pm_regex_compile_flags(v[i].pattern, strlen(v[i].pattern), PM_REGEX_SEARCH | PM_REGEX_ECMA, &rx, &e))
+            fail_msg("'%s' refused: %s", v[i].pattern, e.msg);
+        if (pm_regex_fullmatch(rx, v[i].text, strlen(v[i].text)) != v[i].match)
+            fail_msg("'%s' searched in '%s': wanted %d", v[i].pattern, v[i].text, v[i].match);
+        pm_regex_free(rx);
+    }
+    pm_regex *rx = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_regex_compile_flags("^a|b", 4, PM_REGEX_SEARCH, &rx, &e), PM_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "group the alternatives"));
+    /* JSON text: the characters only \u writes are gone from every set */
+    e = (pm_err){0};
+    assert_int_equal(pm_regex_compile_flags("[\\x00-\\x1f]", 11, PM_REGEX_JSON_TEXT, &rx, &e), 0);
+    assert_true(pm_regex_fullmatch(rx, "\n", 1) && pm_regex_fullmatch(rx, "\t", 1) && pm_regex_fullmatch(rx, "\b", 1));
+    assert_false(pm_regex_fullmatch(rx, "\x01", 1) || pm_regex_fullmatch(rx, "\x0b", 1) || pm_regex_fullmatch(rx, "\x1f", 1));
+    pm_regex_free(rx);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     refused("(ab", PM_EINVAL, "group opened at byte 0 is never closed");
@@ -182,6 +213,7 @@ static void test_mask(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fullmatch),
+        cmocka_unit_test(test_ecma_search),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_choices),
         cmocka_unit_test(test_mask),
