@@ -537,7 +537,8 @@ static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip
     pm_json_state first, t;
     /* inside a string after a whole character, plain content leaves the state as it is but for the
      * count of characters, which a maximum length bounds */
-    int plain_ok = s->mode == M_STRING && !s->utf8_left && !(s->str && s->str->pattern); /* a pattern reads every byte */
+    int plain_ok = s->mode == M_STRING && !s->utf8_left;
+    const pm_regex *pat = plain_ok && s->str ? s->str->pattern : NULL; /* a pattern reads a plain token's bytes */
     int64_t room = s->str && s->str->max_len >= 0 ? (int64_t)s->str->max_len - s->chars : INT32_MAX;
     for (int c = 0; c < 256; c++) {
         if (skip_ws && is_ws((unsigned)c)) continue;
@@ -545,12 +546,12 @@ static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip
         if (g->start[c] == g->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
         for (int i = g->start[c]; i < g->start[c + 1]; i++) {
             int v = g->ids[i];
+            size_t len = 0;
+            const char *b = plain_ok && jv->plain[v] && !pat ? NULL : pm_tok_token_bytes(jv->tok, v, &len);
             if (plain_ok && jv->plain[v]) {
-                allow[v] = jv->plain[v] <= room;
+                allow[v] = jv->plain[v] <= room && (!pat || pm_regex_feed(pat, first.rx, b + 1, len - 1));
                 continue;
             }
-            size_t len;
-            const char *b = pm_tok_token_bytes(jv->tok, v, &len);
             pm_json_copy(&t, &first);
             allow[v] = !pm_json_feed(&t, b + 1, len - 1);
         }
