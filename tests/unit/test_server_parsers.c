@@ -834,7 +834,7 @@ static void same_as_chat(const char *resp, const char *chat) {
     assert_int_equal(a.format, b.format);
     assert_int_equal(!a.json_schema, !b.json_schema);
     if (a.json_schema) assert_string_equal(a.json_schema, b.json_schema);
-    assert_true(a.sampling.temperature == b.sampling.temperature && a.stream == b.stream);
+    assert_true(a.sampling.temperature == b.sampling.temperature && a.stream == b.stream && a.sampling.min_p == b.sampling.min_p);
     srv_chat_req_free(&a);
     srv_chat_req_free(&b);
 }
@@ -843,9 +843,9 @@ static void same_as_chat(const char *resp, const char *chat) {
 
 static void test_responses_parse(void **state) {
     (void)state;
-    same_as_chat("{\"instructions\":\"Be brief.\",\"input\":\"Hi\",\"max_output_tokens\":7,\"temperature\":0.5,\"stream\":true}",
+    same_as_chat("{\"instructions\":\"Be brief.\",\"input\":\"Hi\",\"max_output_tokens\":7,\"temperature\":0.5,\"stream\":true,\"min_p\":0.2}",
                  "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":7,"
-                 "\"temperature\":0.5,\"stream\":true}");
+                 "\"temperature\":0.5,\"stream\":true,\"min_p\":0.2}");
     same_as_chat("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"Look\"},{\"type\":\"input_image\","
                  "\"image_url\":\"" PNG_URL "\",\"detail\":\"auto\"}," WAV_PART "]}]}",
                  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Look\"}," IMG_PART "," WAV_PART "]}]}");

@@ -292,7 +292,7 @@ int srv_responses_to_chat(const json_t *root, const json_t *previous, json_t **c
     if (rp_refuse(root, e)) return -1;
     json_t *c = json_object(), *nm = json_object(), *msgs = json_array();
     int rc = c && nm && msgs && !json_object_set(c, "messages", msgs) ? 0 : rp_oom(e);
-    static const char *const same[] = {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "top_k", "stop",
+    static const char *const same[] = {"model", "temperature", "top_p", "min_p", "stream", "parallel_tool_calls", "seed", "top_k", "stop",
                                        "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "min_tokens",
                                        "ignore_eos", "cache_salt", "mm_processor_kwargs"};
     for (size_t i = 0; !rc && i < sizeof same / sizeof same[0]; i++) {
