@@ -3,7 +3,8 @@
 
 32 client threads loop until the deadline over the modes (text, image, audio, image+audio chat,
 greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces, an
-image by URL from a local host, an image with fewer crops, a text request with a prediction),
+image by URL from a local host, an image with fewer crops, a text request with a prediction, one
+held to a guided pattern),
 half of them streamed. Along the way: random disconnects mid-stream (the
 server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
 Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
@@ -87,6 +88,9 @@ def main():
     # a prediction (drafted from when the request decodes alone; the answer the same either way)
     parts["text+prediction"] = parts["text"]
     extra["text+prediction"] = {"prediction": {"type": "content", "content": "The capital of France is Paris."}}
+    # guided decoding (vLLM's guided_regex): a DFA per sequence, compiled on the prompt thread
+    parts["text+guided"] = parts["text"]
+    extra["text+guided"] = {"guided_regex": "[A-Z][a-z]{1,8}( [a-z]{1,8}){0,4}\\.", "min_p": 0.05}
 
     # the Responses API (/v1/responses) over the same image request, beside the chat ones
     parts["responses+image"] = [{"type": "input_image", "image_url": img}, {"type": "input_text", "text": "Describe the image."}]
@@ -217,7 +221,7 @@ def main():
                 with lock:
                     stats["other"] += 1
                     stats.setdefault("exceptions", []).append(repr(ex)[:120])
-            # the mark at half time: with 32 clients over 11 modes the heap settles for ~90 s (glibc's
+            # the mark at half time: with 32 clients over 12 modes the heap settles for ~90 s (glibc's
             # arenas filling; measured: 187 -> 249 MiB, flat from ~90 s; the same shape on 793fa17's
             # binary), so an earlier mark measured the warm-up (1-7 % at 60-120 s runs) where a leak
             # shows as the second half's climb
