@@ -26,8 +26,8 @@ enum {
     PM_REGEX_MAX_PATTERN = 1 << 20, /* bytes */
     PM_REGEX_MAX_REPEAT = 1000,     /* the largest count of a {n,m} */
     PM_REGEX_MAX_NFA = 1 << 18,     /* states of the automaton before determinizing */
-    PM_REGEX_MAX_DFA = 1 << 14,     /* states of the DFA */
-    PM_REGEX_MAX_TABLE = 1 << 20,   /* its transitions (states x byte classes): 4 MB */
+    PM_REGEX_MAX_DFA = 1 << 16,     /* states of the DFA */
+    PM_REGEX_MAX_TABLE = 1 << 21,   /* its transitions (states x byte classes): 8 MB */
     PM_REGEX_MAX_WORK = 1 << 24     /* automaton states visited while determinizing: ~0.2 s */
 };
 
