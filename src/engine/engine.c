@@ -711,14 +711,13 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         pm_errf(e, PM_ENOMEM, "out of memory for JSON mode's vocabulary index");
         goto fail;
     }
-    if (enc->regex) { /* the guided pattern's DFA moves over */
+    if (enc->regex) { /* the guided pattern's DFA: borrowed until the request is admitted (below) */
         if (!eng->regex_vocab && !(eng->regex_vocab = pm_regex_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {
             pm_errf(e, PM_ENOMEM, "out of memory for the guided patterns' vocabulary index");
             goto fail;
         }
         s->regex = enc->regex;
         s->rx_state = pm_regex_start(s->regex);
-        enc->regex = NULL;
     }
     if (req->format != PM_FORMAT_TEXT && !eng->json_allow && !(eng->json_allow = malloc((size_t)eng->m->llm.c.vocab))) {
         pm_errf(e, PM_ENOMEM, "out of memory for the mask's scratch");
@@ -761,7 +760,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         if (s->cached < 0) s->cached = 0; /* not taken: computed by the steps */
         pm_err_clear(e);
     }
-    free(enc);
+    free(enc); /* what it held is the sequence's now, the guided DFA too */
     *encp = NULL;
     if (cb) s->cb = *cb;
     s->id = eng->next_id++;
@@ -770,6 +769,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     if (seq_id) *seq_id = s->id;
     return PM_OK;
 fail:
+    s->regex = NULL; /* still the encoded request's, which stays the caller's to retry or free */
     seq_free(s);
     return e->code ? e->code : PM_ENOMEM;
 }

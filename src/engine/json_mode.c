@@ -186,33 +186,22 @@ static int count_char(pm_json_state *s) {
     return 0;
 }
 
-/* Bytes of a string's text (escapes decoded) into its pattern's DFA: -1 once no match can follow. */
-static int pattern_feed(pm_json_state *s, const char *b, size_t n) {
+/* A byte of a string's text (a short escape decoded) into its pattern's DFA: -1 once no match can
+ * follow. (A pattern's text takes no \u escape: the characters only they write are out of its
+ * sets, PM_REGEX_JSON_TEXT.) */
+static int pattern_feed(pm_json_state *s, char byte) {
     if (!s->str || !s->str->pattern) return 0;
-    s->rx = pm_regex_feed(s->str->pattern, s->rx, b, n);
+    s->rx = pm_regex_feed(s->str->pattern, s->rx, &byte, 1);
     return s->rx ? 0 : -1;
 }
 
-/* The character an escape stands for, as UTF-8, into the pattern. */
-static int pattern_char(pm_json_state *s, uint32_t cp) {
-    char b[4];
-    int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-    if (n == 1) b[0] = (char)cp;
-    else {
-        for (int i = n - 1; i > 0; i--, cp >>= 6) b[i] = (char)(0x80 | (cp & 0x3F));
-        b[0] = (char)((0xF0 << (4 - n)) | cp);
-    }
-    return pattern_feed(s, b, (size_t)n);
-}
-
 static int string_byte(pm_json_state *s, unsigned c) {
-    char byte = (char)c;
     if (s->utf8_left) {
         static const uint8_t lo[] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
         if (c < lo[s->utf8_range] || c > hi[s->utf8_range]) return -1;
         s->utf8_left--;
         s->utf8_range = U_ANY;
-        return pattern_feed(s, &byte, 1);
+        return pattern_feed(s, (char)c);
     }
     if (c == '"') {
         if (s->in_key) {
@@ -233,7 +222,7 @@ static int string_byte(pm_json_state *s, unsigned c) {
             if (pm_regex_feed(s->str->pattern, s->rx, e, 1)) return 0;
         return -1;
     }
-    if (pattern_feed(s, &byte, 1)) return -1;
+    if (pattern_feed(s, (char)c)) return -1;
     if (c < 0x80) return 0;
     s->utf8_range = U_ANY;
     if (c >= 0xC2 && c <= 0xDF) s->utf8_left = 1;
@@ -331,7 +320,7 @@ static int feed_byte(pm_json_state *s, unsigned c) {
             static const char from[] = "bfnrt", to[] = "\b\f\n\r\t";
             const char *k = strchr(from, (int)c);
             s->mode = M_STRING;
-            return pattern_char(s, k ? (unsigned char)to[k - from] : c);
+            return pattern_feed(s, k ? to[k - from] : (char)c);
         } else return -1;
         return 0;
     case M_LOW_BS:
@@ -343,15 +332,9 @@ static int feed_byte(pm_json_state *s, unsigned c) {
         s->hex = (uint16_t)(s->hex << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10));
         if (--s->sub) return 0;
         if (s->low != (s->hex >= 0xDC00 && s->hex <= 0xDFFF)) return -1;
-        if (s->low) { /* the low half: the pair's character */
-            s->low = 0;
-            s->mode = M_STRING;
-            return pattern_char(s, 0x10000u + ((uint32_t)(s->high - 0xD800) << 10) + (uint32_t)(s->hex - 0xDC00));
-        }
         s->low = s->hex >= 0xD800 && s->hex <= 0xDBFF;
-        s->high = s->hex;
         s->mode = s->low ? M_LOW_BS : M_STRING;
-        return s->low ? 0 : pattern_char(s, s->hex);
+        return 0;
     case M_NUMBER:
     case M_ENUM: {
         int r = s->mode == M_NUMBER ? number_byte(s, c) : enum_byte(s, c);

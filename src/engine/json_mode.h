@@ -46,7 +46,6 @@ typedef struct pm_json_state {
     uint8_t ws;                  /* whitespace bytes in a row */
     uint8_t low;                 /* a \u escape of a high surrogate was read: its low half follows */
     uint16_t hex;                /* the \u escape's value so far */
-    uint16_t high;               /* the high surrogate read before a low one */
     int32_t rx;                  /* a string with a pattern: the DFA state of its text so far (regex.h) */
     pm_json_frame frames[PM_JSON_MAX_DEPTH];
 } pm_json_state;
