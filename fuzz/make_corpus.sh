@@ -239,6 +239,7 @@ for i, (sc, d) in enumerate(zip(schemas, docs)):
 put("json_schema", "object", '{"a": [1, -2.5e+3, true, null, {"b": "\\u00e9\\uD83D\\uDE00\\n"}], "c": "\u4e2d"}'.encode())
 put("json_schema", "bad_schema", b'{"type": "string", "pattern": "x(?=y)"}\x00"x"')
 put("json_schema", "pattern", b'{"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]{2}\\\\d+$"}}}\x00{"id": "ab12"}')
+put("json_schema", "pattern_len", b'{"type": "string", "pattern": "ok|no", "minLength": 2, "maxLength": 9}\x00"xxokxx"')
 
 # -- regex: "pattern NUL text"
 for i, (p, t) in enumerate([(r"\d{3}-[a-z]{2,4}( ok)?", "123-ab ok"), (r"(red|green|dark blue)", "dark b"),

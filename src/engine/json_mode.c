@@ -531,7 +531,7 @@ static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip
             int v = g->ids[i];
             size_t len = 0;
             const char *b = plain_ok && jv->plain[v] && !pat ? NULL : pm_tok_token_bytes(jv->tok, v, &len);
-            if (plain_ok && jv->plain[v]) {
+            if (plain_ok && jv->plain[v] && (!pat || !memchr(b, '\\', len))) { /* escapes decoded by the walk below */
                 allow[v] = jv->plain[v] <= room && (!pat || pm_regex_feed(pat, first.rx, b + 1, len - 1));
                 continue;
             }

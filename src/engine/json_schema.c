@@ -78,20 +78,36 @@ static void *alloc(pm_json_schema *s, size_t n) {
 static const pm_json_node *compile(pm_json_schema *s, json_t *v, const char *path);
 
 /* A string's pattern (ECMAScript's, matched anywhere unless anchored: PM_REGEX_SEARCH), over what
- * JSON mode lets a string hold (PM_REGEX_JSON_TEXT; json_mode.c writes no \u escape in it). */
+ * JSON mode lets a string hold (PM_REGEX_JSON_TEXT; json_mode.c writes no \u escape in it), and
+ * its lengths (intersected in), so that every state of it can still end within them. */
 static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, const char *path) {
     if (!json_is_string(pat)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: pattern must be a string", path);
     pm_regex **grown = realloc(s->patterns, sizeof *grown * (size_t)(s->n_patterns + 1));
     if (!grown) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema");
     s->patterns = grown;
-    pm_regex *rx = NULL;
+    pm_regex *rx = NULL, *len = NULL, *both = NULL;
     pm_err pe = {0};
-    if (t->min_len > 0 || t->max_len >= 0) /* a length beside a pattern could leave a string no way to end */
-        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: pattern beside minLength / maxLength is not supported (put the length in "
-                                              "the pattern: ^[a-z]{2,8}$)", path);
-    if (pm_regex_compile_flags(json_string_value(pat), json_string_length(pat), PM_REGEX_SEARCH | PM_REGEX_ECMA | PM_REGEX_JSON_TEXT, &rx,
-                               &pe))
+    const int flags = PM_REGEX_SEARCH | PM_REGEX_ECMA | PM_REGEX_JSON_TEXT;
+    if (pm_regex_compile_flags(json_string_value(pat), json_string_length(pat), flags, &rx, &pe))
         return pm_errf(s->e, pe.code, "JSON schema at %s: pattern: %s", path, pe.msg);
+    if (t->min_len > 0 || t->max_len >= 0) { /* the lengths in the automaton too, or a string could run out of room for its match */
+        char lp[64];
+        if (t->min_len > PM_REGEX_MAX_REPEAT || t->max_len > PM_REGEX_MAX_REPEAT) {
+            pm_regex_free(rx);
+            return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: pattern beside a minLength / maxLength above %d is not supported", path,
+                           PM_REGEX_MAX_REPEAT);
+        }
+        if (t->max_len >= 0) snprintf(lp, sizeof lp, "^[\\s\\S]{%d,%d}$", t->min_len, t->max_len);
+        else snprintf(lp, sizeof lp, "^[\\s\\S]{%d,}$", t->min_len);
+        int rc = pm_regex_compile_flags(lp, strlen(lp), flags, &len, &pe);
+        if (!rc) rc = pm_regex_intersect(rx, len, &both, &pe);
+        pm_regex_free(rx);
+        pm_regex_free(len);
+        if (rc)
+            return pm_errf(s->e, pe.code, "JSON schema at %s: pattern with minLength %d / maxLength %d: %s", path, t->min_len, t->max_len,
+                           strstr(pe.msg, "no text") ? "no string of the pattern has such a length" : pe.msg);
+        rx = both;
+    }
     s->patterns[s->n_patterns++] = rx;
     t->pattern = rx;
     return PM_OK;

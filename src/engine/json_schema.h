@@ -11,9 +11,9 @@
  *   - enum / const: the values written compactly, byte for byte.
  * Enforced: type, properties, required, additionalProperties, items, minItems, maxItems,
  * minLength, maxLength (in characters; an escape counts one), pattern (of a "type": "string"
- * schema without minLength / maxLength: ECMAScript's dialect as regex.h holds it, matched anywhere
- * in the string's text, escapes decoded, unless anchored; such a string is written without \u
- * escapes), enum, const, anyOf, oneOf, allOf of one schema, nullable, $ref into
+ * schema: ECMAScript's dialect as regex.h holds it, matched anywhere in the string's text, escapes
+ * decoded, unless anchored; such a string is written without \u escapes; beside lengths up to
+ * 1000), enum, const, anyOf, oneOf, allOf of one schema, nullable, $ref into
  * the same document ("#/$defs/X", recursion included).
  * Annotations (title, description, default, examples, format, $schema, $id, ...) are read and
  * ignored. A keyword that would constrain what cannot be enforced here (pattern, minimum,

@@ -431,6 +431,108 @@ int pm_regex_compile_flags(const char *pattern, size_t len, int flags, pm_regex 
 
 int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e) { return pm_regex_compile_flags(pattern, len, 0, out, e); }
 
+/* The product automaton: a state per pair of states the same bytes reach in a and b (breadth
+ * first from both starts), accepting where both accept; the byte classes are the pairs of theirs. */
+int pm_regex_intersect(const pm_regex *a, const pm_regex *b, pm_regex **out, pm_err *e) {
+    *out = NULL;
+    pm_regex *rx = calloc(1, sizeof *rx);
+    uint8_t pair_cls[256][2], rep[256];
+    int C = 0, rc = PM_OK, n = 2, cap = 0, n_slots = 1024;
+    for (int x = 0; x < 256; x++) { /* the classes: the distinct pairs of a's and b's */
+        int c = 0;
+        while (c < C && !(pair_cls[c][0] == a->cls[x] && pair_cls[c][1] == b->cls[x])) c++;
+        if (c == C) pair_cls[C][0] = a->cls[x], pair_cls[C][1] = b->cls[x], rep[C++] = (uint8_t)x;
+        if (rx) rx->cls[x] = (uint8_t)c;
+    }
+    int64_t *key = NULL, *slot_key = calloc((size_t)n_slots, sizeof *slot_key); /* a pair as (sa << 32 | sb); slot: key + 1 */
+    int32_t *slot_id = calloc((size_t)n_slots, sizeof *slot_id);
+    if (!rx || !slot_key || !slot_id) goto oom;
+    rx->n_classes = C;
+    for (int d = 1; d < n; d++) { /* state 0 the dead one; 1 the pair of starts */
+        if (n > cap || d == 1) {
+            int nc = cap ? 2 * cap : 256;
+            while (nc < n) nc *= 2;
+            int64_t *k2 = realloc(key, sizeof *k2 * (size_t)nc);
+            if (k2) key = k2;
+            int32_t *nx = realloc(rx->next, sizeof *nx * (size_t)nc * C);
+            if (nx) rx->next = nx;
+            uint8_t *ac = realloc(rx->accept, (size_t)nc);
+            if (ac) rx->accept = ac;
+            if (!k2 || !nx || !ac) goto oom;
+            if (!cap) key[1] = (int64_t)1 << 32 | 1;
+            cap = nc;
+        }
+        int32_t sa = (int32_t)(key[d] >> 32), sb = (int32_t)(key[d] & 0xffffffff);
+        rx->accept[d] = (uint8_t)(a->accept[sa] && b->accept[sb]);
+        for (int c = 0; c < C; c++) {
+            int32_t ta = a->next[(size_t)sa * a->n_classes + a->cls[rep[c]]], tb = b->next[(size_t)sb * b->n_classes + b->cls[rep[c]]];
+            int32_t t = 0;
+            if (ta && tb) {
+                int64_t k = (int64_t)ta << 32 | tb;
+                int j = (int)((uint64_t)k * 0x9E3779B97F4A7C15ull >> 40) & (n_slots - 1);
+                while (slot_key[j] && slot_key[j] != k + 1) j = (j + 1) & (n_slots - 1);
+                if (!slot_key[j]) { /* a new pair */
+                    if (n >= PM_REGEX_MAX_DFA || (size_t)(n + 1) * C > PM_REGEX_MAX_TABLE) {
+                        rc = pm_errf(e, PM_EUNSUPPORTED, "the pattern is too large (its DFA outgrows %d states)", PM_REGEX_MAX_DFA);
+                        goto done;
+                    }
+                    if (n >= cap) { /* room for the new pair's key before it is written */
+                        int64_t *k2 = realloc(key, sizeof *k2 * (size_t)cap * 2);
+                        if (!k2) goto oom;
+                        key = k2;
+                        int32_t *nx = realloc(rx->next, sizeof *nx * (size_t)cap * 2 * C);
+                        if (nx) rx->next = nx;
+                        uint8_t *ac = realloc(rx->accept, (size_t)cap * 2);
+                        if (ac) rx->accept = ac;
+                        if (!nx || !ac) goto oom;
+                        cap *= 2;
+                    }
+                    slot_key[j] = k + 1;
+                    slot_id[j] = n;
+                    key[n++] = k;
+                    if (2 * n > n_slots) { /* at most half full */
+                        int ns = 2 * n_slots;
+                        int64_t *sk = calloc((size_t)ns, sizeof *sk);
+                        int32_t *si = calloc((size_t)ns, sizeof *si);
+                        if (!sk || !si) {
+                            free(sk);
+                            free(si);
+                            goto oom;
+                        }
+                        for (int i = 0; i < n_slots; i++)
+                            if (slot_key[i]) {
+                                int q = (int)((uint64_t)(slot_key[i] - 1) * 0x9E3779B97F4A7C15ull >> 40) & (ns - 1);
+                                while (sk[q]) q = (q + 1) & (ns - 1);
+                                sk[q] = slot_key[i], si[q] = slot_id[i];
+                            }
+                        free(slot_key);
+                        free(slot_id);
+                        slot_key = sk, slot_id = si, n_slots = ns;
+                    }
+                    t = n - 1;
+                } else
+                    t = slot_id[j];
+            }
+            rx->next[(size_t)d * C + c] = t;
+        }
+    }
+    rx->n_states = n;
+    for (int c = 0; c < C; c++) rx->next[c] = 0;
+    rx->accept[0] = 0;
+    if (!(rx->final = calloc((size_t)n, 1))) goto oom;
+    rc = prune(rx, e);
+    goto done;
+oom:
+    rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+done:
+    free(key);
+    free(slot_key);
+    free(slot_id);
+    if (rc) pm_regex_free(rx);
+    else *out = rx;
+    return rc;
+}
+
 void pm_regex_free(pm_regex *rx) {
     if (!rx) return;
     free(rx->next);

@@ -49,6 +49,9 @@ enum { PM_REGEX_SEARCH = 1, PM_REGEX_ECMA = 2, PM_REGEX_JSON_TEXT = 4 };
 int pm_regex_compile_flags(const char *pattern, size_t len, int flags, pm_regex **out, pm_err *e);
 void pm_regex_free(pm_regex *rx);
 
+/* The texts both a and b match (their product automaton), within the same limits. */
+int pm_regex_intersect(const pm_regex *a, const pm_regex *b, pm_regex **out, pm_err *e);
+
 /* States are ints; 0 is dead (no continuation matches). */
 int32_t pm_regex_start(const pm_regex *rx);
 /* The state after bytes[0, n) from st (0 once they leave every match). */

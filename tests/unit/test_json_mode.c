@@ -201,6 +201,10 @@ static void test_schemas(void **state) {
          {"\"\xf0\x9f\x98\x80"},
          {"\"\xf0\x9f\x98\x80\"", "\"\xf0\x9f\x98\x80\\r\"", "\"\xf0\x9f\x98\x80\\n\"", "\"\\ud83d\\ude00x\""}},
         {"{\"type\":\"string\",\"pattern\":\"^[\\\\x00-\\\\x1f]$\"}", {"\"\\n\"", "\"\\b\""}, {"\""}, {"\"\\u0001\"", "\"\\u000b\""}},
+        /* beside lengths: a state with no room left for its match is a dead end the mask never enters */
+        {"{\"type\":\"string\",\"pattern\":\"ok\",\"maxLength\":8}", {"\"xxokxxxx\"", "\"ok\"", "\"abcdefok\""}, {"\"abcdef", "\"abcdefo"},
+         {"\"abcdefg", "\"xxxxxxxok\"", "\"abcdefgh\"", "\"\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^a+$\",\"minLength\":3}", {"\"aaa\"", "\"aaaaa\""}, {"\"aa", "\"a"}, {"\"aa\"", "\"aab"}},
         {"{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":\"^[0-9]{1,3}$\"}},"
          "\"required\":[\"code\"]}",
          {"{\"code\":\"123\"}", "{\"code\":\"7\"}"}, {"{\"code\":\"12"}, {"{\"code\":\"1234\"}", "{\"code\":\"12a\"}", "{\"code\":\"\"}"}},
@@ -226,7 +230,8 @@ static void test_schema_refusals(void **state) {
         {"{\"type\":\"string\",\"pattern\":\"^a|b\"}", "anchor beside an alternation"},
         {"{\"type\":\"string\",\"pattern\":\"(a\"}", "pattern: the group opened at byte 0"},
         {"{\"type\":\"string\",\"pattern\":5}", "pattern must be a string"},
-        {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "pattern beside minLength / maxLength"},
+        {"{\"type\":\"string\",\"pattern\":\"^ab+$\",\"maxLength\":1}", "no string of the pattern has such a length"},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":2000}", "above 1000"},
         {"{\"properties\":{\"a\":{\"minimum\":1}}}", "#/properties/a"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"x\"]}]}", "both admit a string"},
         {"{\"type\":[\"integer\",\"number\"]}", "both admit a number"},
@@ -275,7 +280,8 @@ static void test_mask(void **state) {
     pm_json_schema *sch = compile_ok("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3},"
                                      "\"e\":{\"enum\":[\"ab\",\"abc\",5]},\"n\":{\"type\":\"number\"}},\"required\":[\"s\",\"e\"]}");
     pm_json_schema *num = compile_ok("{\"type\":\"integer\"}");
-    pm_json_schema *pat = compile_ok("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2}[0-9]+$\"}}}");
+    pm_json_schema *pat = compile_ok("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2}[0-9]+$\"},"
+                                     "\"tag\":{\"type\":\"string\",\"pattern\":\"x\",\"maxLength\":6}}}");
     pm_json_schema *calls = compile_ok("{\"type\":\"array\",\"items\":{\"anyOf\":[{\"properties\":{\"name\":{\"const\":\"get\"},\"arguments\":"
                                        "{\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}},\"required\":[\"name\",\"arguments\"]},"
                                        "{\"properties\":{\"name\":{\"const\":\"getall\"},\"arguments\":{\"properties\":{\"q\":{\"type\":\"string\"}}}},"
@@ -299,6 +305,7 @@ static void test_mask(void **state) {
         {pm_json_schema_root(calls), "[{\"name\": \"getall\", \"arguments\": {"},
         {pm_json_schema_root(calls), "[{\"name\": \"get\", \"arguments\": {"},
         {pm_json_schema_root(pat), "{\"id\": \""}, {pm_json_schema_root(pat), "{\"id\": \"ab"}, {pm_json_schema_root(pat), "{\"id\": \"ab1"},
+        {pm_json_schema_root(pat), "{\"tag\": \"ab"}, {pm_json_schema_root(pat), "{\"tag\": \"abcd"}, {pm_json_schema_root(pat), "{\"tag\": \"abcde"},
         {pm_json_any_object(), "{\"x\": {}}"},
     };
     size_t n_cases = sizeof cases / sizeof cases[0];

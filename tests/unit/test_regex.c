@@ -95,6 +95,27 @@ static void test_ecma_search(void **state) {
     pm_regex_free(rx);
 }
 
+/* The product of two DFAs takes exactly the texts both take; an empty product is refused. */
+static void test_intersect(void **state) {
+    (void)state;
+    pm_regex *a = compile_ok("a+b*"), *b = compile_ok("[\\s\\S]{2,3}"), *both = NULL, *none = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_regex_intersect(a, b, &both, &e), 0);
+    const char *texts[] = {"", "a", "b", "aa", "ab", "ba", "aab", "abb", "aaa", "aaaa", "abbb", "\xc3\xa9\xc3\xa9"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        size_t n = strlen(texts[i]);
+        assert_int_equal(pm_regex_fullmatch(both, texts[i], n), pm_regex_fullmatch(a, texts[i], n) && pm_regex_fullmatch(b, texts[i], n));
+    }
+    pm_regex *c = compile_ok("b{4,}");
+    assert_int_equal(pm_regex_intersect(b, c, &none, &e), PM_EINVAL);
+    assert_null(none);
+    assert_non_null(strstr(e.msg, "no text"));
+    pm_regex_free(a);
+    pm_regex_free(b);
+    pm_regex_free(c);
+    pm_regex_free(both);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     refused("(ab", PM_EINVAL, "group opened at byte 0 is never closed");
@@ -214,6 +235,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fullmatch),
         cmocka_unit_test(test_ecma_search),
+        cmocka_unit_test(test_intersect),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_choices),
         cmocka_unit_test(test_mask),
