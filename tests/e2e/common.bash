@@ -12,6 +12,25 @@ trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1${2:+: $2}"; }
 
+# build_driver NAME SRC OUT: a test driver (tests/tools/*.c) against $BUILD/libphi4mm.a, with an
+# ASan build's flags (EXTRA_CFLAGS / EXTRA_LDFLAGS); FAIL NAME with the compiler's first lines
+# when it does not build.
+build_driver() {
+  local lib=${BUILD:-build}/libphi4mm.a libs
+  if [ ! -f "$lib" ]; then
+    fail "$1" "$lib is missing: run make first"
+    return 1
+  fi
+  libs=$(pkg-config --libs sndfile libavformat libavcodec libavutil jansson openblas libpcre2-8 libmicrohttpd libpng libjpeg libwebp 2>/dev/null ||
+    pkg-config --libs sndfile libavformat libavcodec libavutil)
+  # shellcheck disable=SC2086 # the flag lists are words
+  if ! cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Iinclude -Isrc ${EXTRA_CFLAGS:-} "$2" "$lib" $libs -fopenmp -lm -lpthread ${EXTRA_LDFLAGS:-} \
+       -o "$3" 2>"$tmp/cc.log"; then
+    fail "$1" "the driver does not build: $(head -5 "$tmp/cc.log")"
+    return 1
+  fi
+}
+
 # Starts `phi4mm serve` with the given options on a free port of 127.0.0.1 (its output in
 # $tmp/srv.log) and waits up to 30 s for /health: srv is its pid, port the port (empty if it never
 # answered), $tmp/h.json the answer. stop_server ends it.
