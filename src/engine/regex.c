@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/regex_internal.h"
+#include "tok/utf8.h"
 #include "util/hash.h"
 
 enum { S_RANGE, S_SPLIT, S_MATCH };
@@ -52,16 +53,6 @@ static int add(nfa *A, int kind, int lo, int hi, int out, int out1) {
 
 static int alt(nfa *A, int x, int y) { return x < 0 ? x : y < 0 ? y : add(A, S_SPLIT, 0, 0, x, y); }
 
-static int utf8_encode(uint32_t cp, uint8_t *b) {
-    if (cp < 0x80) return b[0] = (uint8_t)cp, 1;
-    if (cp < 0x800) return b[0] = (uint8_t)(0xC0 | cp >> 6), b[1] = (uint8_t)(0x80 | (cp & 0x3F)), 2;
-    if (cp < 0x10000)
-        return b[0] = (uint8_t)(0xE0 | cp >> 12), b[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)), b[2] = (uint8_t)(0x80 | (cp & 0x3F)), 3;
-    b[0] = (uint8_t)(0xF0 | cp >> 18), b[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F)), b[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
-    b[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* The byte-range states one set has made, for reuse: built back to front, the sequences of a set
  * share their tails (every multi-byte character ends in [80-BF] -> next), which keeps the DFA of
  * `.{0,n}` at a few states per position instead of one per tail. */
@@ -97,7 +88,7 @@ static int utf8_ranges(nfa *A, tail_cache *tc, uint32_t lo, uint32_t hi, int nex
         return hi > 0xDFFF ? utf8_ranges(A, tc, 0xE000, hi, next, start) : 0;
     }
     uint8_t a[4], b[4];
-    int n = utf8_encode(lo, a);
+    int n = (int)pm_utf8_encode(lo, a);
     for (int i = 1; i < n; i++) {
         uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
@@ -106,7 +97,7 @@ static int utf8_ranges(nfa *A, tail_cache *tc, uint32_t lo, uint32_t hi, int nex
                 return utf8_ranges(A, tc, lo, (hi & ~m) - 1, next, start) < 0 ? A->e->code : utf8_ranges(A, tc, hi & ~m, hi, next, start);
         }
     }
-    utf8_encode(hi, b);
+    pm_utf8_encode(hi, b);
     int s = next;
     for (int i = n - 1; i >= 0 && s >= 0; i--) s = i ? range_state(A, tc, a[i], b[i], s) : add(A, S_RANGE, a[i], b[i], s, -1);
     if (s < 0) return s;

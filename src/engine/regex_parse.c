@@ -8,6 +8,7 @@
 
 #include "engine/regex.h"
 #include "engine/regex_internal.h"
+#include "tok/utf8.h"
 
 enum { MAX_DEPTH = 200, MAX_CP = 0x10FFFF };
 
@@ -160,24 +161,15 @@ static int literal(parser *P, uint32_t cp) {
 
 /* ---- lexing ---- */
 
-/* One UTF-8 character at P->p into *cp. */
+/* One UTF-8 character at P->p into *cp (well-formed: no overlong form, surrogate or code point
+ * past U+10FFFF, as the tokenizer's own check holds it). */
 static int utf8(parser *P, uint32_t *cp) {
-    const unsigned char *p = P->p;
-    unsigned c = *p;
-    int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
-    uint32_t v = n == 0 ? c : n == 1 ? c & 0x1F : n == 2 ? c & 0x0F : c & 0x07;
-    if (n < 0 || P->end - p <= n) goto bad;
-    for (int i = 1; i <= n; i++) {
-        if ((p[i] & 0xC0) != 0x80) goto bad;
-        v = v << 6 | (p[i] & 0x3F);
-    }
-    static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
-    if (v < least[n] || v > MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) goto bad;
-    P->p += n + 1;
-    *cp = v;
+    size_t avail = (size_t)(P->end - P->p), len;
+    if (!pm_utf8_valid_prefix(P->p, avail < 4 ? avail : 4))
+        return pm_errf(P->e, PM_EINVAL, "the pattern is not valid UTF-8 at byte %d", at(P));
+    *cp = pm_utf8_decode(P->p, avail, &len);
+    P->p += len;
     return 0;
-bad:
-    return pm_errf(P->e, PM_EINVAL, "the pattern is not valid UTF-8 at byte %d", at(P));
 }
 
 static int hexval(int c) { return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1; }
