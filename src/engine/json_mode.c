@@ -412,6 +412,7 @@ struct pm_json_vocab {
     token_groups by_content; /* by their first byte past leading whitespace (256: all whitespace) */
     uint8_t *lead;           /* [vocab]: leading whitespace bytes (255: that many or more) */
     uint8_t *plain;          /* [vocab]: whole string content of this many characters (0: not) */
+    uint8_t *escaped;        /* [vocab]: plain, and holds an escape (its bytes are not its text) */
 };
 
 void pm_json_vocab_free(pm_json_vocab *jv) {
@@ -420,6 +421,7 @@ void pm_json_vocab_free(pm_json_vocab *jv) {
     free(jv->by_content.ids);
     free(jv->lead);
     free(jv->plain);
+    free(jv->escaped);
     free(jv);
 }
 
@@ -460,7 +462,8 @@ pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
     jv->vocab = vocab;
     jv->plain = calloc((size_t)vocab, 1);
     jv->lead = calloc((size_t)vocab, 1);
-    if (!jv->plain || !jv->lead) {
+    jv->escaped = calloc((size_t)vocab, 1);
+    if (!jv->plain || !jv->lead || !jv->escaped) {
         pm_json_vocab_free(jv);
         return NULL;
     }
@@ -475,7 +478,10 @@ pm_json_vocab *pm_json_vocab_new(const pm_tokenizer *tok, int vocab) {
         jv->lead[v] = (uint8_t)n;
         pm_json_state t;
         pm_json_copy(&t, &in_string);
-        if (!pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left && t.chars < 256) jv->plain[v] = (uint8_t)t.chars;
+        if (!pm_json_feed(&t, (const char *)b, len) && t.mode == M_STRING && !t.utf8_left && t.chars < 256) {
+            jv->plain[v] = (uint8_t)t.chars;
+            jv->escaped[v] = memchr(b, '\\', len) != NULL;
+        }
     }
     if (group(jv, &jv->by_first, 0) || group(jv, &jv->by_content, 1)) {
         pm_json_vocab_free(jv);
@@ -521,7 +527,7 @@ static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip
     /* inside a string after a whole character, plain content leaves the state as it is but for the
      * count of characters, which a maximum length bounds */
     int plain_ok = s->mode == M_STRING && !s->utf8_left;
-    const pm_regex *pat = plain_ok && s->str ? s->str->pattern : NULL; /* a pattern reads a plain token's bytes */
+    const pm_regex *pat = plain_ok && s->str ? s->str->pattern : NULL;
     int64_t room = s->str && s->str->max_len >= 0 ? (int64_t)s->str->max_len - s->chars : INT32_MAX;
     for (int c = 0; c < 256; c++) {
         if (skip_ws && is_ws((unsigned)c)) continue;
@@ -529,10 +535,17 @@ static void walk_first(const pm_json_state *s, const pm_json_vocab *jv, int skip
         if (g->start[c] == g->start[c + 1] || feed_byte(&first, (unsigned)c)) continue;
         for (int i = g->start[c]; i < g->start[c + 1]; i++) {
             int v = g->ids[i];
-            size_t len = 0;
-            const char *b = plain_ok && jv->plain[v] && !pat ? NULL : pm_tok_token_bytes(jv->tok, v, &len);
-            if (plain_ok && jv->plain[v] && (!pat || !memchr(b, '\\', len))) { /* escapes decoded by the walk below */
-                allow[v] = jv->plain[v] <= room && (!pat || pm_regex_feed(pat, first.rx, b + 1, len - 1));
+            /* plain content: its count of characters, and a pattern's DFA over its bytes (one with an
+             * escape, which a pattern reads decoded, is walked) */
+            int plain = plain_ok && jv->plain[v] && !(pat && jv->escaped[v]);
+            if (plain && !pat) {
+                allow[v] = jv->plain[v] <= room;
+                continue;
+            }
+            size_t len;
+            const char *b = pm_tok_token_bytes(jv->tok, v, &len);
+            if (plain) {
+                allow[v] = jv->plain[v] <= room && pm_regex_feed(pat, first.rx, b + 1, len - 1);
                 continue;
             }
             pm_json_copy(&t, &first);
