@@ -422,6 +422,22 @@ int pm_regex_compile_flags(const char *pattern, size_t len, int flags, pm_regex 
 
 int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e) { return pm_regex_compile_flags(pattern, len, 0, out, e); }
 
+/* Room in the product's arrays (its pairs, transitions, accepting flags) for n states; PM_ENOMEM. */
+static int product_room(pm_regex *rx, int64_t **key, int *cap, int n) {
+    if (n <= *cap) return PM_OK;
+    int nc = *cap ? 2 * *cap : 256;
+    while (nc < n) nc *= 2;
+    int64_t *k = realloc(*key, sizeof *k * (size_t)nc);
+    if (k) *key = k;
+    int32_t *nx = realloc(rx->next, sizeof *nx * (size_t)nc * rx->n_classes);
+    if (nx) rx->next = nx;
+    uint8_t *ac = realloc(rx->accept, (size_t)nc);
+    if (ac) rx->accept = ac;
+    if (!k || !nx || !ac) return PM_ENOMEM;
+    *cap = nc;
+    return PM_OK;
+}
+
 /* The product automaton: a state per pair of states the same bytes reach in a and b (breadth
  * first from both starts), accepting where both accept; the byte classes are the pairs of theirs. */
 int pm_regex_intersect(const pm_regex *a, const pm_regex *b, pm_regex **out, pm_err *e) {
@@ -429,30 +445,20 @@ int pm_regex_intersect(const pm_regex *a, const pm_regex *b, pm_regex **out, pm_
     pm_regex *rx = calloc(1, sizeof *rx);
     uint8_t pair_cls[256][2], rep[256];
     int C = 0, rc = PM_OK, n = 2, cap = 0, n_slots = 1024;
+    int64_t *key = NULL; /* a state's pair as (sa << 32 | sb) */
     for (int x = 0; x < 256; x++) { /* the classes: the distinct pairs of a's and b's */
         int c = 0;
         while (c < C && !(pair_cls[c][0] == a->cls[x] && pair_cls[c][1] == b->cls[x])) c++;
         if (c == C) pair_cls[C][0] = a->cls[x], pair_cls[C][1] = b->cls[x], rep[C++] = (uint8_t)x;
         if (rx) rx->cls[x] = (uint8_t)c;
     }
-    int64_t *key = NULL, *slot_key = calloc((size_t)n_slots, sizeof *slot_key); /* a pair as (sa << 32 | sb); slot: key + 1 */
+    int64_t *slot_key = calloc((size_t)n_slots, sizeof *slot_key); /* open addressing: key + 1, 0 empty */
     int32_t *slot_id = calloc((size_t)n_slots, sizeof *slot_id);
     if (!rx || !slot_key || !slot_id) goto oom;
     rx->n_classes = C;
     for (int d = 1; d < n; d++) { /* state 0 the dead one; 1 the pair of starts */
-        if (n > cap || d == 1) {
-            int nc = cap ? 2 * cap : 256;
-            while (nc < n) nc *= 2;
-            int64_t *k2 = realloc(key, sizeof *k2 * (size_t)nc);
-            if (k2) key = k2;
-            int32_t *nx = realloc(rx->next, sizeof *nx * (size_t)nc * C);
-            if (nx) rx->next = nx;
-            uint8_t *ac = realloc(rx->accept, (size_t)nc);
-            if (ac) rx->accept = ac;
-            if (!k2 || !nx || !ac) goto oom;
-            if (!cap) key[1] = (int64_t)1 << 32 | 1;
-            cap = nc;
-        }
+        if (d == 1 && (rc = product_room(rx, &key, &cap, n))) goto done;
+        if (d == 1) key[1] = (int64_t)1 << 32 | 1;
         int32_t sa = (int32_t)(key[d] >> 32), sb = (int32_t)(key[d] & 0xffffffff);
         rx->accept[d] = (uint8_t)(a->accept[sa] && b->accept[sb]);
         for (int c = 0; c < C; c++) {
@@ -467,17 +473,7 @@ int pm_regex_intersect(const pm_regex *a, const pm_regex *b, pm_regex **out, pm_
                         rc = pm_errf(e, PM_EUNSUPPORTED, "the pattern is too large (its DFA outgrows %d states)", PM_REGEX_MAX_DFA);
                         goto done;
                     }
-                    if (n >= cap) { /* room for the new pair's key before it is written */
-                        int64_t *k2 = realloc(key, sizeof *k2 * (size_t)cap * 2);
-                        if (!k2) goto oom;
-                        key = k2;
-                        int32_t *nx = realloc(rx->next, sizeof *nx * (size_t)cap * 2 * C);
-                        if (nx) rx->next = nx;
-                        uint8_t *ac = realloc(rx->accept, (size_t)cap * 2);
-                        if (ac) rx->accept = ac;
-                        if (!nx || !ac) goto oom;
-                        cap *= 2;
-                    }
+                    if ((rc = product_room(rx, &key, &cap, n + 1))) goto done; /* the new pair's row and key */
                     slot_key[j] = k + 1;
                     slot_id[j] = n;
                     key[n++] = k;
@@ -514,8 +510,9 @@ int pm_regex_intersect(const pm_regex *a, const pm_regex *b, pm_regex **out, pm_
     rc = prune(rx, e);
     goto done;
 oom:
-    rc = pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+    rc = PM_ENOMEM;
 done:
+    if (rc == PM_ENOMEM) pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
     free(key);
     free(slot_key);
     free(slot_id);
