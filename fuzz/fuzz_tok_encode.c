@@ -10,7 +10,8 @@
  *   2     pm_prompt_rewrite_placeholders with 0..3 images/audios (from the option bits), then encode
  *         and pm_expand_placeholders with small token counts; the expanded length must add up;
  *   3     the payload as int32 ids (any value): decode and stream-decode; both must be valid UTF-8;
- *   4     pm_chat_render of messages split at NUL bytes (role, content, role, content, ...). */
+ *   4     pm_chat_render of messages split at NUL bytes (role, content, role, content, ...), ending in the eos
+ *         text, the generation prompt or the final message left open (opt % 3). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,7 +167,16 @@ static void mode_chat(const uint8_t *p, size_t n, int gen) {
         msgs[nm++] = (pm_chat_msg){.role = fields[i], .content = fields[i + 1], .tools = (i / 2) % 3 == 2 ? fields[i] : NULL};
     pm_err e = {0};
     char *out = NULL;
-    FUZZ_CHECK(pm_chat_render(msgs, nm, gen, &out, &e) == PM_OK && out != NULL);
+    if (gen == PM_CHAT_CONTINUE && nm == 0) { /* nothing to leave open */
+        FUZZ_CHECK(pm_chat_render(msgs, nm, gen, &out, &e) == PM_EINVAL && out == NULL);
+    } else {
+        FUZZ_CHECK(pm_chat_render(msgs, nm, gen, &out, &e) == PM_OK && out != NULL);
+        /* an open final message ends right after its content */
+        if (gen == PM_CHAT_CONTINUE) {
+            size_t ol = strlen(out), cl = strlen(msgs[nm - 1].content);
+            FUZZ_CHECK(ol >= cl && !memcmp(out + ol - cl, msgs[nm - 1].content, cl));
+        }
+    }
     free(out);
     free(copy);
 }
@@ -181,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 1: mode_encode(p, n, mode & 1); break;
     case 2: mode_placeholders(p, n, opt); break;
     case 3: mode_decode_ids(p, n, opt & 1); break;
-    case 4: mode_chat(p, n, opt & 1); break;
+    case 4: mode_chat(p, n, opt % 3); break;
     default: mode_encode(p, n, 1); break;
     }
     return 0;

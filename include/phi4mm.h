@@ -193,7 +193,7 @@ typedef struct pm_logit_bias {
     int32_t token;
     float bias;
 } pm_logit_bias;
-enum { PM_MAX_LOGIT_BIAS = 1024 };
+enum { PM_MAX_LOGIT_BIAS = 1024, PM_MAX_STOP_IDS = 1024 };
 
 /* A token and its log-probability under the model. */
 typedef struct pm_logprob {
@@ -223,6 +223,18 @@ typedef struct pm_request {
     pm_sampling sampling;
     const char *const *stop;     /* optional stop strings */
     int n_stop;
+    /* Optional token ids that end the request when sampled (vLLM's stop_token_ids), each in [0, vocab),
+     * at most PM_MAX_STOP_IDS: the token counts as generated (its log-probabilities reported as any
+     * other's), its text is left out unless stop_in_output, and the request finishes PM_FINISH_STOP.
+     * Banned until min_tokens as the end tokens are; ignore_eos leaves them be. */
+    const int32_t *stop_ids;
+    int n_stop_ids;
+    /* 1: what ended the request stays in the text (vLLM's include_stop_str_in_output): the stop
+     * string, the stop token's text, the end token's (a special token's only with keep_special). */
+    int stop_in_output;
+    /* 1: special added tokens give their text (<|tool_call|>, ...) instead of nothing (vLLM's
+     * skip_special_tokens false); the official decode drops them (0). */
+    int keep_special;
     /* Optional: asked between encoder blocks (each Conformer block, each SigLIP layer) while the
      * request's media are encoded; non-zero gives up with PM_ECANCELED (a client gone, a server
      * stopping). From the encoding thread. */

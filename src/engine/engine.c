@@ -47,6 +47,9 @@ typedef struct pm_seq {
     pm_callbacks cb;
     char **stop;
     int n_stop;
+    int32_t *stop_ids;      /* pm_request.stop_ids (copied) */
+    int n_stop_ids;
+    int stop_in_output;     /* what ended the request stays in the text */
     char *hold;             /* text held back because it may start a stop string */
     size_t hold_len;
     int cancelled;
@@ -55,7 +58,8 @@ typedef struct pm_seq {
     int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
     int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
     float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
-    int min_tokens;         /* the end tokens are banned until this many have come */
+    int min_tokens;         /* the end tokens and the stop tokens are banned until this many have come */
+    int ignore_eos;         /* the end tokens are banned throughout */
     int json;               /* the mask holds the output now (JSON mode, or a lazy value begun): json_state has the value so far */
     int32_t json_open;      /* lazy JSON mode: the tokens that begin and end a held value (-1: not lazy) */
     int32_t json_close;
@@ -172,6 +176,7 @@ static void seq_free(pm_seq *s) {
     pm_tok_stream_free(s->stream);
     for (int i = 0; i < s->n_stop; i++) free(s->stop[i]);
     free(s->stop);
+    free(s->stop_ids);
     free(s->hold);
     free(s->logits);
     free(s->lp_logits);
@@ -432,6 +437,11 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         return pm_errf(e, PM_EINVAL, "cache_salt holds at most %d bytes (got %zu)", PM_MAX_CACHE_SALT, strlen(req->cache_salt));
     if (req->prediction && strlen(req->prediction) > PM_MAX_PREDICTION)
         return pm_errf(e, PM_EINVAL, "the prediction holds at most %d bytes (got %zu)", PM_MAX_PREDICTION, strlen(req->prediction));
+    if (req->n_stop_ids < 0 || req->n_stop_ids > PM_MAX_STOP_IDS || (req->n_stop_ids > 0 && !req->stop_ids))
+        return pm_errf(e, PM_EINVAL, "stop token ids hold 0..%d entries (got %d)", PM_MAX_STOP_IDS, req->n_stop_ids);
+    for (int i = 0; i < req->n_stop_ids; i++)
+        if (req->stop_ids[i] < 0 || req->stop_ids[i] >= vocab)
+            return pm_errf(e, PM_EINVAL, "stop token id %d (entry %d) is not in [0, %d)", (int)req->stop_ids[i], i, vocab);
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
         return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
     for (int i = 0; i < req->n_logit_bias; i++)
@@ -723,14 +733,15 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         pm_errf(e, PM_ENOMEM, "out of memory for the mask's scratch");
         goto fail;
     }
-    s->min_tokens = req->ignore_eos ? INT_MAX : req->min_tokens;
+    s->min_tokens = req->min_tokens;
+    s->ignore_eos = req->ignore_eos;
     s->pred = enc->pred; /* the prediction's tokens, made when it was encoded */
     s->n_pred = enc->n_pred;
     enc->pred = NULL;
-    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0) &&
+    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0 || s->ignore_eos) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
-    s->stream = pm_tok_stream_new(eng->m->tok, 1);
+    s->stream = pm_tok_stream_new(eng->m->tok, !req->keep_special);
     if (!s->stream) {
         pm_errf(e, PM_ENOMEM, "out of memory for the detokenizer");
         goto fail;
@@ -739,8 +750,17 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         s->stop = pm_calloc((size_t)req->n_stop, sizeof(char *), e);
         if (!s->stop) goto fail;
         for (int i = 0; i < req->n_stop; i++)
-            if (req->stop[i] && req->stop[i][0]) s->stop[s->n_stop++] = strdup(req->stop[i]);
+            if (req->stop[i] && req->stop[i][0] && !(s->stop[s->n_stop++] = strdup(req->stop[i]))) {
+                pm_errf(e, PM_ENOMEM, "out of memory for the stop strings");
+                goto fail;
+            }
     }
+    if (req->n_stop_ids > 0) {
+        if (!(s->stop_ids = pm_malloc(sizeof(int32_t) * (size_t)req->n_stop_ids, e))) goto fail;
+        memcpy(s->stop_ids, req->stop_ids, sizeof(int32_t) * (size_t)req->n_stop_ids);
+        s->n_stop_ids = req->n_stop_ids;
+    }
+    s->stop_in_output = req->stop_in_output;
     s->prep = enc->prep; /* the prompt rows move over, and its cache and logits when prefilled */
     if (cb && cb->on_prompt_logprobs) pm_prompt_lp_move(&s->plp, &enc->plp); /* and the prompt's scores, so far */
     pm_prompt_lp_free(&enc->plp);
@@ -884,8 +904,28 @@ int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
     return PM_OK;
 }
 
+/* Appends what the detokenizer still holds (bytes of an unfinished character) to *txt. */
+static int flush_onto(pm_tok_stream *st, char **txt, size_t *tl, pm_err *e) {
+    char *t2 = NULL;
+    size_t l2 = 0;
+    int rc = pm_tok_stream_flush(st, &t2, &l2, e);
+    if (!rc && l2) {
+        char *cat = realloc(*txt, *tl + l2 + 1);
+        if (!cat) rc = pm_errf(e, PM_ENOMEM, "out of memory for the text");
+        else {
+            memcpy(cat + *tl, t2, l2);
+            cat[*tl + l2] = 0;
+            *txt = cat;
+            *tl += l2;
+        }
+    }
+    free(t2);
+    return rc;
+}
+
 /* Emits text through on_token, holding back any tail that could begin a stop string.
- * Returns 1 when a stop string was completed (the text before it is emitted). */
+ * Returns 1 when a stop string was completed (the text before it is emitted, and the string
+ * itself with stop_in_output; the earliest one wins, the first listed at a tie). */
 static int emit_text(pm_seq *s, int32_t tok, const char *txt, size_t len, int final, int *cancel) {
     char *nh = realloc(s->hold, s->hold_len + len + 1);
     if (!nh) return 0;
@@ -893,12 +933,15 @@ static int emit_text(pm_seq *s, int32_t tok, const char *txt, size_t len, int fi
     memcpy(s->hold + s->hold_len, txt, len);
     s->hold_len += len;
     s->hold[s->hold_len] = 0;
-    size_t emit = s->hold_len, cut = (size_t)-1;
+    size_t emit = s->hold_len, cut = (size_t)-1, cut_len = 0;
     for (int i = 0; i < s->n_stop; i++) {
         char *p = strstr(s->hold, s->stop[i]);
-        if (p && (size_t)(p - s->hold) < cut) cut = (size_t)(p - s->hold);
+        if (p && (size_t)(p - s->hold) < cut) {
+            cut = (size_t)(p - s->hold);
+            cut_len = strlen(s->stop[i]);
+        }
     }
-    if (cut != (size_t)-1) emit = cut;
+    if (cut != (size_t)-1) emit = cut + (s->stop_in_output ? cut_len : 0);
     else if (!final)
         for (int i = 0; i < s->n_stop; i++) {
             size_t sl = strlen(s->stop[i]);
@@ -931,6 +974,12 @@ static int is_eos(const pm_llm_config *c, int32_t t) {
     return 0;
 }
 
+static int is_stop_id(const pm_seq *s, int32_t t) {
+    for (int i = 0; i < s->n_stop_ids; i++)
+        if (s->stop_ids[i] == t) return 1;
+    return 0;
+}
+
 /* Samples sequence i's next token from s->logits (the model's, after its last position), reports
  * and emits it (*out, when it is kept): 1 when the sequence ended here (finished and gone from
  * eng->seqs), 0 when it goes on, < 0 when the step fails (e set). */
@@ -947,9 +996,12 @@ static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
     }
     if (s->regex) pm_regex_mask(s->regex, s->rx_state, eng->regex_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
-    /* min_tokens yields to a held output that is complete: nothing but the end may follow it */
-    if (s->n_gen < s->min_tokens && !(s->json && pm_json_done(&s->json_state)) && !(s->regex && pm_regex_final(s->regex, s->rx_state)))
+    /* min_tokens and ignore_eos yield to a held output that is complete: nothing but the end may follow it */
+    int early = s->n_gen < s->min_tokens;
+    if ((early || s->ignore_eos) && !(s->json && pm_json_done(&s->json_state)) && !(s->regex && pm_regex_final(s->regex, s->rx_state))) {
         for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
+        for (int k = 0; early && k < s->n_stop_ids; k++) s->logits[s->stop_ids[k]] = -INFINITY;
+    }
     int32_t t = pm_sampler_next(&s->sampler, s->logits);
     if ((s->json || s->regex) && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
         seq_finish(eng, i, PM_FINISH_ERROR,
@@ -963,7 +1015,9 @@ static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         char *txt = NULL;
         size_t tl = 0;
         int cancel = 0;
-        if (!pm_tok_stream_flush(s->stream, &txt, &tl, e)) emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
+        /* the end token's own text (a special token's only with keep_special) where the output keeps it */
+        if ((!s->stop_in_output || !pm_tok_stream_push(s->stream, t, &txt, &tl, e)) && !flush_onto(s->stream, &txt, &tl, e))
+            emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
         free(txt);
         seq_finish(eng, i, PM_FINISH_STOP, NULL);
         return 1;
@@ -989,25 +1043,14 @@ static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
     }
     char *txt = NULL;
     size_t tl = 0;
-    int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context || closed;
-    if (pm_tok_stream_push(s->stream, t, &txt, &tl, e)) return -1;
-    if (last) { /* flush what the detokenizer still holds */
-        char *t2 = NULL;
-        size_t l2 = 0;
-        if (!pm_tok_stream_flush(s->stream, &t2, &l2, e) && l2) {
-            char *cat = realloc(txt, tl + l2 + 1);
-            if (cat) {
-                memcpy(cat + tl, t2, l2);
-                txt = cat;
-                tl += l2;
-            }
-        }
-        free(t2);
-    }
+    int stop_tok = is_stop_id(s, t); /* a stop token ends the request; its text only where the output keeps it */
+    int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context || closed || stop_tok;
+    if ((!stop_tok || s->stop_in_output) && pm_tok_stream_push(s->stream, t, &txt, &tl, e)) return -1;
+    if (last) flush_onto(s->stream, &txt, &tl, e); /* what the detokenizer still holds */
     stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
     free(txt);
     *out = t;
-    if (stopped || closed) seq_finish(eng, i, PM_FINISH_STOP, NULL);
+    if (stopped || closed || stop_tok) seq_finish(eng, i, PM_FINISH_STOP, NULL);
     else if (cancel) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
     else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
     return stopped || closed || cancel || last;

@@ -22,9 +22,14 @@ typedef struct pm_chat_msg {
     const char *tools; /* tools may be NULL */
 } pm_chat_msg;
 
-/* Renders msgs[0..n) with the Phi-4-mini template into *out (malloc'd). Roles are free text (as in the template);
- * a NULL role or content, or n < 0, is PM_EINVAL. */
-int pm_chat_render(const pm_chat_msg *msgs, int n, int add_generation_prompt, char **out, pm_err *e);
+/* What follows the messages: the template's else branch (the eos text), its generation prompt <|assistant|>, or
+ * nothing, the final message left open right after its content (no <|end|>, no tools block) for the model to go on
+ * with (Hugging Face's continue_final_message, which cuts the rendered text there: an answer's prefill). */
+enum { PM_CHAT_END_EOS = 0, PM_CHAT_GENERATE = 1, PM_CHAT_CONTINUE = 2 };
+
+/* Renders msgs[0..n) with the Phi-4-mini template into *out (malloc'd); end is a PM_CHAT_* above. Roles are free
+ * text (as in the template); a NULL role or content, n < 0, or PM_CHAT_CONTINUE without a message is PM_EINVAL. */
+int pm_chat_render(const pm_chat_msg *msgs, int n, int end, char **out, pm_err *e);
 
 /* Validates <|image_N|>/<|audio_N|> (per kind, N must run 1..k in order of appearance and k must equal the media
  * count given; errors name the missing, duplicated, out-of-order or surplus placeholder) and rewrites them to

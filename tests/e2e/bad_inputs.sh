@@ -81,6 +81,11 @@ check cli-bad-temp "--temp" gen -p x --temp -1
 check cli-unknown-option "unknown option" gen -p x --frobnicate 1
 check cli-missing-model "missing|no_such_dir" "$BIN" generate -m "$T/no_such_dir" -p x
 check cli-logprobs-out-of-range "--logprobs" gen -p x --logprobs 21
+check cli-stop-id-outside-vocab "stop token id 300000" gen -p x --stop-id 300000
+check cli-stop-id-not-a-number "--stop-id" gen -p x --stop-id abc
+check cli-stop-empty "--stop needs" gen -p x --stop ""
+check cli-prefill-with-raw "--prefill" gen -p x --raw --prefill y
+check cli-prefill-with-json "--prefill cannot" gen -p x --json --prefill "{"
 
 # --logprobs K: a stderr line a generated token, greedy = the first of its K top ones, the same text
 "$BIN" generate -m "$M" -n 6 -p "What is the capital of France?" >"$T/plain.txt" 2>/dev/null

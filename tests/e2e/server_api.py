@@ -587,6 +587,64 @@ def main():
     report("min_p 1: a hot sample is the greedy answer", st == st2 == 200 and chat_content(d) == chat_content(d2) == expected["text"],
            "%s / %s" % (str(d)[:200], str(d2)[:200]))
 
+    # vLLM's chat template switches: continue_final_message leaves the assistant's prefix open (the
+    # completion of the template's text with the prefix, token for token, and the CLI's --prefill),
+    # echo puts the prefix before the answer, streamed the same
+    pre = "The capital"
+    cont = dict(messages=cases["text"][0] + [{"role": "assistant", "content": pre}], max_tokens=8, continue_final_message=True,
+                add_generation_prompt=False)
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": templ + pre, "max_tokens": 8})
+    st2, _, d2 = A.json("POST", "/v1/chat/completions", dict(cont, echo=True))
+    st3, ev, _ = A.stream("/v1/chat/completions", dict(cont, echo=True, stream=True))
+    st4, _, d4 = A.json("POST", "/v1/chat/completions", cont)
+    ref, rc = cli("generate", "-m", M, "-n", "8", "--system", "You are a helpful assistant.", "-p", "What is the capital of France?",
+                  "--prefill", pre)
+    tail = d["choices"][0]["text"] if st == 200 else None
+    report("continue_final_message: the prefix continued as the completion of the template's text with it; echo puts it first; CLI --prefill",
+           st == st2 == st3 == st4 == 200 and rc == 0 and tail and chat_content(d2) == pre + tail == stream_content(ev)[0] == ref
+           and chat_content(d4) == tail and d2["usage"]["completion_tokens"] == 8,
+           "%s %s / %s / %s / %r" % (st, str(d)[:200], str(d2)[:200], str(d4)[:200], ref))
+    # stop_token_ids: a token pushed to the top ends the answer at once, counted, its text only with
+    # include_stop_str_in_output; a stop string is kept with it too; special tokens' text with
+    # skip_special_tokens false
+    push = dict(jm_text, max_tokens=4, logit_bias={"1000": 100}, stop_token_ids=[1000])
+    st, _, d = A.json("POST", "/v1/chat/completions", push)
+    st2, _, d2 = A.json("POST", "/v1/chat/completions", dict(push, include_stop_str_in_output=True))
+    st3, _, d3 = A.json("POST", "/detokenize", {"tokens": [1000]})
+    st4, ev, _ = A.stream("/v1/chat/completions", dict(push, include_stop_str_in_output=True, stream=True))
+    report("stop_token_ids: the answer ends at the token, counted; its text only with include_stop_str_in_output, streamed the same",
+           st == st2 == st3 == st4 == 200 and chat_content(d) == "" and d["choices"][0]["finish_reason"] == "stop"
+           and d["usage"]["completion_tokens"] == 1 and chat_content(d2) == d3["prompt"] == stream_content(ev)[0] != "",
+           "%s / %s / %s" % (str(d)[:200], str(d2)[:200], str(d3)[:200]))
+    full = expected["text"]
+    cut = next((i for i in range(2, len(full) - 2) if full.find(full[i:i + 2]) == i and full[i:i + 2].strip()), None)
+    stop = full[cut:cut + 2] if cut else "\x00"
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=12, stop=[stop]))
+    st2, _, d2 = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=12, stop=[stop], include_stop_str_in_output=True))
+    report("include_stop_str_in_output: the stop string kept at the end of the answer", cut is not None and st == st2 == 200
+           and chat_content(d) == full[:cut] and chat_content(d2) == full[:cut + 2] and d2["choices"][0]["finish_reason"] == "stop",
+           "%r %r / %s / %s" % (full, stop, str(d)[:200], str(d2)[:200]))
+    st, _, t = A.json("POST", "/tokenize", {"prompt": "<|tool_call|>"})
+    sid = t["tokens"][0] if st == 200 and t["count"] == 1 else None
+    spec = dict(jm_text, max_tokens=2, logit_bias={str(sid): 100})
+    st, _, d = A.json("POST", "/v1/chat/completions", spec)
+    st2, _, d2 = A.json("POST", "/v1/completions", {"prompt": templ, "max_tokens": 2, "logit_bias": {str(sid): 100},
+                                                    "skip_special_tokens": False})
+    report("skip_special_tokens false: a special token's text kept (dropped by default)",
+           sid is not None and st == st2 == 200 and chat_content(d) == "" and d2["choices"][0]["text"] == "<|tool_call|>" * 2,
+           "%s %s / %s" % (sid, str(d)[:200], str(d2)[:200]))
+    ok, why = True, []
+    for body, param, needle in [({"continue_final_message": True, "add_generation_prompt": True}, "continue_final_message", "both"),
+                                ({"continue_final_message": True, "guided_regex": "a+"}, "continue_final_message", "guided"),
+                                ({"stop_token_ids": [200064]}, None, "stop token id"),
+                                ({"stop_token_ids": [1, "x"]}, "stop_token_ids[1]", "token id")]:
+        st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, **body))
+        good = st == 400 and (param is None or d["error"]["param"] == param) and needle in d["error"]["message"]
+        ok = ok and good
+        if not good:
+            why.append("%s -> %s %s" % (body, st, str(d)[:200]))
+    report("template switches and stop tokens refused: 400 naming the parameter and why", ok, "; ".join(why))
+
     # tools: a named function's call is held to its parameters and comes back as tool_calls; the
     # same prompt (the checkpoint's template with the tools' list) and schema through /v1/completions
     # give the very call as text, streamed the same; auto mode answers as text; history with calls

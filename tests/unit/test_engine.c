@@ -16,6 +16,7 @@
  *  - logit biases and penalties apply their definitions to the model's logits (teacher forcing);
  *  - JSON mode keeps the output a prefix of an object and ends it with the end token;
  *  - min_tokens and ignore_eos hold the end token back;
+ *  - stop tokens end a request, what ended it kept in the text when asked, special tokens' text when asked;
  *  - the prompt cache starts a prompt past an ended one's whole chunks with the same bits. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +40,8 @@
 #include "nn/kernels.h"
 #include "phi4mm.h"
 #include "test_util.h"
+#include "tok/chat.h"
+#include "tok/tokenizer.h"
 
 #define STEPS 6
 typedef struct fx {
@@ -492,6 +495,173 @@ static void test_min_tokens(void **state) {
     r.ignore_eos = 0;
     r.min_tokens = -1;
     submit_refused(f, &r, "min_tokens");
+}
+
+
+/* What a request said: its tokens, its text joined, how it ended and what it counted. */
+typedef struct txt_rec {
+    int32_t tok[STEPS];
+    int n_tok;
+    char text[4096];
+    size_t len;
+    pm_finish why;
+    int completion, done;
+} txt_rec;
+
+static int txt_on_token(void *u, int32_t tok, const char *text, size_t len) {
+    txt_rec *c = u;
+    if (c->n_tok < STEPS) c->tok[c->n_tok++] = tok;
+    if (c->len + len < sizeof c->text) {
+        memcpy(c->text + c->len, text, len);
+        c->len += len;
+        c->text[c->len] = 0;
+    }
+    return 0;
+}
+
+static void txt_on_done(void *u, pm_finish why, int p, int comp, const char *err) {
+    (void)p; (void)err;
+    txt_rec *c = u;
+    c->why = why;
+    c->completion = comp;
+    c->done++;
+}
+
+static void run_txt(fx *f, const pm_request *r, txt_rec *c) {
+    pm_engine *eng;
+    char err[512];
+    int64_t id;
+    memset(c, 0, sizeof *c);
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    pm_callbacks cb = {.on_token = txt_on_token, .on_done = txt_on_done, .user = c};
+    if (pm_engine_submit(eng, r, &cb, &id, err, sizeof err)) fail_msg("%s", err);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    pm_engine_free(eng);
+    assert_int_equal(c->done, 1);
+}
+
+static const char *tok_text(const fx *f, int32_t t, size_t *len) { return pm_model_token_bytes(f->m, t, len); }
+
+/* Stop tokens (vLLM's stop_token_ids), what ended a request kept in the text (include_stop_str_in_output)
+ * and special tokens' text (skip_special_tokens false): a stop token ends the request where it comes,
+ * counted, its text left out unless kept; min_tokens holds it back, ignore_eos does not; a stop
+ * string's text stays with stop_in_output; a special token gives its text only when kept, the end
+ * token too where what ended the request is kept. */
+static void test_stops(void **state) {
+    fx *f = *state;
+    int32_t ids[] = {200021, 2028, 553, 261, 13, 200020, 200019};
+    pm_request r = {.ids = ids, .n_ids = 7, .max_tokens = STEPS, .ignore_eos = 1};
+    txt_rec free_run, a;
+    run_txt(f, &r, &free_run);
+    assert_int_equal(free_run.n_tok, STEPS);
+    /* the first token from the third on that came nowhere before it stops the answer */
+    int k = 2;
+    while (k < STEPS && (free_run.tok[k] == free_run.tok[0] || free_run.tok[k] == free_run.tok[1] ||
+                         (k > 2 && free_run.tok[k] == free_run.tok[2])))
+        k++;
+    assert_true(k < 4);
+    size_t before = 0, l;
+    for (int i = 0; i < k; i++) {
+        tok_text(f, free_run.tok[i], &l);
+        before += l;
+    }
+    tok_text(f, free_run.tok[k], &l);
+    int32_t stop_id = free_run.tok[k];
+    for (int keep = 0; keep < 2; keep++) {
+        r.stop_ids = &stop_id;
+        r.n_stop_ids = 1;
+        r.stop_in_output = keep;
+        run_txt(f, &r, &a); /* ignore_eos leaves the stop token be */
+        assert_int_equal(a.why, PM_FINISH_STOP);
+        assert_int_equal(a.n_tok, k + 1);
+        assert_int_equal(a.completion, k + 1);
+        assert_int_equal(a.tok[k], stop_id);
+        assert_int_equal(a.len, before + (keep ? l : 0));
+        assert_memory_equal(a.text, free_run.text, a.len);
+    }
+    /* min_tokens bans the stop token until it is met: the first token is another */
+    int32_t first = free_run.tok[0];
+    r.stop_ids = &first;
+    r.stop_in_output = 0;
+    r.min_tokens = 1;
+    run_txt(f, &r, &a);
+    assert_int_not_equal(a.tok[0], first);
+    r.min_tokens = 0;
+    run_txt(f, &r, &a);
+    assert_int_equal(a.n_tok, 1);
+    assert_int_equal(a.len, 0);
+    /* a stop string: cut before it, or after it with stop_in_output */
+    r.n_stop_ids = 0;
+    char stop[64];
+    size_t cut = 0, sl = 0;
+    for (int i = 1; i < STEPS && !sl; i++) { /* a later token's text that the text before it does not hold */
+        const char *b = tok_text(f, free_run.tok[i], &l);
+        size_t at = 0;
+        for (int j = 0; j < i; j++) at += (tok_text(f, free_run.tok[j], &sl), sl);
+        sl = 0;
+        if (l > 0 && l < sizeof stop && memchr(b, 0, l) == NULL) {
+            memcpy(stop, b, l);
+            stop[l] = 0;
+            char head[4096];
+            memcpy(head, free_run.text, at + l - 1);
+            head[at + l - 1] = 0;
+            if (!strstr(head, stop) && (size_t)(strstr(free_run.text, stop) - free_run.text) == at) {
+                cut = at;
+                sl = l;
+            }
+        }
+    }
+    assert_true(sl > 0);
+    const char *stops[] = {stop};
+    r.stop = stops;
+    r.n_stop = 1;
+    for (int keep = 0; keep < 2; keep++) {
+        r.stop_in_output = keep;
+        run_txt(f, &r, &a);
+        assert_int_equal(a.why, PM_FINISH_STOP);
+        assert_int_equal(a.len, cut + (keep ? sl : 0));
+        assert_memory_equal(a.text, free_run.text, a.len);
+    }
+    r.n_stop = 0;
+    r.stop_in_output = 0;
+    /* a special token pushed to the top: no text, or its text when kept */
+    int32_t special = -1;
+    for (int32_t t = 200064 - 1; t >= 199990 && special < 0; t--)
+        if (pm_tok_is_special(f->m->tok, t) && t != f->m->llm.c.eos_ids[0] && t != PM_TOK_IMAGE_ID && t != PM_TOK_AUDIO_ID) special = t;
+    assert_true(special >= 0);
+    pm_logit_bias push = {special, 100.0f};
+    r.logit_bias = &push;
+    r.n_logit_bias = 1;
+    r.max_tokens = 2;
+    const char *sp = tok_text(f, special, &l);
+    for (int keep = 0; keep < 2; keep++) {
+        r.keep_special = keep;
+        run_txt(f, &r, &a);
+        assert_int_equal(a.n_tok, 2);
+        assert_int_equal(a.len, keep ? 2 * l : 0);
+        if (keep) assert_memory_equal(a.text + l, sp, l);
+    }
+    /* the end token pushed to the top: its text only where both keep it */
+    push.token = f->m->llm.c.eos_ids[0];
+    r.ignore_eos = 0;
+    const char *eos = tok_text(f, push.token, &l);
+    for (int m = 0; m < 4; m++) {
+        r.keep_special = m & 1;
+        r.stop_in_output = m >> 1;
+        run_txt(f, &r, &a);
+        assert_int_equal(a.why, PM_FINISH_STOP);
+        assert_int_equal(a.completion, 0);
+        assert_int_equal(a.len, m == 3 ? l : 0);
+        if (m == 3) assert_memory_equal(a.text, eos, l);
+    }
+    /* refused at submit: an id outside the vocabulary, too many */
+    r.n_logit_bias = 0;
+    int32_t bad = 200064;
+    r.stop_ids = &bad;
+    r.n_stop_ids = 1;
+    submit_refused(f, &r, "stop token id");
+    r.n_stop_ids = PM_MAX_STOP_IDS + 1;
+    submit_refused(f, &r, "stop token ids");
 }
 
 
@@ -2000,6 +2170,7 @@ int main(void) {
         cmocka_unit_test(test_draft),
         cmocka_unit_test(test_prediction),
         cmocka_unit_test(test_min_tokens),
+        cmocka_unit_test(test_stops),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),

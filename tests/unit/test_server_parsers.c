@@ -1527,6 +1527,74 @@ static void test_guided_params(void **state) {
     }
 }
 
+/* vLLM's template switches and stop extensions: continue_final_message leaves the final message open
+ * (not beside add_generation_prompt true, nor beside a held answer), add_generation_prompt false ends
+ * with the eos text, echo keeps the final assistant message's text; stop_token_ids, include_stop_str_in_output,
+ * skip_special_tokens (not false beside tools the model may call). */
+static void test_template_switches(void **state) {
+    (void)state;
+    srv_chat_req r;
+    srv_error e;
+    const char *convo = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+                        "\"text\":\"The answer\"},{\"type\":\"text\",\"text\":\" is\"}]}],";
+    char js[1024];
+    snprintf(js, sizeof js, "%s\"continue_final_message\":true,\"add_generation_prompt\":false,\"echo\":true}", convo);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|>The answer is");
+    assert_string_equal(r.echo_text, "The answer is");
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"continue_final_message\":true}", convo); /* add_generation_prompt not given: continued */
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|>The answer is");
+    assert_null(r.echo_text);
+    srv_chat_req_free(&r);
+    snprintf(js, sizeof js, "%s\"add_generation_prompt\":false}", convo);
+    assert_int_equal(parse(js, &r, &e), 0);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|>The answer is<|end|><|endoftext|>");
+    srv_chat_req_free(&r);
+    /* echo of a conversation whose final message is the user's: nothing to echo */
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"echo\":true}", &r, &e), 0);
+    assert_null(r.echo_text);
+    assert_string_equal(r.prompt, "<|user|>Hi<|end|><|assistant|>");
+    srv_chat_req_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[200020,7],"
+                           "\"include_stop_str_in_output\":true,\"skip_special_tokens\":false}",
+                           &r, &e),
+                     0);
+    assert_int_equal(r.n_stop_ids, 2);
+    assert_true(r.stop_ids[0] == 200020 && r.stop_ids[1] == 7);
+    assert_true(r.stop_in_output && r.keep_special);
+    srv_chat_req_free(&r);
+    assert_int_equal(parse_as("{\"prompt\":\"x\",\"stop_token_ids\":[],\"skip_special_tokens\":true}", 1, &r, &e), 0);
+    assert_true(r.n_stop_ids == 0 && !r.keep_special && !r.stop_in_output);
+    srv_chat_req_free(&r);
+    static const struct {
+        const char *body, *code, *param, *needle;
+    } bad[] = {
+        {"\"continue_final_message\":true,\"add_generation_prompt\":true}", "invalid_value", "continue_final_message", "both"},
+        {"\"continue_final_message\":true,\"response_format\":{\"type\":\"json_object\"}}", "invalid_value", "continue_final_message",
+         "response_format"},
+        {"\"continue_final_message\":1}", "invalid_type", "continue_final_message", "true or false"},
+        {"\"stop_token_ids\":5}", "invalid_type", "stop_token_ids", "array"},
+        {"\"stop_token_ids\":[1,-2]}", "invalid_value", "stop_token_ids[1]", "token id"},
+        {"\"stop_token_ids\":[\"1\"]}", "invalid_type", "stop_token_ids[0]", "token id"},
+        {"\"skip_special_tokens\":false,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "invalid_value",
+         "skip_special_tokens", "tool_calls"},
+        {"\"include_stop_str_in_output\":\"yes\"}", "invalid_type", "include_stop_str_in_output", "true or false"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(js, sizeof js, "%s%s", convo, bad[i].body);
+        expect_bad(js, bad[i].code, bad[i].param);
+        assert_int_equal(parse(js, &r, &e), -1);
+        if (!strstr(e.msg, bad[i].needle)) fail_msg("'%s': '%s' lacks '%s'", bad[i].body, e.msg, bad[i].needle);
+        srv_chat_req_free(&r);
+    }
+    /* a system message that carries the tools cannot be the one left open */
+    expect_bad("{\"messages\":[{\"role\":\"system\",\"content\":\"S\"}],\"continue_final_message\":true,\"tools\":[{\"type\":\"function\","
+               "\"function\":{\"name\":\"f\"}}]}",
+               "invalid_value", "continue_final_message");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_vectors),         cmocka_unit_test(test_b64_roundtrip),
@@ -1535,7 +1603,7 @@ int main(void) {
         cmocka_unit_test(test_multipart_rejects),   cmocka_unit_test(test_json_guards),
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
-        cmocka_unit_test(test_guided_params),
+        cmocka_unit_test(test_guided_params),       cmocka_unit_test(test_template_switches),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
         cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse), cmocka_unit_test(test_response_store),
         cmocka_unit_test(test_response_items),

@@ -285,6 +285,21 @@ static void test_chat_render(void **state) {
     assert_int_equal(pm_chat_render(&tool_user, 1, 1, &out, &e), PM_OK);
     assert_string_equal(out, "<|user|>x<|end|><|assistant|>");
     free(out);
+    /* continue_final_message: the answer's prefix left open, no <|end|>, nothing after it */
+    assert_int_equal(pm_chat_render(m + 1, 2, PM_CHAT_CONTINUE, &out, &e), PM_OK);
+    assert_string_equal(out, "<|user|>Hi<|end|><|assistant|>Hello");
+    free(out);
+    assert_int_equal(pm_chat_render(m, 1, PM_CHAT_CONTINUE, &out, &e), PM_OK); /* an open system turn: its tools left out */
+    assert_string_equal(out, "<|system|>You are helpful.");
+    free(out);
+    pm_chat_msg empty = {"assistant", "", NULL};
+    assert_int_equal(pm_chat_render(&empty, 1, PM_CHAT_CONTINUE, &out, &e), PM_OK);
+    assert_string_equal(out, "<|assistant|>");
+    free(out);
+    assert_int_equal(pm_chat_render(m, 0, PM_CHAT_CONTINUE, &out, &e), PM_EINVAL);
+    assert_null(out);
+    assert_int_equal(pm_chat_render(m, 1, 3, &out, &e), PM_EINVAL);
+    assert_null(out);
     pm_chat_msg bad = {"user", NULL, NULL};
     assert_int_equal(pm_chat_render(&bad, 1, 1, &out, &e), PM_EINVAL);
     assert_null(out);

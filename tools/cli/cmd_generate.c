@@ -7,13 +7,7 @@
 #include "cli_util.h"
 #include "commands.h"
 
-static int print_token(void *user, int32_t token, const char *text, size_t len) {
-    (void)user;
-    (void)token;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return 0;
-}
+enum { CLI_MAX_STOP = 64 };
 
 typedef struct done_info {
     pm_finish why;
@@ -21,7 +15,20 @@ typedef struct done_info {
     char error[512];
     const pm_model *m; /* for the tokens' bytes under --logprobs */
     int pred_drafted, pred_accepted; /* --prediction's tokens drafted and taken (-1: none given) */
+    const char *prefill;             /* --prefill: printed before the first token's text (then NULL) */
 } done_info;
+
+static int print_token(void *user, int32_t token, const char *text, size_t len) {
+    done_info *d = user;
+    (void)token;
+    if (d->prefill) {
+        fputs(d->prefill, stdout);
+        d->prefill = NULL;
+    }
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
 
 /* A token's bytes, quoted, with control bytes and non-ASCII escaped (\xNN): one line each. */
 static void put_token(const pm_model *m, int32_t id) {
@@ -81,6 +88,7 @@ static void usage_generate(void) {
             "  -p, --prompt TEXT     user message (wrapped in the chat template); may hold <|image_N|>/<|audio_N|>\n"
             "  --system TEXT         system message\n"
             "  --raw                 use PROMPT as the full model input (no chat template)\n"
+            "  --prefill TEXT        the answer begins with TEXT (printed first), the model goes on with it\n"
             "  --audio FILE          audio clip (WAV/FLAC/OGG/MP3/M4A/MP4/WebM), repeatable, in placeholder order\n"
             "  --image FILE          image (PNG/JPEG/WebP/GIF), repeatable, in placeholder order (one FILE may\n"
             "                        be -, standard input)\n"
@@ -95,6 +103,9 @@ static void usage_generate(void) {
             "                        Hugging Face's (> 1 discourages) on the prompt's and output's tokens\n"
             "  --logit-bias ID=B     add B (-100..100) to token ID's logit; repeatable\n"
             "  --min-tokens N        ban the end tokens until N tokens have come; --ignore-eos: always\n"
+            "  --stop TEXT           end the answer before TEXT (repeatable); --stop-id ID: when token ID\n"
+            "                        comes (repeatable); --include-stop: keep what ended it in the text\n"
+            "  --keep-special        print special tokens' text (<|tool_call|>, ...) instead of dropping it\n"
             "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
             "  --regex RE            guided decoding: the whole answer matches the regular expression RE\n"
@@ -123,8 +134,8 @@ static void usage_generate(void) {
 }
 
 /* Runs one request and streams it; returns the exit status. */
-static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats) {
-    done_info d = {PM_FINISH_ERROR, 0, 0, "", m, -1, -1};
+static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_engine_opts *opts, int stats, const char *prefill) {
+    done_info d = {PM_FINISH_ERROR, 0, 0, "", m, -1, -1, prefill};
     pm_callbacks cb = {.on_token = print_token, .on_done = on_done, .user = &d, .on_logprobs = print_logprobs,
                        .on_prompt_logprobs = print_prompt_logprobs, .on_prediction = on_prediction};
     char err[1024];
@@ -167,7 +178,10 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
 
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
-    int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0;
+    int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0, include_stop = 0, keep_special = 0;
+    const char *prefill = NULL, *stops[CLI_MAX_STOP];
+    int32_t stop_ids[CLI_MAX_STOP];
+    int n_stops = 0, n_stop_ids = 0;
     long min_tokens = 0, max_crops = 0;
     char *schema = NULL, *prediction = NULL; /* --json-schema's and --prediction's text */
     long n = 256;
@@ -185,7 +199,7 @@ int pm_cmd_generate(int argc, char **argv) {
     pm_load_options lo = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--json") && strcmp(a, "--ignore-eos") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
+        int takes = strcmp(a, "--raw") && strcmp(a, "--stats") && strcmp(a, "--score") && strcmp(a, "--json") && strcmp(a, "--ignore-eos") && strcmp(a, "--include-stop") && strcmp(a, "--keep-special") && strcmp(a, "--mlock") && strcmp(a, "--recache") && strcmp(a, "-h") && strcmp(a, "--help");
         if (takes && !v) {
             rc = cli_fail(cmd, "option %s needs a value", a);
             break;
@@ -204,6 +218,20 @@ int pm_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--score")) { score = 1; continue; }
         else if (!strcmp(a, "--json")) { json = 1; continue; }
         else if (!strcmp(a, "--ignore-eos")) { ignore_eos = 1; continue; }
+        else if (!strcmp(a, "--include-stop")) { include_stop = 1; continue; }
+        else if (!strcmp(a, "--keep-special")) { keep_special = 1; continue; }
+        else if (!strcmp(a, "--prefill")) prefill = v;
+        else if (!strcmp(a, "--stop")) {
+            if (n_stops == CLI_MAX_STOP) rc = cli_fail(cmd, "too many --stop texts (max %d)", CLI_MAX_STOP);
+            else if (!v[0]) rc = cli_fail(cmd, "--stop needs a non-empty text");
+            else stops[n_stops++] = v;
+        }
+        else if (!strcmp(a, "--stop-id")) {
+            long id;
+            if (n_stop_ids == CLI_MAX_STOP) rc = cli_fail(cmd, "too many --stop-id tokens (max %d)", CLI_MAX_STOP);
+            else if (cli_int(v, 0, 0x7fffffffL, &id)) rc = cli_fail(cmd, "--stop-id must be a token id, got '%s'", v);
+            else stop_ids[n_stop_ids++] = (int32_t)id;
+        }
         else if (!strcmp(a, "--min-tokens")) { if (cli_int(v, 0, 1 << 20, &min_tokens)) rc = cli_fail(cmd, "--min-tokens must be a non-negative integer, got '%s'", v); }
         else if (!strcmp(a, "--json-schema")) {
             size_t len;
@@ -256,6 +284,9 @@ int pm_cmd_generate(int argc, char **argv) {
     if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
     if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
     if (!rc && (!!regex + !!n_choices + !!schema + json) > 1) rc = cli_fail(cmd, "--json, --json-schema, --regex and --choice exclude each other");
+    if (!rc && prefill && raw) rc = cli_fail(cmd, "--prefill goes after the chat template: with --raw, end PROMPT with it");
+    if (!rc && prefill && (regex || n_choices || schema || json))
+        rc = cli_fail(cmd, "--prefill cannot be combined with --json, --json-schema, --regex or --choice: the held answer would begin after it");
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     if (rc) {
         cli_media_free(&ms);
@@ -275,6 +306,18 @@ int pm_cmd_generate(int argc, char **argv) {
     strcat(user, prompt);
     char *full = raw ? strdup(user) : pm_chat_prompt(system, user);
     free(user);
+    if (full && prefill) { /* the assistant turn left open at the prefill: the model continues it */
+        char *with = malloc(strlen(full) + strlen(prefill) + 1);
+        if (with) strcat(strcpy(with, full), prefill);
+        free(full);
+        full = with;
+    }
+    if (!full) {
+        cli_media_free(&ms);
+        free(schema);
+        free(prediction);
+        return cli_fail(cmd, "out of memory");
+    }
     char err[1024];
     pm_model *m = NULL;
     if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) {
@@ -319,7 +362,13 @@ int pm_cmd_generate(int argc, char **argv) {
     req.logprobs = logprobs >= 0;
     req.top_logprobs = logprobs > 0 ? (int)logprobs : 0;
     req.prompt_logprobs = score;
-    rc = run_request(cmd, m, &req, &opts, stats);
+    req.stop = stops;
+    req.n_stop = n_stops;
+    req.stop_ids = stop_ids;
+    req.n_stop_ids = n_stop_ids;
+    req.stop_in_output = include_stop;
+    req.keep_special = keep_special;
+    rc = run_request(cmd, m, &req, &opts, stats, prefill);
     pm_model_free(m);
     free(full);
     cli_media_free(&ms);

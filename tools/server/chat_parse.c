@@ -62,6 +62,8 @@ void srv_chat_req_free(srv_chat_req *r) {
     free(r->images);
     free(r->audios);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop_ids);
+    free(r->echo_text);
     free(r->logit_bias);
     free(r->json_schema);
     free(r->regex);
@@ -91,6 +93,58 @@ static int parse_stop(const json_t *root, srv_chat_req *r, srv_error *e) {
         if (!r->stop[r->n_stop]) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         r->n_stop++;
     }
+    return 0;
+}
+
+/* vLLM's stop_token_ids (an array of ids, each checked against the vocabulary by the engine),
+ * include_stop_str_in_output and skip_special_tokens. */
+static int parse_stop_extras(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const json_t *v = json_object_get(root, "stop_token_ids");
+    if (v && !json_is_null(v)) {
+        if (!json_is_array(v)) return srv_bad(e, "stop_token_ids", "invalid_type", "stop_token_ids must be an array of token ids");
+        size_t n = json_array_size(v);
+        if (n > PM_MAX_STOP_IDS)
+            return srv_bad(e, "stop_token_ids", "invalid_value", "stop_token_ids holds at most %d ids (got %zu)", PM_MAX_STOP_IDS, n);
+        if (n && !(r->stop_ids = malloc(sizeof(int32_t) * n))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            const json_t *id = json_array_get(v, i);
+            if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX) {
+                srv_bad(e, NULL, json_is_integer(id) ? "invalid_value" : "invalid_type", "stop_token_ids[%zu] must be a token id (an integer >= 0)", i);
+                snprintf(e->param, sizeof e->param, "stop_token_ids[%zu]", i);
+                return -1;
+            }
+            r->stop_ids[r->n_stop_ids++] = (int32_t)json_integer_value(id);
+        }
+    }
+    int skip = 1;
+    if (srv_get_bool(root, "include_stop_str_in_output", &r->stop_in_output, e) < 0 || srv_get_bool(root, "skip_special_tokens", &skip, e) < 0)
+        return -1;
+    r->keep_special = !skip;
+    return 0;
+}
+
+/* Chat's template switches (vLLM's): add_generation_prompt (default true) and continue_final_message
+ * (default false: the final message left open for the model to go on with, an answer's prefill),
+ * not both; echo: the answer's text begins with the final message's when that one is the assistant's. */
+static int parse_template_switches(const json_t *root, srv_chat_req *r, srv_error *e) {
+    int gen = 1, cont = 0;
+    int gen_given = srv_get_bool(root, "add_generation_prompt", &gen, e);
+    if (gen_given < 0 || srv_get_bool(root, "continue_final_message", &cont, e) < 0 || srv_get_bool(root, "echo", &r->chat_echo, e) < 0)
+        return -1;
+    if (cont && gen_given && gen)
+        return srv_bad(e, "continue_final_message", "invalid_value",
+                       "continue_final_message and add_generation_prompt cannot both be true (the one continues the final message, the "
+                       "other opens a new assistant turn)");
+    r->chat_end = cont ? PM_CHAT_CONTINUE : gen ? PM_CHAT_GENERATE : PM_CHAT_END_EOS;
+    if (r->keep_special && r->tool_mode == SRV_TOOLS_AUTO) /* the calls' markers would land in their text */
+        return srv_bad(e, "skip_special_tokens", "invalid_value",
+                       "skip_special_tokens false cannot be combined with tools the model may call (tool_choice auto): the calls come "
+                       "back as tool_calls, read between their special tokens");
+    /* a held value would begin after the prefix, not at the answer's start */
+    if (cont && r->format != PM_FORMAT_TEXT && r->tool_mode != SRV_TOOLS_AUTO)
+        return srv_bad(e, "continue_final_message", "invalid_value",
+                       "continue_final_message cannot be combined with response_format, guided decoding or a forced tool_choice: the "
+                       "held value would have to begin after the final message's text");
     return 0;
 }
 
@@ -465,13 +519,13 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
         }
         r->include_usage = iu;
     }
-    if (parse_stop(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e) ||
+    if (parse_stop(root, r, e) || parse_stop_extras(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e) ||
         parse_guided(root, r, e))
         return -1;
     if (refuse_unsupported(root, completions, r->n, e) || parse_cache_salt(root, r, e) || parse_mm_kwargs(root, r, e) ||
         parse_prediction(root, r, e))
         return -1;
-    return completions ? 0 : parse_tools(root, r, e);
+    return completions ? 0 : parse_tools(root, r, e) || parse_template_switches(root, r, e);
 }
 
 /* ------------------------------------------------------------------ media */
@@ -717,7 +771,14 @@ static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_c
             (s == (size_t)-1 ? &all[0] : &cm[s])->tools = r->tools_text;
         }
         pm_err pe = {0};
-        if (pm_chat_render(first, count, 1, &r->prompt, &pe)) rc = srv_bad(e, "messages", "invalid_value", "%s", pe.msg);
+        if (r->chat_end == PM_CHAT_CONTINUE && cm[n - 1].tools)
+            rc = srv_bad(e, "continue_final_message", "invalid_value",
+                         "continue_final_message: the final message is the system message that carries the tools");
+        else if (pm_chat_render(first, count, r->chat_end, &r->prompt, &pe))
+            rc = srv_bad(e, "messages", "invalid_value", "%s", pe.msg);
+        /* echo: the answer is the final assistant message's continuation (what the model saw of it) */
+        if (!rc && r->chat_echo && !strcmp(cm[n - 1].role, "assistant") && !(r->echo_text = strdup(cm[n - 1].content)))
+            rc = srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     }
     if (!rc) {
         pm_err pe = {0};

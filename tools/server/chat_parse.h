@@ -59,6 +59,13 @@ typedef struct srv_chat_req {
     int seed_given;
     char *stop[SRV_MAX_STOP];
     int n_stop;
+    int32_t *stop_ids;             /* stop_token_ids (vLLM's; malloc'd), n_stop_ids of them */
+    int n_stop_ids;
+    int stop_in_output;            /* include_stop_str_in_output (vLLM's) */
+    int keep_special;              /* skip_special_tokens false (vLLM's) */
+    int chat_end;                  /* chat: what follows the messages (PM_CHAT_GENERATE, _END_EOS, _CONTINUE: tok/chat.h) */
+    int chat_echo;                 /* chat: echo (vLLM's) asked */
+    char *echo_text;               /* ... the final assistant message's text, the answer's start (malloc'd; NULL: none) */
     int stream, include_usage;
     int logprobs, top_logprobs;    /* log-probabilities asked (chat: logprobs true; completions: logprobs N) and alternatives */
     int echo;                      /* completions: the prompt comes back before the completion (with logprobs, scored) */

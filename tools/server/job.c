@@ -90,6 +90,8 @@ void srv_job_unref(srv_job *j) {
     free(j->prompt_ids);
     pm_encoded_free(j->enc);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->stop_ids);
+    free(j->echo_text);
     free(j->logit_bias);
     free(j->json_schema);
     free(j->regex);
@@ -178,11 +180,13 @@ static void text_append_locked(srv_job *j, const char *text, size_t len) {
     j->text[j->text_len] = 0;
 }
 
-/* With echo: the prompt opens the text, once, before anything generated (mu held). */
+/* With echo: the prompt (chat: the final assistant message) opens the text, once, before anything
+ * generated (mu held). */
 static void echo_locked(srv_job *j) {
-    if (!j->echo || j->echoed) return;
+    if ((!j->echo && !j->echo_text) || j->echoed) return;
     j->echoed = 1;
-    if (j->prompt) text_append_locked(j, j->prompt, strlen(j->prompt));
+    if (j->echo_text) text_append_locked(j, j->echo_text, strlen(j->echo_text));
+    else if (j->prompt) text_append_locked(j, j->prompt, strlen(j->prompt));
     for (int i = 0; i < j->n_prompt_ids; i++) { /* token ids: their bytes */
         size_t len = 0;
         const char *b = pm_model_token_bytes(j->ctx->model, j->prompt_ids[i], &len);

@@ -61,6 +61,9 @@ struct srv_job {
     int n_images;
     char *stop[SRV_MAX_STOP];
     int n_stop;
+    int32_t *stop_ids;              /* pm_request.stop_ids (malloc'd) */
+    int n_stop_ids;
+    int stop_in_output, keep_special; /* as pm_request */
     int max_tokens;
     pm_sampling sampling;
     pm_logit_bias *logit_bias;      /* malloc'd */
@@ -76,6 +79,7 @@ struct srv_job {
     char *resp_convo;               /* ... and the conversation to keep once answered (chat messages JSON; NULL: not kept) */
     int logprobs, top_logprobs;     /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
+    char *echo_text;                /* chat echo: this opens the text instead (malloc'd; NULL: none) */
     pm_mode mode;
     double audio_seconds;
     double seg_start, seg_end;      /* transcriptions: the part of the clip it transcribes, in seconds (chunking_strategy) */

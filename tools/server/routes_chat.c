@@ -99,6 +99,10 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     for (int i = 0; i < r->n_stop; i++)
         if ((j->stop[j->n_stop] = strdup(r->stop[i]))) j->n_stop++;
         else oom = 1;
+    if (r->n_stop_ids && (j->stop_ids = copy_of(r->stop_ids, sizeof(int32_t) * (size_t)r->n_stop_ids, &oom))) j->n_stop_ids = r->n_stop_ids;
+    j->stop_in_output = r->stop_in_output;
+    j->keep_special = r->keep_special;
+    if (r->echo_text && !(j->echo_text = strdup(r->echo_text))) oom = 1;
     if (r->n_logit_bias && (j->logit_bias = copy_of(r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias, &oom)))
         j->n_logit_bias = r->n_logit_bias;
     if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;

@@ -246,6 +246,10 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->prompt_logprobs = j->echo && (j->logprobs || j->max_tokens == 0);
     rq->stop = (const char *const *)j->stop;
     rq->n_stop = j->n_stop;
+    rq->stop_ids = j->stop_ids;
+    rq->n_stop_ids = j->n_stop_ids;
+    rq->stop_in_output = j->stop_in_output;
+    rq->keep_special = j->keep_special;
     rq->logit_bias = j->logit_bias;
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
