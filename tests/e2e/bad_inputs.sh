@@ -86,6 +86,16 @@ check cli-stop-id-not-a-number "--stop-id" gen -p x --stop-id abc
 check cli-stop-empty "--stop needs" gen -p x --stop ""
 check cli-prefill-with-raw "--prefill" gen -p x --raw --prefill y
 check cli-prefill-with-json "--prefill cannot" gen -p x --json --prefill "{"
+check cli-prompt-not-utf8 "not UTF-8 text \(byte 2\)" gen -p "$(printf 'ab\xff\xfecd')"
+check cli-system-not-utf8 "--system is not UTF-8" gen -p x --system "$(printf '\xe9t\xe9')"
+check cli-prompt-and-file "-p and -f" gen -p x -f "$T/nothing.txt"
+check cli-prompt-file-missing "no_such.txt" gen -f "$T/no_such.txt"
+check cli-prompt-file-nul "NUL" gen -f "$FX/inputs/image.png"
+check cli-prompt-stdin-empty "nothing on standard input" gen -f - </dev/null
+# -f FILE is -p "$(cat FILE)": the same answer, its final line endings dropped
+printf 'What is the capital of France?\r\n\n' >"$T/q.txt"
+a=$(gen -n 6 -p "What is the capital of France?" 2>&1); b=$(gen -n 6 -f "$T/q.txt" 2>&1); c=$(gen -n 6 -f - <"$T/q.txt" 2>&1)
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then echo "PASS cli-prompt-file-equals-prompt"; else echo "FAIL cli-prompt-file-equals-prompt: '$a' '$b' '$c'"; fi
 
 # --logprobs K: a stderr line a generated token, greedy = the first of its K top ones, the same text
 "$BIN" generate -m "$M" -n 6 -p "What is the capital of France?" >"$T/plain.txt" 2>/dev/null

@@ -8,7 +8,7 @@
 #    --no-prompt-cache gives the same answers;
 #  - a message of several lines (between lines that begin and end with three double quotes) is
 #    those lines joined by newlines; a block the input leaves open is named and not sent;
-#  - a missing file, an unknown command and an empty input are handled: a message naming them, the
+#  - a missing file, an unknown command, a message that is not UTF-8 and an empty input are handled: a message naming them, the
 #    conversation goes on, the exit status says a line failed.
 set -u
 source "$(dirname "$0")/common.bash"
@@ -94,6 +94,12 @@ print(("PASS" if ok else "FAIL") + " chat_multiline_message" + ("" if ok else ":
 rc7, out7, err7 = run(["chat", "-m", model, "-n", "3"], b'"""never\nclosed\n')
 ok = rc7 == 1 and out7 == b"" and b"ended inside" in err7
 print(("PASS" if ok else "FAIL") + " chat_open_block_named_not_sent" + ("" if ok else ": rc %d %r %r" % (rc7, out7, err7[-300:])))
+# a message that is not UTF-8 is named and not sent, and the image attached for it goes with it:
+# the next message is answered as text alone (generate's answer)
+rc8, out8, err8 = run(["chat", "-m", model, "-n", "4"], ("/image %s/image.png\n" % inputs).encode() + b"\xe9t\xe9\nHello\n")
+g, want8, _ = run(["generate", "-m", model, "-n", "4", "-p", "Hello"])
+ok = rc8 == 1 and out8 == want8 and b"not UTF-8 text (byte 0" in err8
+print(("PASS" if ok else "FAIL") + " chat_non_utf8_message_named_not_sent" + ("" if ok else ": rc %d %r vs %r %r" % (rc8, out8, want8, err8[-300:])))
 rc5, _, err5 = run(["chat", "-m", model, "--bogus"], b"")
 print(("PASS" if rc5 != 0 and b"--bogus" in err5 else "FAIL") + " chat_unknown_option_refused")
 EOF

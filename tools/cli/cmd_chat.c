@@ -20,6 +20,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "tok/chat.h"
+#include "tok/utf8.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -169,9 +170,14 @@ static int read_block(char **line, size_t *cap, int tty) {
 /* One turn: the user's line (with the attached media's placeholders) and the model's answer.
  * Returns 0, or 1 after an error that left the conversation as it was. */
 static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int pend_audio, const pm_request *base, int stats) {
-    size_t extra = 24 * (size_t)(pend_image + pend_audio) + 1;
-    char *user = malloc(strlen(line) + extra);
-    if (!user) return cli_fail("chat", "out of memory");
+    size_t len = strlen(line), good = pm_utf8_valid_prefix((const uint8_t *)line, len);
+    char *user = good == len ? malloc(len + 24 * (size_t)(pend_image + pend_audio) + 1) : NULL;
+    if (!user) { /* the turn leaves no trace: its media go too */
+        convo_trim(c, c->n, c->media.n_image - pend_image, c->media.n_audio - pend_audio);
+        if (good != len)
+            return cli_fail("chat", "the message is not UTF-8 text (byte %zu; is the terminal's encoding UTF-8?); it was not sent", good);
+        return cli_fail("chat", "out of memory");
+    }
     user[0] = 0;
     for (int k = c->media.n_image - pend_image; k < c->media.n_image; k++) sprintf(user + strlen(user), "<|image_%d|>", k + 1);
     for (int k = c->media.n_audio - pend_audio; k < c->media.n_audio; k++) sprintf(user + strlen(user), "<|audio_%d|>", k + 1);
@@ -179,12 +185,13 @@ static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int 
     int n_before = c->n;
     if (convo_add(c, "user", user)) {
         free(user);
+        convo_trim(c, n_before, c->media.n_image - pend_image, c->media.n_audio - pend_audio);
         return cli_fail("chat", "out of memory");
     }
     char *prompt = NULL;
     pm_err e = {0};
-    if (pm_chat_render(c->msgs, c->n, 1, &prompt, &e)) {
-        convo_trim(c, n_before, c->media.n_image, c->media.n_audio);
+    if (pm_chat_render(c->msgs, c->n, PM_CHAT_GENERATE, &prompt, &e)) {
+        convo_trim(c, n_before, c->media.n_image - pend_image, c->media.n_audio - pend_audio);
         return cli_fail("chat", "%s", e.msg);
     }
     pm_request req = *base;
@@ -224,7 +231,7 @@ static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int 
     if (!t.text) t.text = strdup(""); /* an answer of nothing (an end token first) */
     if (!t.text || convo_add(c, "assistant", t.text)) {
         free(t.text);
-        convo_trim(c, n_before, c->media.n_image, c->media.n_audio);
+        convo_trim(c, n_before, c->media.n_image - pend_image, c->media.n_audio - pend_audio);
         return cli_fail("chat", "out of memory");
     }
     return 0;
@@ -268,6 +275,9 @@ int pm_cmd_chat(int argc, char **argv) {
         i++;
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
+    if (!rc && system && pm_utf8_valid_prefix((const uint8_t *)system, strlen(system)) != strlen(system))
+        rc = cli_fail(cmd, "--system is not UTF-8 text (byte %zu); is the terminal's encoding UTF-8?",
+                      pm_utf8_valid_prefix((const uint8_t *)system, strlen(system)));
     if (rc) return rc;
     /* the prompt cache: a quarter of the automatic budget, or 1/4 of an explicit one on top of it */
     opts.prefix_cache = !cache ? 0 : opts.kv_budget == 0 ? -1 : opts.kv_budget > 0 ? opts.kv_budget / 4 : (int64_t)4 << 30;

@@ -6,6 +6,7 @@
 #include "cli_media.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "tok/utf8.h"
 
 enum { CLI_MAX_STOP = 64 };
 
@@ -86,6 +87,8 @@ static void usage_generate(void) {
     fprintf(stderr,
             "usage: phi4mm generate -m MODEL_DIR -p PROMPT [options]\n"
             "  -p, --prompt TEXT     user message (wrapped in the chat template); may hold <|image_N|>/<|audio_N|>\n"
+            "  -f, --prompt-file FILE\n"
+            "                        ... read from FILE (- : standard input), its final line endings dropped\n"
             "  --system TEXT         system message\n"
             "  --raw                 use PROMPT as the full model input (no chat template)\n"
             "  --prefill TEXT        the answer begins with TEXT (printed first), the model goes on with it\n"
@@ -177,7 +180,8 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
 }
 
 int pm_cmd_generate(int argc, char **argv) {
-    const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL;
+    const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL, *prompt_file = NULL;
+    char *prompt_text = NULL; /* --prompt-file's */
     int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0, include_stop = 0, keep_special = 0;
     const char *prefill = NULL, *stops[CLI_MAX_STOP];
     int32_t stop_ids[CLI_MAX_STOP];
@@ -209,9 +213,11 @@ int pm_cmd_generate(int argc, char **argv) {
             cli_media_free(&ms);
             free(schema);
             free(prediction);
+            free(prompt_text);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) dir = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--prompt-file")) prompt_file = v;
         else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "--raw")) { raw = 1; continue; }
         else if (!strcmp(a, "--stats")) { stats = 1; continue; }
@@ -281,22 +287,42 @@ int pm_cmd_generate(int argc, char **argv) {
         i++;
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
-    if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT");
+    if (!rc && prompt && prompt_file) rc = cli_fail(cmd, "-p and -f both give the prompt: one of them");
+    if (!rc && prompt_file) {
+        size_t len;
+        char err[1024];
+        if (!(prompt_text = cli_read_input(prompt_file, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
+        else if (strlen(prompt_text) != len) rc = cli_fail(cmd, "%s holds a NUL byte: not text", prompt_file);
+        else {
+            while (len && (prompt_text[len - 1] == '\n' || prompt_text[len - 1] == '\r')) prompt_text[--len] = 0; /* as $(cat FILE) */
+            prompt = prompt_text;
+        }
+    }
+    if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT (or -f FILE)");
+    /* the model reads UTF-8: other bytes (a terminal in another encoding) would reach it as stray bytes */
+    const char *texts[] = {prompt, system, prefill}, *names[] = {prompt_file ? prompt_file : "the prompt", "--system", "--prefill"};
+    for (int k = 0; k < 3 && !rc; k++) {
+        size_t n = texts[k] ? strlen(texts[k]) : 0, good = n ? pm_utf8_valid_prefix((const uint8_t *)texts[k], n) : 0;
+        if (good != n) rc = cli_fail(cmd, "%s is not UTF-8 text (byte %zu); is the terminal's encoding UTF-8?", names[k], good);
+    }
+    for (int k = 0; k < n_stops && !rc; k++)
+        if (pm_utf8_valid_prefix((const uint8_t *)stops[k], strlen(stops[k])) != strlen(stops[k])) rc = cli_fail(cmd, "--stop '%s' is not UTF-8 text", stops[k]);
     if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
     if (!rc && (!!regex + !!n_choices + !!schema + json) > 1) rc = cli_fail(cmd, "--json, --json-schema, --regex and --choice exclude each other");
     if (!rc && prefill && raw) rc = cli_fail(cmd, "--prefill goes after the chat template: with --raw, end PROMPT with it");
     if (!rc && prefill && (regex || n_choices || schema || json))
         rc = cli_fail(cmd, "--prefill cannot be combined with --json, --json-schema, --regex or --choice: the held answer would begin after it");
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
+    char *user = rc ? NULL : malloc(strlen(prompt) + 32 * (size_t)(ms.n_image + ms.n_audio) + 1);
+    if (!rc && !user) rc = cli_fail(cmd, "out of memory");
     if (rc) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(prompt_text);
         return rc;
     }
     /* A prompt without placeholders gets them prepended in order (images, then audio). */
-    size_t extra = 32 * (size_t)(ms.n_image + ms.n_audio) + 1;
-    char *user = malloc(strlen(prompt) + extra);
     user[0] = 0;
     int add_img = ms.n_image && !has_placeholder(prompt, "image"), add_aud = ms.n_audio && !has_placeholder(prompt, "audio");
     for (int i = 0; add_img && i < ms.n_image; i++) sprintf(user + strlen(user), "<|image_%d|>", i + 1);
@@ -304,6 +330,7 @@ int pm_cmd_generate(int argc, char **argv) {
     if (add_img || add_aud) fprintf(stderr, "phi4mm: note: the prompt has no %s placeholders; prepended %s\n",
                                     add_img && add_aud ? "image/audio" : add_img ? "image" : "audio", user);
     strcat(user, prompt);
+    free(prompt_text);
     char *full = raw ? strdup(user) : pm_chat_prompt(system, user);
     free(user);
     if (full && prefill) { /* the assistant turn left open at the prefill: the model continues it */
