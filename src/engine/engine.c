@@ -10,94 +10,20 @@
  * with opts.recompute_beside, parked while the caller runs it beside the steps (a 4,097-row
  * recompute of Phi-4-mini is ~8 chunks of ~10 s each on 2 cores: a stall of every stream).
  *
+ * What a sampled token does (masks, stops, its text) is take.c's; the drafts a step checks, draft.c's.
+ *
  * Memory: at admission a sequence reserves its worst case against the engine's budget: the KV
  * pages of its prompt + max_tokens and the rows it keeps beside them, sized from the plan before
  * any encoder runs (kv_budget.h). The pages themselves are still allocated as it grows. */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/json_mode.h"
-#include "engine/regex.h"
-#include "engine/kv_budget.h"
-#include "engine/model.h"
-#include "engine/media_cache.h"
-#include "engine/prefix_cache.h"
-#include "engine/prepare.h"
-#include "engine/prompt_lp.h"
 #include "engine/engine_internal.h"
-#include "engine/sampler.h"
+#include "engine/kv_budget.h"
+#include "engine/seq.h" /* pm_seq and struct pm_engine */
 #include "nn/ops.h"
-#include "tok/tokenizer.h"
-
-enum { PARK_NONE, PARK_WAITING, PARK_AWAY };
-
-typedef struct pm_seq {
-    int64_t id;
-    pm_prepared prep;       /* mode, adapter, prompt ids and merged prompt rows */
-    int32_t *tokens;        /* prompt ids then generated ids */
-    int n_tokens, cap_tokens, n_prompt, n_gen, max_tokens, max_context;
-    pm_kv_cache kv;
-    int rope_long;
-    int cached;             /* the prompt positions the prompt cache held (on_prompt_cached) */
-    pm_sampler sampler;
-    pm_tok_stream *stream;
-    pm_callbacks cb;
-    char **stop;
-    int n_stop;
-    int32_t *stop_ids;      /* pm_request.stop_ids (copied) */
-    int n_stop_ids;
-    int stop_in_output;     /* what ended the request stays in the text */
-    char *hold;             /* text held back because it may start a stop string */
-    size_t hold_len;
-    int cancelled;
-    float *logits;
-    int logits_ready;       /* its prompt (or recompute) was prefilled beside the steps: sample first */
-    int top_logprobs;       /* < 0: no log-probabilities (not asked, or no on_logprobs); else how many alternatives */
-    int logprobs_eos;       /* the end-of-sequence token reports its log-probabilities too */
-    float *lp_logits;       /* the logits as the model gave them, where sampling rescales its own [vocab] */
-    int min_tokens;         /* the end tokens and the stop tokens are banned until this many have come */
-    int ignore_eos;         /* the end tokens are banned throughout */
-    int json;               /* the mask holds the output now (JSON mode, or a lazy value begun): json_state has the value so far */
-    int32_t json_open;      /* lazy JSON mode: the tokens that begin and end a held value (-1: not lazy) */
-    int32_t json_close;
-    pm_json_schema *schema; /* with a schema: its graph, which json_state points into */
-    pm_json_state json_state;
-    pm_regex *regex;        /* a guided pattern's DFA (PM_FORMAT_REGEX, PM_FORMAT_CHOICE; NULL: none) */
-    int32_t rx_state;       /* where the output so far has taken it */
-    pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
-    int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
-    int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
-    int32_t draft[PM_MAX_DRAFT]; /* this step's drafted tokens (pm_engine_opts.draft_tokens), checked after its next */
-    int n_draft;
-    int draft_room;         /* how many the next drafting step may check (grows while drafts are taken) */
-    int32_t *pred;          /* pm_request.prediction's tokens (NULL: none) */
-    int n_pred, pred_at;    /* ... and where its last draft began */
-    int draft_pred;         /* this step's drafts came from the prediction */
-    int pred_drafted, pred_accepted; /* its tokens drafted and taken (pm_callbacks.on_prediction) */
-} pm_seq;
-
-struct pm_engine {
-    pm_model *m;
-    pm_engine_opts o;
-    pm_seq **seqs;
-    int n;
-    int64_t next_id;
-    int64_t kv_budget;      /* < 0: none */
-    int64_t kv_reserved;    /* sum over the live sequences */
-    pm_fault fault;         /* test-only (engine_internal.h) */
-    pm_prefix_cache *prefix;   /* prefilled prompts' KV (pm_engine_opts.prefix_cache); NULL: off */
-    pm_media_cache *media;     /* and their media's encoder outputs, beside it */
-    pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
-    pm_regex_vocab *regex_vocab; /* built at the first guided request */
-    uint8_t *json_allow;    /* the masks' scratch [vocab] (JSON and guided patterns) */
-    int32_t end_id;         /* <|end|>, after which a prefill chunk may end early (chunk_end); -1: none */
-    float *draft_logits;    /* [draft_rows][vocab]: a drafting step's rows' logits */
-    int draft_rows;         /* 1 + the most drafts a step may check (0: none allocated yet) */
-    int64_t drafted, accepted; /* tokens drafted and taken so far (pm_engine_draft_stats) */
-};
 
 void pm_engine_opts_default(pm_engine_opts *o) {
     o->max_seqs = 16;
@@ -276,7 +202,7 @@ void pm_engine_prefix_stats(const pm_engine *eng, pm_prefix_stats *st) {
     if (eng && eng->media) pm_media_cache_stats(eng->media, &st->media_lookups, &st->media_hits, &st->media_bytes);
 }
 
-static void seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
+void pm_seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
     pm_seq *s = eng->seqs[i];
     eng->kv_reserved -= s->kv_reserved;
     if (why != PM_FINISH_ERROR) offer_prefix(eng, s);
@@ -292,7 +218,7 @@ void pm_engine_free(pm_engine *eng) {
     if (!eng) return;
     pm_prefix_cache *prefix = eng->prefix;
     eng->prefix = NULL; /* the sequences ended here keep nothing */
-    while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
+    while (eng->n) pm_seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
     pm_prefix_cache_free(prefix);
     pm_media_cache_free(eng->media);
     pm_json_vocab_free(eng->json_vocab);
@@ -308,85 +234,6 @@ void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *acce
     if (accepted) *accepted = eng ? eng->accepted : 0;
 }
 
-/* From a prediction (pm_request.prediction): while the answer so far is its beginning, what follows
- * it there; else after the answer's last 3 (else 2) tokens where they occur in it, the first
- * occurrence from where the last draft began on (the answer keeps pace with it), else the first
- * before. At most k tokens into s->draft; returns how many. */
-static int draft_from_prediction(pm_seq *s, int k) {
-    int g0 = s->n_gen, n = s->n_tokens;
-    const int32_t *ans = s->tokens + s->n_prompt;
-    if (g0 < s->n_pred && !memcmp(ans, s->pred, sizeof(int32_t) * (size_t)g0)) {
-        int m = s->n_pred - g0 < k ? s->n_pred - g0 : k;
-        memcpy(s->draft, s->pred + g0, sizeof(int32_t) * (size_t)m);
-        s->pred_at = g0;
-        return m;
-    }
-    for (int g = 3; g >= 2; g--) {
-        if (g0 < g) continue;
-        const int32_t *tail = s->tokens + n - g;
-        for (int pass = 0; pass < 2; pass++) {
-            int q0 = pass ? 0 : s->pred_at > g ? s->pred_at - g : 0, q1 = pass ? s->pred_at : s->n_pred - g;
-            for (int q = q0; q < q1 && q + g < s->n_pred; q++)
-                if (s->pred[q] == tail[0] && !memcmp(s->pred + q, tail, sizeof(int32_t) * (size_t)g)) {
-                    int m = s->n_pred - (q + g) < k ? s->n_pred - (q + g) : k;
-                    memcpy(s->draft, s->pred + q + g, sizeof(int32_t) * (size_t)m);
-                    s->pred_at = q + g;
-                    return m;
-                }
-        }
-    }
-    return 0;
-}
-
-/* This step's drafts (s->draft, s->n_draft; 0 when none), as many as it may check: from the
- * request's prediction when it has one (draft_from_prediction), else, with draft_tokens on, by
- * prompt lookup: the tokens that followed an earlier occurrence of the sequence's last 3 (else 2)
- * tokens. Only while it decodes alone (beside others the batch already shares each pass over the
- * weights), within its max_tokens and context, and, before the LongRoPE switch, only over
- * positions the short factors cover (the switch happens at the same step as without drafts). */
-static void draft_tokens(pm_engine *eng, pm_seq *s) {
-    const pm_llm_config *c = &eng->m->llm.c;
-    int n = s->n_tokens, p0 = s->kv.len, k = s->draft_room ? s->draft_room : 2;
-    int most = s->pred && !eng->o.draft_tokens ? PM_PREDICTION_DRAFT : eng->o.draft_tokens;
-    s->n_draft = 0;
-    s->draft_pred = 0;
-    if (!most || eng->n != 1 || s->n_gen < 1 || n - p0 != 1 || pm_prompt_lp_pending(&s->plp)) return;
-    if (eng->draft_rows < most + 1) { /* a prediction in an engine that does not draft: its rows' logits, once */
-        float *dl = malloc(sizeof(float) * (size_t)(most + 1) * (size_t)c->vocab);
-        if (!dl) return; /* no drafts: the steps go on as without them */
-        free(eng->draft_logits);
-        eng->draft_logits = dl;
-        eng->draft_rows = most + 1;
-    }
-    if (k > most) k = most;
-    if (k > s->max_tokens - s->n_gen - 1) k = s->max_tokens - s->n_gen - 1;
-    if (k > s->max_context - n - 1) k = s->max_context - n - 1;
-    if (!s->rope_long && k > c->orig_max_pos - 1 - p0) k = c->orig_max_pos - 1 - p0;
-    if (k > 0 && s->pred && (s->n_draft = draft_from_prediction(s, k)) > 0) {
-        s->draft_pred = 1;
-        s->pred_drafted += s->n_draft; /* counted now: the sequence may end inside the step that checks them */
-        return;
-    }
-    if (!eng->o.draft_tokens) return; /* prompt lookup: opt-in */
-    for (int g = 3; g >= 2 && k > 0; g--) { /* the latest occurrence with k tokens after it, else the one with most */
-        if (n <= g) continue;
-        const int32_t *tail = s->tokens + n - g;
-        int best = -1, best_m = 0;
-        for (int q = n - g - 1; q >= 0 && best_m < k; q--)
-            if (s->tokens[q] == tail[0] && !memcmp(s->tokens + q, tail, sizeof(int32_t) * (size_t)g)) {
-                int m = n - (q + g) < k ? n - (q + g) : k;
-                if (m > best_m) {
-                    best = q;
-                    best_m = m;
-                }
-            }
-        if (best >= 0) {
-            memcpy(s->draft, s->tokens + best + g, sizeof(int32_t) * (size_t)best_m);
-            s->n_draft = best_m;
-            return;
-        }
-    }
-}
 
 int pm_engine_live(const pm_engine *eng) { return eng->n; }
 
@@ -882,7 +729,7 @@ int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
     if (i < eng->n) {
         pm_seq *s = eng->seqs[i];
         if (error) {
-            seq_finish(eng, i, PM_FINISH_ERROR, error);
+            pm_seq_finish(eng, i, PM_FINISH_ERROR, error);
         } else if (enc->logits && enc->kv.len == enc->prep.n && enc->prep.n == s->n_tokens) {
             pm_kv_free(&s->kv);
             s->kv = enc->kv;
@@ -904,164 +751,13 @@ int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
     return PM_OK;
 }
 
-/* Appends what the detokenizer still holds (bytes of an unfinished character) to *txt. */
-static int flush_onto(pm_tok_stream *st, char **txt, size_t *tl, pm_err *e) {
-    char *t2 = NULL;
-    size_t l2 = 0;
-    int rc = pm_tok_stream_flush(st, &t2, &l2, e);
-    if (!rc && l2) {
-        char *cat = realloc(*txt, *tl + l2 + 1);
-        if (!cat) rc = pm_errf(e, PM_ENOMEM, "out of memory for the text");
-        else {
-            memcpy(cat + *tl, t2, l2);
-            cat[*tl + l2] = 0;
-            *txt = cat;
-            *tl += l2;
-        }
-    }
-    free(t2);
-    return rc;
-}
-
-/* Emits text through on_token, holding back any tail that could begin a stop string.
- * Returns 1 when a stop string was completed (the text before it is emitted, and the string
- * itself with stop_in_output; the earliest one wins, the first listed at a tie). */
-static int emit_text(pm_seq *s, int32_t tok, const char *txt, size_t len, int final, int *cancel) {
-    char *nh = realloc(s->hold, s->hold_len + len + 1);
-    if (!nh) return 0;
-    s->hold = nh;
-    memcpy(s->hold + s->hold_len, txt, len);
-    s->hold_len += len;
-    s->hold[s->hold_len] = 0;
-    size_t emit = s->hold_len, cut = (size_t)-1, cut_len = 0;
-    for (int i = 0; i < s->n_stop; i++) {
-        char *p = strstr(s->hold, s->stop[i]);
-        if (p && (size_t)(p - s->hold) < cut) {
-            cut = (size_t)(p - s->hold);
-            cut_len = strlen(s->stop[i]);
-        }
-    }
-    if (cut != (size_t)-1) emit = cut + (s->stop_in_output ? cut_len : 0);
-    else if (!final)
-        for (int i = 0; i < s->n_stop; i++) {
-            size_t sl = strlen(s->stop[i]);
-            for (size_t k = sl - 1; k > 0; k--) /* longest suffix of hold that is a prefix of stop[i] */
-                if (k <= s->hold_len && !memcmp(s->hold + s->hold_len - k, s->stop[i], k)) {
-                    if (s->hold_len - k < emit) emit = s->hold_len - k;
-                    break;
-                }
-        }
-    if (s->cb.on_token && s->cb.on_token(s->cb.user, tok, s->hold, emit)) *cancel = 1;
-    memmove(s->hold, s->hold + emit, s->hold_len - emit);
-    s->hold_len -= emit;
-    s->hold[s->hold_len] = 0;
-    return cut != (size_t)-1;
-}
-
-/* The chosen token's log-probability and the top ones' from the model's logits (raw[vocab]). */
-static void report_logprobs(pm_seq *s, const float *raw, int vocab, int32_t t) {
-    pm_logprob top[PM_MAX_TOP_LOGPROBS];
-    double lse = pm_logsumexp(raw, vocab);
-    int n = pm_top_k(raw, vocab, s->top_logprobs, top);
-    for (int k = 0; k < n; k++) top[k].logprob = (float)(top[k].logprob - lse);
-    pm_logprob chosen = {t, (float)(raw[t] - lse)};
-    s->cb.on_logprobs(s->cb.user, chosen, top, n);
-}
-
-static int is_eos(const pm_llm_config *c, int32_t t) {
-    for (int i = 0; i < c->n_eos; i++)
-        if (c->eos_ids[i] == t) return 1;
-    return 0;
-}
-
-static int is_stop_id(const pm_seq *s, int32_t t) {
-    for (int i = 0; i < s->n_stop_ids; i++)
-        if (s->stop_ids[i] == t) return 1;
-    return 0;
-}
-
-/* Samples sequence i's next token from s->logits (the model's, after its last position), reports
- * and emits it (*out, when it is kept): 1 when the sequence ended here (finished and gone from
- * eng->seqs), 0 when it goes on, < 0 when the step fails (e set). */
-static int take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
-    const pm_llm *llm = &eng->m->llm;
-    pm_seq *s = eng->seqs[i];
-    const float *raw = s->logits; /* the model's logits, for the log-probabilities */
-    if (s->lp_logits) raw = memcpy(s->lp_logits, s->logits, sizeof(float) * (size_t)llm->c.vocab);
-    if (s->json) { /* the end tokens, and a lazy value's closing one, once the value is complete */
-        int32_t ends[PM_MAX_EOS + 1];
-        int n_ends = llm->c.n_eos;
-        memcpy(ends, llm->c.eos_ids, sizeof(int32_t) * (size_t)n_ends);
-        if (s->json_close >= 0) ends[n_ends++] = s->json_close;
-        pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
-    }
-    if (s->regex) pm_regex_mask(s->regex, s->rx_state, eng->regex_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
-    /* min_tokens and ignore_eos yield to a held output that is complete: nothing but the end may follow it */
-    int early = s->n_gen < s->min_tokens;
-    if ((early || s->ignore_eos) && !(s->json && pm_json_done(&s->json_state)) && !(s->regex && pm_regex_final(s->regex, s->rx_state))) {
-        for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
-        for (int k = 0; early && k < s->n_stop_ids; k++) s->logits[s->stop_ids[k]] = -INFINITY;
-    }
-    int32_t t = pm_sampler_next(&s->sampler, s->logits);
-    if ((s->json || s->regex) && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
-        seq_finish(eng, i, PM_FINISH_ERROR,
-                   s->json ? "JSON mode: no token of the vocabulary continues the value"
-                           : "guided decoding: no token of the vocabulary continues the pattern");
-        return 1;
-    }
-    int eos = is_eos(&llm->c, t);
-    if (s->top_logprobs >= 0 && (!eos || s->logprobs_eos)) report_logprobs(s, raw, llm->c.vocab, t);
-    if (eos) {
-        char *txt = NULL;
-        size_t tl = 0;
-        int cancel = 0;
-        /* the end token's own text (a special token's only with keep_special) where the output keeps it */
-        if ((!s->stop_in_output || !pm_tok_stream_push(s->stream, t, &txt, &tl, e)) && !flush_onto(s->stream, &txt, &tl, e))
-            emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
-        free(txt);
-        seq_finish(eng, i, PM_FINISH_STOP, NULL);
-        return 1;
-    }
-    s->tokens[s->n_tokens++] = t;
-    s->n_gen++;
-    if (pm_sampler_accept(&s->sampler, t)) {
-        seq_finish(eng, i, PM_FINISH_ERROR, "out of memory for the penalties' table of the generated tokens");
-        return 1;
-    }
-    int closed = s->json && t == s->json_close; /* a lazy value's end: the request's too */
-    if (s->json && !closed) { /* the mask let only continuations through */
-        size_t bl = 0;
-        const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
-        pm_json_feed(&s->json_state, b, bl);
-    } else if (s->regex) {
-        size_t bl = 0;
-        const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
-        s->rx_state = pm_regex_feed(s->regex, s->rx_state, b, bl);
-    } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
-        s->json = 1;
-        pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
-    }
-    char *txt = NULL;
-    size_t tl = 0;
-    int stop_tok = is_stop_id(s, t); /* a stop token ends the request; its text only where the output keeps it */
-    int cancel = 0, stopped = 0, last = s->n_gen >= s->max_tokens || s->n_tokens >= s->max_context || closed || stop_tok;
-    if ((!stop_tok || s->stop_in_output) && pm_tok_stream_push(s->stream, t, &txt, &tl, e)) return -1;
-    if (last) flush_onto(s->stream, &txt, &tl, e); /* what the detokenizer still holds */
-    stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
-    free(txt);
-    *out = t;
-    if (stopped || closed || stop_tok) seq_finish(eng, i, PM_FINISH_STOP, NULL);
-    else if (cancel) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
-    else if (last) seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
-    return stopped || closed || cancel || last;
-}
 
 int pm_engine_step(pm_engine *eng) {
     pm_err e = {0};
     const pm_llm *llm = &eng->m->llm;
     int H = llm->c.hidden;
     for (int i = eng->n - 1; i >= 0; i--)
-        if (eng->seqs[i]->cancelled) seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
+        if (eng->seqs[i]->cancelled) pm_seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
     if (!eng->n) return 0;
     int nc = eng->n;
     pm_llm_chunk *ch = pm_calloc((size_t)eng->n, sizeof *ch, &e);
@@ -1086,7 +782,7 @@ int pm_engine_step(pm_engine *eng) {
             continue;
         }
         int p0 = s->kv.len, n = chunk_end(eng, s->tokens, s->n_tokens, p0, NULL) - p0;
-        draft_tokens(eng, s); /* the next token's row, then the drafted ones' */
+        pm_seq_draft(eng, s); /* the next token's row, then the drafted ones' */
         rows[i] = pm_malloc(sizeof(float) * (size_t)(n + s->n_draft) * H, &e);
         if (!rows[i] || chunk_rows(llm, &s->prep, s->n_prompt, s->tokens, p0, n, rows[i], &e) ||
             (s->n_draft && pm_llm_embed(llm, s->draft, s->n_draft, rows[i] + (size_t)n * H, &e)))
@@ -1128,7 +824,7 @@ int pm_engine_step(pm_engine *eng) {
         }
         if (ch[i].n > 0 && s->n_gen == 0) offer_prompt(eng, &s->prep, s->n_prompt, &s->kv, s->rope_long, 1); /* its prompt is in */
         if (s->max_tokens == 0) { /* a scoring request: nothing to generate */
-            seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+            pm_seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
             continue;
         }
         /* a drafting step: the rows in order, each sampled as a step would (its logits in
@@ -1142,7 +838,7 @@ int pm_engine_step(pm_engine *eng) {
                 memcpy(s->logits, eng->draft_logits + (size_t)j * llm->c.vocab, sizeof(float) * (size_t)llm->c.vocab);
                 s->kv.len = p0 + 1 + j;
             }
-            int r = take_token(eng, i, &t, &e);
+            int r = pm_seq_take_token(eng, i, &t, &e);
             if (r < 0) goto fail;
             if (r > 0 || j == nd || t != s->draft[j]) {
                 /* a step of more rows streams the weights slower (5 rows: ~2.2 x a row's time on the
@@ -1172,7 +868,7 @@ fail:
     for (int i = 0; tr && i < nc; i++) free(tr[i].final_norm);
     free(rows);
     free(tr);
-    while (eng->n) seq_finish(eng, eng->n - 1, PM_FINISH_ERROR, e.msg);
+    while (eng->n) pm_seq_finish(eng, eng->n - 1, PM_FINISH_ERROR, e.msg);
     return e.code ? e.code : PM_ESTATE;
 }
 

@@ -90,7 +90,7 @@ row opt-max-tokens-huge 1 "${E}-n must be a non-negative integer, got '100000000
 row opt-max-tokens-zero 1 "${E}-n 0 generates nothing: only with --score" gen -p x -n 0
 row opt-max-audio-seconds-negative 1 "${E}--max-audio-seconds must be a non-negative number, got '-1'" gen -p x --max-audio-seconds -1
 row prompt-image-placeholder-no-image 1 "${E}prompt: <\|image_1\|> has no image: only 0 images were given" gen -p "<|image_1|>x"
-row prompt-invalid-utf8-repaired 0 "." gen -p $'\xff\xfe caf\xc3 \xed\xa0\x80 x'
+row prompt-invalid-utf8-refused 1 "${E}the prompt is not UTF-8 text \(byte 0\)" gen -p $'\xff\xfe caf\xc3 \xed\xa0\x80 x'
 row prompt-missing 1 "${E}missing -p PROMPT" "$BIN" generate -m "$M" -n 2
 # --mlock: refused by a small RLIMIT_MEMLOCK (root also loses CAP_IPC_LOCK, which would override it)
 lowlock() { # command... under ulimit -l 64
