@@ -18,6 +18,7 @@
 #include "../cli/cli_util.h"
 #include "../cli/commands.h"
 #include "http.h"
+#include "instance.h"
 #include "media_fetch.h"
 #include "media_urls.h"
 #include "metrics.h"
@@ -279,15 +280,15 @@ static int write_port_file(const char *path, int port) {
     return rename(tmp, path);
 }
 
-int pm_cmd_serve(int argc, char **argv) {
+int srv_instance_start(int argc, char **argv, srv_instance *out, int *help) {
+    memset(out, 0, sizeof *out);
+    *help = 0;
     srv_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return cli_fail("serve", "out of memory");
     srv_opts_default(&ctx->o);
-    int help = 0;
-    if (parse_opts(argc, argv, &ctx->o, &help) || help) {
-        if (help) usage();
+    if (parse_opts(argc, argv, &ctx->o, help) || *help) {
         free(ctx);
-        return help ? 0 : 2;
+        return *help ? 0 : 2;
     }
     char dirbuf[4096];
     snprintf(dirbuf, sizeof dirbuf, "%s", ctx->o.model_dir);
@@ -320,7 +321,7 @@ int pm_cmd_serve(int argc, char **argv) {
         return cli_fail("serve", "out of memory");
     }
 
-    /* Every thread created from here on inherits this mask; the main thread takes the signals. */
+    /* Every thread created from here on inherits this mask: signals go to the caller's thread. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -337,7 +338,10 @@ int pm_cmd_serve(int argc, char **argv) {
         free(ctx);
         return cli_fail("serve", "%s", err);
     }
+    out->ctx = ctx;
+    out->http = http;
     int port = srv_http_port(http);
+    out->port = port;
     int v6 = strchr(ctx->o.host, ':') != NULL;
     fprintf(stderr, "phi4mm serve: listening on %s://%s%s%s:%d (model loading)\n", ctx->o.tls_cert ? "https" : "http", v6 ? "[" : "",
             ctx->o.host, v6 ? "]" : "", port);
@@ -350,35 +354,54 @@ int pm_cmd_serve(int argc, char **argv) {
     if (ctx->o.port_file && write_port_file(ctx->o.port_file, port))
         fprintf(stderr, "phi4mm serve: warning: cannot write --port-file %s\n", ctx->o.port_file);
 
-    int rc = 0;
     double t0 = srv_now();
     pm_model_info info = {0};
-    if (pm_model_load_opts(&ctx->model, ctx->o.model_dir, &ctx->o.load, err, sizeof err)) rc = cli_fail("serve", "%s", err);
-    else {
-        pm_model_get_info(ctx->model, &info);
-        ctx->max_context = info.max_position;
-        ctx->tool_call_open = pm_model_token_id(ctx->model, "<|tool_call|>");
-        ctx->tool_call_close = pm_model_token_id(ctx->model, "<|/tool_call|>");
-        cli_compute_note("serve", &ctx->o.load, ctx->model);
-        if (ctx->o.load.recache)
-            fprintf(stderr, "phi4mm serve: re-read %.2f GB of checkpoint, %.2f GB of it in 2 MB pages\n", info.recache_bytes / 1e9,
-                    info.recache_huge_bytes / 1e9);
-        if (srv_sched_start(&ctx->sched, ctx, err, sizeof err)) rc = cli_fail("serve", "%s", err);
-    }
-    if (!rc) {
-        atomic_store(&ctx->ready, 1);
-        int64_t kvb = srv_sched_kv_budget(ctx->sched);
-        char kv[80];
-        if (kvb < 0) snprintf(kv, sizeof kv, "no KV budget (%s cache)", ctx->o.kv_bf16 ? "bf16" : "fp32");
-        else
-            snprintf(kv, sizeof kv, "KV budget %.2f GiB%s (%s cache)", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)",
-                     ctx->o.kv_bf16 ? "bf16" : "fp32");
-        int64_t pc = srv_sched_prompt_cache(ctx->sched);
-        char pcs[48] = ", no prompt cache";
-        if (pc > 0) snprintf(pcs, sizeof pcs, ", prompt cache %.2f GiB", (double)pc / (1 << 30));
-        fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s%s, %s products, request memory %.0f MiB%s\n",
-                ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, pcs, info.compute_bf16 ? "bf16" : "fp32",
-                (double)ctx->req_budget / (1 << 20), ctx->o.api_key ? ", API key required" : "");
+    if (pm_model_load_opts(&ctx->model, ctx->o.model_dir, &ctx->o.load, err, sizeof err)) return cli_fail("serve", "%s", err);
+    pm_model_get_info(ctx->model, &info);
+    ctx->max_context = info.max_position;
+    ctx->tool_call_open = pm_model_token_id(ctx->model, "<|tool_call|>");
+    ctx->tool_call_close = pm_model_token_id(ctx->model, "<|/tool_call|>");
+    cli_compute_note("serve", &ctx->o.load, ctx->model);
+    if (ctx->o.load.recache)
+        fprintf(stderr, "phi4mm serve: re-read %.2f GB of checkpoint, %.2f GB of it in 2 MB pages\n", info.recache_bytes / 1e9,
+                info.recache_huge_bytes / 1e9);
+    if (srv_sched_start(&ctx->sched, ctx, err, sizeof err)) return cli_fail("serve", "%s", err);
+    atomic_store(&ctx->ready, 1);
+    int64_t kvb = srv_sched_kv_budget(ctx->sched);
+    char kv[80];
+    if (kvb < 0) snprintf(kv, sizeof kv, "no KV budget (%s cache)", ctx->o.kv_bf16 ? "bf16" : "fp32");
+    else
+        snprintf(kv, sizeof kv, "KV budget %.2f GiB%s (%s cache)", (double)kvb / (1 << 30), ctx->o.kv_budget ? "" : " (auto)",
+                 ctx->o.kv_bf16 ? "bf16" : "fp32");
+    int64_t pc = srv_sched_prompt_cache(ctx->sched);
+    char pcs[48] = ", no prompt cache";
+    if (pc > 0) snprintf(pcs, sizeof pcs, ", prompt cache %.2f GiB", (double)pc / (1 << 30));
+    fprintf(stderr, "phi4mm serve: model '%s' ready in %.2f s; %d parallel sequences, queue %d, %s%s, %s products, request memory %.0f MiB%s\n",
+            ctx->model_id, srv_now() - t0, ctx->o.parallel, ctx->o.max_queue, kv, pcs, info.compute_bf16 ? "bf16" : "fp32",
+            (double)ctx->req_budget / (1 << 20), ctx->o.api_key ? ", API key required" : "");
+    return 0;
+}
+
+void srv_instance_stop(srv_instance *in) {
+    srv_ctx *ctx = in->ctx;
+    if (!ctx) return;
+    srv_http_quiesce(in->http);
+    srv_sched_stop(ctx->sched);
+    srv_http_stop(in->http);
+    srv_sched_free(ctx->sched);
+    pm_model_free(ctx->model);
+    srv_metrics_free(ctx->metrics);
+    srv_response_store_free(ctx->responses);
+    media_hosts_stop(ctx);
+    free(ctx);
+    memset(in, 0, sizeof *in);
+}
+
+int pm_cmd_serve(int argc, char **argv) {
+    srv_instance in;
+    int help = 0, rc = srv_instance_start(argc, argv, &in, &help);
+    if (help) usage();
+    if (!rc && !help) { /* serve until told to stop (the signals are blocked in every thread; this one takes them) */
         int sig = 0;
         sigset_t wait;
         sigemptyset(&wait);
@@ -387,14 +410,6 @@ int pm_cmd_serve(int argc, char **argv) {
         sigwait(&wait, &sig);
         fprintf(stderr, "phi4mm serve: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
-    srv_http_quiesce(http);
-    srv_sched_stop(ctx->sched);
-    srv_http_stop(http);
-    srv_sched_free(ctx->sched);
-    pm_model_free(ctx->model);
-    srv_metrics_free(ctx->metrics);
-    srv_response_store_free(ctx->responses);
-    media_hosts_stop(ctx);
-    free(ctx);
+    srv_instance_stop(&in);
     return rc;
 }
