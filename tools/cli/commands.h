@@ -11,6 +11,7 @@ int pm_cmd_synth(int argc, char **argv);
 int pm_cmd_parity(int argc, char **argv);
 int pm_cmd_tokcheck(int argc, char **argv);
 int pm_cmd_serve(int argc, char **argv);
+int pm_cmd_run_batch(int argc, char **argv);
 int pm_cmd_bench(int argc, char **argv);
 int pm_cmd_mkmedia(int argc, char **argv);
 int pm_cmd_q8check(int argc, char **argv);

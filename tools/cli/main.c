@@ -18,6 +18,7 @@
 #pragma weak pm_cmd_parity
 #pragma weak pm_cmd_tokcheck
 #pragma weak pm_cmd_serve
+#pragma weak pm_cmd_run_batch
 #pragma weak pm_cmd_bench
 #pragma weak pm_cmd_mkmedia
 #pragma weak pm_cmd_q8check
@@ -73,6 +74,7 @@ int main(int argc, char **argv) {
         {"transcribe", pm_cmd_transcribe, "speech recognition with the official ASR prompt"},
         {"chat", pm_cmd_chat, "a conversation on stdin, each turn past the history (prompt cache)"},
         {"serve", pm_cmd_serve, "OpenAI-compatible HTTP server"},
+        {"run-batch", pm_cmd_run_batch, "answer an OpenAI Batch file of requests (JSONL), a result line each"},
         {"info", pm_cmd_info, "print a checkpoint's summary"},
         {"parity", pm_cmd_parity, "compare every stage with a reference fixture set"},
         {"tokcheck", pm_cmd_tokcheck, "run tokenizer test vectors"},

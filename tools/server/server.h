@@ -1,7 +1,8 @@
 /* server.h — shared types of `phi4mm serve`, the OpenAI-compatible HTTP server.
  *
  * Layout (one job per file):
- *   cmd_serve.c    options, model loading, lifecycle (signals, orderly shutdown)
+ *   cmd_serve.c    options, model loading, lifecycle (signals, orderly shutdown): srv_instance (instance.h)
+ *   run_batch.c    `phi4mm run-batch`: an OpenAI Batch file sent to a server of its own, a result line each
  *   http.c         libmicrohttpd glue: routing, bounded bodies, auth, CORS, responses, suspend/resume
  *   routes_chat.c  POST /v1/chat/completions, /v1/completions: request -> job, job -> JSON / SSE
  *   routes_audio.c POST /v1/audio/transcriptions|translations
