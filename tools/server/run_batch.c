@@ -386,10 +386,12 @@ static void usage(void) {
 int pm_cmd_run_batch(int argc, char **argv) {
     const char *cmd = "run-batch", *in_path = NULL, *out_path = "-";
     static const char *const own_server[] = {"--host", "--port", "--port-file", "--api-key", "--tls-cert", "--tls-key", "--cors"};
-    char **sargv = calloc((size_t)argc + 10, sizeof *sargv);
+    char **sargv = calloc((size_t)argc + 12, sizeof *sargv);
     if (!sargv) return cli_fail(cmd, "out of memory");
     int sargc = 0;
     sargv[sargc++] = "serve";
+    sargv[sargc++] = "--response-store"; /* nobody could ask for a kept response (an option given below wins) */
+    sargv[sargc++] = "off";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
