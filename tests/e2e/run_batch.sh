@@ -2,7 +2,7 @@
 # run_batch.sh — `phi4mm run-batch` on the tiny fixture model:
 #  - an OpenAI Batch input file (chat with text, with an image, with audio; completions; a Responses
 #    request) gets a line a request in the input's order, each 200 answer the very body
-#    `phi4mm serve` gives the same request (ids and times aside), greedy answers equal the CLI's;
+#    `phi4mm serve` gives the same request (ids and times aside; neither keeps responses), greedy answers equal the CLI's;
 #  - 24 requests decoded 4 at a time (--parallel 4) each get the answer it gets alone;
 #  - lines that are no request (not JSON, another method or URL, a streamed body, a custom_id seen
 #    before) and requests the server refuses get their line naming why; the others go on; the exit
@@ -12,7 +12,7 @@ source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
 I=$FIX/phi4mm-tiny/inputs
 
-start_server -m "$M" --quiet
+start_server -m "$M" --quiet --response-store off # as run-batch runs its own
 if [ -z "$port" ]; then
   fail run_batch_server "the reference server did not start: $(tail -3 "$tmp/srv.log")"
   exit 0
