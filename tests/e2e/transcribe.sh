@@ -5,7 +5,7 @@
 #  - --jsonl: an object a file, in order, errors included;
 #  - a missing and a corrupt file among good ones: each named on stderr, the others transcribed,
 #    exit status 1;
-#  - --translate LANGUAGE is generate with the translation instruction;
+#  - --translate LANGUAGE is generate with the translation instruction, --prompt TEXT with that instruction;
 #  - --chunk S: a long file in pieces, each the text its samples get alone, cut in the pauses;
 #  - --srt / --vtt: the pieces as subtitle cues with the times --jsonl reports; one file only;
 #  - FILE - is standard input (a piped WAV or WebM).
@@ -53,6 +53,16 @@ got=$("$BIN" transcribe -m "$M" -n 8 --translate French "${clips[0]}" 2>&1)
 ref=$("$BIN" generate -m "$M" -n 8 --raw --audio "${clips[0]}" -p "<|user|><|audio_1|>Translate the audio to French.<|end|><|assistant|>" 2>/dev/null)
 if [ "$got" = "$ref" ] && [ -n "$got" ]; then pass transcribe_translate_is_generate
 else fail transcribe_translate_is_generate "$got vs $ref"; fi
+
+# --prompt: the instruction after the clip, or the whole user turn where it places <|audio_1|>
+got=$("$BIN" transcribe -m "$M" -n 8 --prompt "List the words." "${clips[0]}" 2>&1)
+ref=$("$BIN" generate -m "$M" -n 8 --raw --audio "${clips[0]}" -p "<|user|><|audio_1|>List the words.<|end|><|assistant|>" 2>/dev/null)
+got2=$("$BIN" transcribe -m "$M" -n 8 --prompt "Words: <|audio_1|>" "${clips[0]}" 2>&1)
+ref2=$("$BIN" generate -m "$M" -n 8 --raw --audio "${clips[0]}" -p "<|user|>Words: <|audio_1|><|end|><|assistant|>" 2>/dev/null)
+err=$("$BIN" transcribe -m "$M" --prompt "x <|audio_2|>" "${clips[0]}" 2>&1); rc=$?
+if [ "$got" = "$ref" ] && [ -n "$got" ] && [ "$got2" = "$ref2" ] && [ -n "$got2" ] && [ $rc = 1 ] && grep -q 'audio_2' <<<"$err"
+then pass transcribe_prompt_is_generate
+else fail transcribe_prompt_is_generate "$got vs $ref / $got2 vs $ref2 / $rc $err"; fi
 
 "$BIN" transcribe -m "$M" --parallel 0 "${clips[0]}" >/dev/null 2>"$tmp/err" && fail transcribe_bad_parallel_refused || pass transcribe_bad_parallel_refused
 

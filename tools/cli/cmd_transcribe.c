@@ -13,6 +13,8 @@
 #include "../server/subtitles.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "tok/chat.h"
+#include "tok/utf8.h"
 
 enum { T_WAITING = 0, T_RUNNING, T_DONE, T_FAILED };
 
@@ -212,6 +214,8 @@ static void usage_transcribe(void) {
             "  are several), in the order given; FILE - is standard input (a pipe: ffmpeg ... -f wav - |)\n"
             "  -n, --max-tokens N    tokens per file at most (default 512)\n"
             "  --translate LANGUAGE  translate the speech to LANGUAGE instead (\"Translate the audio to ...\")\n"
+            "  --prompt TEXT         the instruction instead (after the clip; one that places <|audio_1|> itself\n"
+            "                        is the whole user turn), as the server's prompt field\n"
             "  --parallel N          files decoded together, 1-64 (default 8): one pass over the weights\n"
             "                        a step for all of them; each file's text is the one it gets alone\n"
             "  --jsonl               a JSON object a line: {\"file\", \"text\", \"finish\"} or {\"file\", \"error\"}\n"
@@ -228,7 +232,7 @@ static void usage_transcribe(void) {
 }
 
 int pm_cmd_transcribe(int argc, char **argv) {
-    const char *cmd = "transcribe", *dir = NULL, *language = NULL;
+    const char *cmd = "transcribe", *dir = NULL, *language = NULL, *instruction = NULL;
     long n = 512, parallel = 8;
     double max_seconds = 0, chunk = 0;
     int rc = 0, jsonl = 0, subs = 0, nfiles = 0;
@@ -266,6 +270,12 @@ int pm_cmd_transcribe(int argc, char **argv) {
             language = argv[++i];
             if (!language[0] || strlen(language) > 64 || strpbrk(language, "<>|\n"))
                 rc = cli_fail(cmd, "--translate takes a language name or code (at most 64 characters, no '<', '>', '|')");
+        } else if (!strcmp(a, "--prompt")) {
+            instruction = argv[++i];
+            size_t len = strlen(instruction);
+            if (!len || len > 4096) rc = cli_fail(cmd, "--prompt takes an instruction of 1-4096 bytes");
+            else if (pm_utf8_valid_prefix((const uint8_t *)instruction, len) != len)
+                rc = cli_fail(cmd, "--prompt is not UTF-8 text (byte %zu)", pm_utf8_valid_prefix((const uint8_t *)instruction, len));
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (!strcmp(a, "--parallel")) {
@@ -279,14 +289,27 @@ int pm_cmd_transcribe(int argc, char **argv) {
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
     if (!rc && !nfiles) rc = cli_fail(cmd, "no audio files given");
+    if (!rc && language && instruction) rc = cli_fail(cmd, "--translate and --prompt both give the instruction: one of them");
     if (!rc && subs && (jsonl || nfiles > 1)) rc = cli_fail(cmd, "--srt / --vtt write one recording's subtitles: one FILE, without --jsonl");
     if (rc) {
         free(files);
         return rc;
     }
-    char prompt[192], err[1024];
+    char prompt[4352], err[1024];
     if (language) snprintf(prompt, sizeof prompt, "<|user|><|audio_1|>Translate the audio to %s.<|end|><|assistant|>", language);
+    else if (instruction) /* the clip first, as the model card writes it, unless the instruction places it */
+        snprintf(prompt, sizeof prompt, "<|user|>%s%s<|end|><|assistant|>", strstr(instruction, "<|audio_1|>") ? "" : "<|audio_1|>", instruction);
     else snprintf(prompt, sizeof prompt, "<|user|><|audio_1|>Transcribe the audio clip into text.<|end|><|assistant|>");
+    if (instruction) { /* its placeholders checked once, before any file is read */
+        char *rew = NULL;
+        pm_err pe = {0};
+        if (pm_prompt_rewrite_placeholders(prompt, 0, 1, &rew, &pe)) rc = cli_fail(cmd, "--prompt: %s", pe.msg);
+        free(rew);
+        if (rc) {
+            free(files);
+            return rc;
+        }
+    }
     opts.max_seqs = (int)(parallel < nfiles || chunk > 0 ? parallel : nfiles); /* a file may be many pieces */
     opts.limits.max_audio_seconds = max_seconds;
     pm_model *m = NULL;
