@@ -27,7 +27,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test-deps test demo bench clean asan test-asan fuzz soak
+.PHONY: all deps test-deps test demo bench clean asan test-asan fuzz soak install uninstall examples
 
 all: deps $(BUILD)/phi4mm
 
@@ -75,6 +75,27 @@ $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libphi4mm.a
 $(BUILD)/tests/test_server_parsers: $(wildcard tools/server/*.c tools/server/*.h)
 
 tests: $(TEST_BIN)
+
+# examples/*.c: programs around the public API (phi4mm.h and libphi4mm.a only), built as a user would.
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+$(BUILD)/examples/%: examples/%.c include/phi4mm.h $(BUILD)/libphi4mm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(OPT) -std=c11 -Wall -Wextra -Wpedantic -fopenmp -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
+examples: $(EXAMPLE_BIN)
+
+# `make install [PREFIX=/usr/local] [DESTDIR=]`: the binary, the static library, the public header and a
+# pkg-config file (`cc prog.c $$(pkg-config --cflags --libs phi4mm)`); `make uninstall` removes them.
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define PM_VERSION "\(.*\)"/\1/p' include/phi4mm.h)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILD)/phi4mm $(DESTDIR)$(PREFIX)/bin/phi4mm
+	install -m 644 $(BUILD)/libphi4mm.a $(DESTDIR)$(PREFIX)/lib/libphi4mm.a
+	install -m 644 include/phi4mm.h $(DESTDIR)$(PREFIX)/include/phi4mm.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' phi4mm.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/phi4mm.pc
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/phi4mm $(DESTDIR)$(PREFIX)/lib/libphi4mm.a $(DESTDIR)$(PREFIX)/include/phi4mm.h \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/phi4mm.pc
 
 # The test command of the README and of CI. Ends with "N passed, M failed".
 test: deps test-deps $(BUILD)/phi4mm $(TEST_BIN)

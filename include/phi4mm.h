@@ -14,6 +14,14 @@
 extern "C" {
 #endif
 
+/* The library's version: the API is what this header declares at it. pm_version() gives the
+ * version of the library linked, which a program built against another header can compare. */
+#define PM_VERSION_MAJOR 0
+#define PM_VERSION_MINOR 36
+#define PM_VERSION_PATCH 0
+#define PM_VERSION "0.36.0"
+const char *pm_version(void);
+
 /* Status codes (negative = failure). */
 enum {
     PM_OK = 0,

@@ -20,6 +20,8 @@ void pm_logf(const pm_logger *lg, pm_log_level level, const char *fmt, ...) {
     fprintf(stderr, "phi4mm: %s: %s\n", names[level & 3], buf);
 }
 
+const char *pm_version(void) { return PM_VERSION; }
+
 const char *pm_status_name(int status) {
     switch (status) {
     case PM_OK: return "ok";

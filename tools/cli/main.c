@@ -7,6 +7,7 @@
 
 #include "audio/wave.h"
 #include "commands.h"
+#include "phi4mm.h"
 
 /* Weak references let the binary link while a subcommand's file is still being written; a
  * missing one reports itself instead of crashing. */
@@ -33,7 +34,7 @@ static void usage(const command *cmds, int n) {
     fprintf(stderr, "usage: phi4mm <command> [options]\n\ncommands:\n");
     for (int i = 0; i < n; i++)
         if (cmds[i].fn) fprintf(stderr, "  %-11s %s\n", cmds[i].name, cmds[i].help);
-    fprintf(stderr, "\nRun `phi4mm <command> --help` for the options of one command.\n");
+    fprintf(stderr, "\nRun `phi4mm <command> --help` for the options of one command; `phi4mm --version` for the version.\n");
 }
 
 /* libgomp reads its wait settings before main(), so the binary sets one and re-executes itself once.
@@ -84,6 +85,10 @@ int main(int argc, char **argv) {
         {"q8check", pm_cmd_q8check, "greedy agreement of --weights q8 with bf16 on synthetic prompts"},
     };
     int n = (int)(sizeof cmds / sizeof cmds[0]);
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+        printf("phi4mm %s\n", pm_version());
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(cmds, n);
         return argc < 2 ? 2 : 0;
