@@ -2,7 +2,8 @@
 # install.sh — `make install` into a staging folder (DESTDIR) and a program built against it as a
 # user would (examples/simple.c with `pkg-config --cflags --libs phi4mm`, the public header and the
 # static library only): it runs the tiny fixture model and gives `phi4mm generate`'s text, for a
-# text prompt and for an image with an audio clip; the installed binary reports the header's
+# text prompt and for an image with an audio clip (examples/batch.c: three prompts decoded together,
+# each generate's answer alone); the installed binary reports the header's
 # version; `make uninstall` leaves nothing behind.
 set -u
 source "$(dirname "$0")/common.bash"
@@ -44,6 +45,13 @@ check_same() { # name prompt media...
 }
 check_same example_text_equals_generate "What is the capital of France?"
 check_same example_image_audio_equals_generate "Answer the spoken question about the image." "$I/image.png" "$I/clip_a_16k.wav"
+# examples/batch.c: three prompts decoded together, each the answer it gets alone
+# shellcheck disable=SC2086
+if cc -O2 -std=c11 -Wall -Wextra -Werror ${EXTRA_CFLAGS:-} examples/batch.c $flags ${EXTRA_LDFLAGS:-} -o "$tmp/batch" 2>"$tmp/cc.log"; then
+  got=$("$tmp/batch" "$M" "What is the capital of France?" "Name three colours." "Hello" 2>"$tmp/ex.err"; echo "rc=$?")
+  want=$(for p in "What is the capital of France?" "Name three colours." "Hello"; do "$BIN" generate -m "$M" -n 32 -p "$p" 2>/dev/null; done; echo "rc=0")
+  [ "$got" = "$want" ] && pass example_batch_each_its_solo_answer || fail example_batch_each_its_solo_answer "'$got' vs '$want' $(tail -2 "$tmp/ex.err")"
+else fail example_batch_each_its_solo_answer "$(head -5 "$tmp/cc.log")"; fi
 "$tmp/simple" "$M" x "$tmp/none.png" >/dev/null 2>"$tmp/ex.err" && fail example_missing_file_refused ||
   { grep -q 'none.png' "$tmp/ex.err" && pass example_missing_file_refused || fail example_missing_file_refused "$(cat "$tmp/ex.err")"; }
 
