@@ -111,6 +111,7 @@ put("tok_encode", "ph_1img_1aud", bytes([2 | ((1 | 1 << 2) << 3)]) + b"<|user|><
 put("tok_encode", "ph_2aud", bytes([2 | ((2 << 2) << 3)]) + b"<|audio_1|> then <|audio_2|>")
 put("tok_encode", "ids", bytes([3]) + struct.pack("<8i", 200019, 1, 2, 72, 199999, 200010, -5, 300000))
 put("tok_encode", "chat", bytes([4 | 8]) + b"system\0You are helpful.\0user\0Hi <|image_1|>\0assistant\0Hello")
+put("tok_encode", "chat_open", bytes([4 | 16]) + b"user\0Hi\0assistant\0The answer is")
 
 # -- images (mode byte 0x00 + file), geometry (mode byte odd + 3 int32)
 from PIL import Image
@@ -186,6 +187,9 @@ put("chat", "completion.json", json.dumps({"prompt": "<|user|>Hi<|end|><|assista
 put("chat", "completion_array.json", json.dumps({"prompt": ["one"], "stop": ["x"], "temperature": 0.3}))
 put("chat", "logprobs.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 3}))
 put("chat", "guided.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "guided_regex": "\\d{2,3}(-[a-z]+)?", "min_p": 0.1}))
+put("chat", "continue.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [{"type": "text", "text": "The"}]}],
+                                       "continue_final_message": True, "add_generation_prompt": False, "echo": True,
+                                       "stop_token_ids": [200020, 7], "include_stop_str_in_output": True, "skip_special_tokens": False}))
 put("chat", "guided_choice.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "structured_outputs": {"choice": ["a.b", "c"]}}))
 
 # -- multipart: Content-Type line, then the body
