@@ -201,7 +201,7 @@ typedef struct pm_logit_bias {
     int32_t token;
     float bias;
 } pm_logit_bias;
-enum { PM_MAX_LOGIT_BIAS = 1024, PM_MAX_STOP_IDS = 1024 };
+enum { PM_MAX_LOGIT_BIAS = 1024, PM_MAX_STOP_IDS = 1024, PM_MAX_ALLOWED_IDS = 1 << 18, PM_MAX_BAD_WORDS = 256, PM_MAX_BAD_WORD_BYTES = 256 };
 
 /* A token and its log-probability under the model. */
 typedef struct pm_logprob {
@@ -243,6 +243,17 @@ typedef struct pm_request {
     /* 1: special added tokens give their text (<|tool_call|>, ...) instead of nothing (vLLM's
      * skip_special_tokens false); the official decode drops them (0). */
     int keep_special;
+    /* Optional: only these tokens may come (vLLM's allowed_token_ids; each in [0, vocab), at most
+     * PM_MAX_ALLOWED_IDS); an end token only where listed (else the answer runs to max_tokens). */
+    const int32_t *allowed_ids;
+    int n_allowed_ids;
+    /* Optional: words the answer never writes (vLLM's bad_words, at most PM_MAX_BAD_WORDS of 1..
+     * PM_MAX_BAD_WORD_BYTES bytes besides leading whitespace): each tokenized as it would stand at
+     * the answer's start and after a space; the last token of such a sequence is banned wherever
+     * the answer ends with the tokens before it (a one-token word always). Another tokenization of
+     * the same text (the model spelling it in smaller pieces) is not caught, as in vLLM. */
+    const char *const *bad_words;
+    int n_bad_words;
     /* Optional: asked between encoder blocks (each Conformer block, each SigLIP layer) while the
      * request's media are encoded; non-zero gives up with PM_ECANCELED (a client gone, a server
      * stopping). From the encoding thread. */

@@ -103,6 +103,7 @@ static void seq_free(pm_seq *s) {
     for (int i = 0; i < s->n_stop; i++) free(s->stop[i]);
     free(s->stop);
     free(s->stop_ids);
+    pm_restrict_free(&s->bans);
     free(s->hold);
     free(s->logits);
     free(s->lp_logits);
@@ -289,6 +290,7 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
     for (int i = 0; i < req->n_stop_ids; i++)
         if (req->stop_ids[i] < 0 || req->stop_ids[i] >= vocab)
             return pm_errf(e, PM_EINVAL, "stop token id %d (entry %d) is not in [0, %d)", (int)req->stop_ids[i], i, vocab);
+    if (pm_restrict_check(req, vocab, e)) return e->code;
     if (req->n_logit_bias < 0 || req->n_logit_bias > PM_MAX_LOGIT_BIAS || (req->n_logit_bias > 0 && !req->logit_bias))
         return pm_errf(e, PM_EINVAL, "logit_bias holds 0..%d entries (got %d)", PM_MAX_LOGIT_BIAS, req->n_logit_bias);
     for (int i = 0; i < req->n_logit_bias; i++)
@@ -585,7 +587,8 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     s->pred = enc->pred; /* the prediction's tokens, made when it was encoded */
     s->n_pred = enc->n_pred;
     enc->pred = NULL;
-    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0 || s->ignore_eos) &&
+    if (s->top_logprobs >= 0 && (pm_sampler_modifies(&s->sampler) || req->format != PM_FORMAT_TEXT || s->min_tokens > 0 || s->ignore_eos ||
+                                 req->n_allowed_ids > 0 || req->n_bad_words > 0) &&
         !(s->lp_logits = pm_malloc(sizeof(float) * (size_t)eng->m->llm.c.vocab, e)))
         goto fail;
     s->stream = pm_tok_stream_new(eng->m->tok, !req->keep_special);
@@ -608,6 +611,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         s->n_stop_ids = req->n_stop_ids;
     }
     s->stop_in_output = req->stop_in_output;
+    if (pm_restrict_init(&s->bans, eng->m->tok, req, e)) goto fail;
     s->prep = enc->prep; /* the prompt rows move over, and its cache and logits when prefilled */
     if (cb && cb->on_prompt_logprobs) pm_prompt_lp_move(&s->plp, &enc->plp); /* and the prompt's scores, so far */
     pm_prompt_lp_free(&enc->plp);

@@ -14,6 +14,7 @@
 #include "engine/prepare.h"
 #include "engine/prompt_lp.h"
 #include "engine/regex.h"
+#include "engine/restrict.h"
 #include "engine/sampler.h"
 #include "phi4mm.h"
 #include "tok/tokenizer.h"
@@ -36,6 +37,7 @@ typedef struct pm_seq {
     int32_t *stop_ids;      /* pm_request.stop_ids (copied) */
     int n_stop_ids;
     int stop_in_output;     /* what ended the request stays in the text */
+    pm_restrict bans;       /* allowed_token_ids, bad_words */
     char *hold;             /* text held back because it may start a stop string */
     size_t hold_len;
     int cancelled;

@@ -1,5 +1,5 @@
 /* take.c — what a sampled token does to its sequence: the masks that held it (JSON mode, guided
- * patterns), min_tokens and ignore_eos, its log-probabilities, its text through the stop strings,
+ * patterns), min_tokens and ignore_eos, allowed_token_ids and bad_words, its log-probabilities, its text through the stop strings,
  * and whether the request ends with it (an end token, a stop token or string, max_tokens, a lazy
  * value's close). */
 #include <math.h>
@@ -104,11 +104,14 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
         for (int k = 0; early && k < s->n_stop_ids; k++) s->logits[s->stop_ids[k]] = -INFINITY;
     }
+    pm_restrict_apply(&s->bans, s->tokens + s->n_prompt, s->n_gen, s->logits, llm->c.vocab);
     int32_t t = pm_sampler_next(&s->sampler, s->logits);
-    if ((s->json || s->regex) && isinf(s->logits[t]) && s->logits[t] < 0) { /* cannot happen with a byte-level vocabulary */
+    if (isinf(s->logits[t]) && s->logits[t] < 0) { /* every token banned (a held value alone cannot: the vocabulary is byte-level) */
         pm_seq_finish(eng, i, PM_FINISH_ERROR,
-                   s->json ? "JSON mode: no token of the vocabulary continues the value"
-                           : "guided decoding: no token of the vocabulary continues the pattern");
+                      s->bans.allowed || s->bans.n_bad ? "no token may come here: allowed_token_ids, bad_words and the other bans exclude them all"
+                      : s->json                        ? "JSON mode: no token of the vocabulary continues the value"
+                      : s->regex                       ? "guided decoding: no token of the vocabulary continues the pattern"
+                                                       : "no token may come here: every one is banned");
         return 1;
     }
     int eos = is_eos(&llm->c, t);

@@ -633,17 +633,39 @@ def main():
     report("skip_special_tokens false: a special token's text kept (dropped by default)",
            sid is not None and st == st2 == 200 and chat_content(d) == "" and d2["choices"][0]["text"] == "<|tool_call|>" * 2,
            "%s %s / %s" % (sid, str(d)[:200], str(d2)[:200]))
+    # allowed_token_ids and bad_words: the CLI's --allow-id / --bad-word answers; the allowed answer
+    # holds only those tokens (its log-probability entries say which), the bad word never comes
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=6, allowed_token_ids=[1000, 2028, 553], logprobs=True))
+    ref, rc = cli("generate", "-m", M, "-n", "6", "--system", "You are a helpful assistant.", "-p", "What is the capital of France?",
+                  "--allow-id", "1000", "--allow-id", "2028", "--allow-id", "553")
+    allowed_txt = {A.json("POST", "/detokenize", {"tokens": [t]})[2]["prompt"] for t in (1000, 2028, 553)}
+    ents = d["choices"][0]["logprobs"]["content"] if st == 200 else []
+    report("allowed_token_ids: only those tokens, the CLI's --allow-id answer", st == 200 and rc == 0 and chat_content(d) == ref
+           and len(ents) == 6 and all(e["token"] in allowed_txt for e in ents), "%s / %r / %s" % (str(d)[:300], ref, allowed_txt))
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=12, logprobs=True))
+    toks = [e["token"] for e in d["choices"][0]["logprobs"]["content"]] if st == 200 else []
+    # a word the answer writes as one token after a space (so that " word" is how the tokenizer spells it too)
+    word = next((t[1:] for t in toks if t.startswith(" ") and t[1:].isalpha()
+                 and A.json("POST", "/tokenize", {"prompt": t})[2].get("count") == 1), "")
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=12, bad_words=[word]))
+    ref, rc = cli("generate", "-m", M, "-n", "12", "--system", "You are a helpful assistant.", "-p", "What is the capital of France?",
+                  "--bad-word", word)
+    report("bad_words: the word never comes, the CLI's --bad-word answer", st == 200 and rc == 0 and chat_content(d) == ref
+           and word and (" " + word) in full and (" " + word) not in chat_content(d), "%r / %s / %r" % (word, str(d)[:300], ref))
     ok, why = True, []
     for body, param, needle in [({"continue_final_message": True, "add_generation_prompt": True}, "continue_final_message", "both"),
                                 ({"continue_final_message": True, "guided_regex": "a+"}, "continue_final_message", "guided"),
                                 ({"stop_token_ids": [200064]}, None, "stop token id"),
-                                ({"stop_token_ids": [1, "x"]}, "stop_token_ids[1]", "token id")]:
+                                ({"stop_token_ids": [1, "x"]}, "stop_token_ids[1]", "token id"),
+                                ({"allowed_token_ids": [5, 300000]}, None, "allowed token id 300000"),
+                                ({"bad_words": ["ok", "  "]}, "bad_words[1]", "leading whitespace"),
+                                ({"bad_words": "x"}, "bad_words", "array")]:
         st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, **body))
         good = st == 400 and (param is None or d["error"]["param"] == param) and needle in d["error"]["message"]
         ok = ok and good
         if not good:
             why.append("%s -> %s %s" % (body, st, str(d)[:200]))
-    report("template switches and stop tokens refused: 400 naming the parameter and why", ok, "; ".join(why))
+    report("template switches, stop tokens, allowed tokens and bad words refused: 400 naming the parameter and why", ok, "; ".join(why))
 
     # tools: a named function's call is held to its parameters and comes back as tool_calls; the
     # same prompt (the checkpoint's template with the tools' list) and schema through /v1/completions

@@ -654,8 +654,58 @@ static void test_stops(void **state) {
         assert_int_equal(a.len, m == 3 ? l : 0);
         if (m == 3) assert_memory_equal(a.text, eos, l);
     }
-    /* refused at submit: an id outside the vocabulary, too many */
+    /* allowed_token_ids: greedy takes the most likely of the set (the model's logits of the free
+     * run's first step), the log-probability reported stays the model's; a set that leaves nothing
+     * (only the end token, banned by min_tokens) ends the request with an error, not a token */
     r.n_logit_bias = 0;
+    r.keep_special = r.stop_in_output = 0;
+    r.max_tokens = 1;
+    r.ignore_eos = 1;
+    pen_rec p0, p1;
+    run_pen(f, &r, &p0);
+    const float *lg0 = p0.lg[0];
+    int32_t allow[3] = {free_run.tok[1], 1000, 2028};
+    int32_t best = allow[0];
+    for (int q = 1; q < 3; q++)
+        if (lg0[allow[q]] > lg0[best] || (lg0[allow[q]] == lg0[best] && allow[q] < best)) best = allow[q];
+    r.allowed_ids = allow;
+    r.n_allowed_ids = 3;
+    r.logprobs = 1;
+    run_pen(f, &r, &p1);
+    assert_int_equal(p1.n, 1);
+    assert_int_equal(p1.tok[0], best);
+    assert_float_equal(p1.lp[0], lg0[best] - pm_logsumexp(lg0, 200064), 2e-4);
+    pen_free(&p0);
+    pen_free(&p1);
+    int32_t only_end = f->m->llm.c.eos_ids[0];
+    r.allowed_ids = &only_end;
+    r.n_allowed_ids = 1;
+    r.ignore_eos = 0;
+    r.min_tokens = 1;
+    run_txt(f, &r, &a);
+    assert_int_equal(a.why, PM_FINISH_ERROR);
+    assert_int_equal(a.n_tok, 0);
+    r.n_allowed_ids = 0;
+    r.min_tokens = 0;
+    r.logprobs = 0;
+    /* bad_words: the free run's second token's text as a word: never that token after the first */
+    size_t bl = 0;
+    const char *bw = tok_text(f, free_run.tok[1], &bl);
+    char word[64];
+    if (bl > 0 && bl < sizeof word) {
+        memcpy(word, bw, bl);
+        word[bl] = 0;
+        const char *words[] = {word};
+        r.bad_words = words;
+        r.n_bad_words = 1;
+        r.max_tokens = STEPS;
+        r.ignore_eos = 1;
+        run_txt(f, &r, &a);
+        assert_int_equal(a.tok[0], free_run.tok[0]);
+        assert_int_not_equal(a.tok[1], free_run.tok[1]);
+        r.n_bad_words = 0;
+    }
+    /* refused at submit: an id outside the vocabulary, too many */
     int32_t bad = 200064;
     r.stop_ids = &bad;
     r.n_stop_ids = 1;

@@ -109,6 +109,8 @@ static void usage_generate(void) {
             "  --stop TEXT           end the answer before TEXT (repeatable); --stop-id ID: when token ID\n"
             "                        comes (repeatable); --include-stop: keep what ended it in the text\n"
             "  --keep-special        print special tokens' text (<|tool_call|>, ...) instead of dropping it\n"
+            "  --allow-id ID         only the --allow-id tokens may come (repeatable)\n"
+            "  --bad-word WORD       the answer never writes WORD (repeatable; at its start or after a space)\n"
             "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
             "  --regex RE            guided decoding: the whole answer matches the regular expression RE\n"
@@ -184,8 +186,9 @@ int pm_cmd_generate(int argc, char **argv) {
     char *prompt_text = NULL; /* --prompt-file's */
     int raw = 0, stats = 0, score = 0, json = 0, ignore_eos = 0, include_stop = 0, keep_special = 0;
     const char *prefill = NULL, *stops[CLI_MAX_STOP];
-    int32_t stop_ids[CLI_MAX_STOP];
-    int n_stops = 0, n_stop_ids = 0;
+    int32_t stop_ids[CLI_MAX_STOP], *allowed = NULL;
+    const char *bad_words[PM_MAX_BAD_WORDS];
+    int n_stops = 0, n_stop_ids = 0, n_allowed = 0, n_bad_words = 0;
     long min_tokens = 0, max_crops = 0;
     char *schema = NULL, *prediction = NULL; /* --json-schema's and --prediction's text */
     long n = 256;
@@ -213,6 +216,7 @@ int pm_cmd_generate(int argc, char **argv) {
             cli_media_free(&ms);
             free(schema);
             free(prediction);
+            free(allowed);
             free(prompt_text);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) dir = v;
@@ -231,6 +235,17 @@ int pm_cmd_generate(int argc, char **argv) {
             if (n_stops == CLI_MAX_STOP) rc = cli_fail(cmd, "too many --stop texts (max %d)", CLI_MAX_STOP);
             else if (!v[0]) rc = cli_fail(cmd, "--stop needs a non-empty text");
             else stops[n_stops++] = v;
+        }
+        else if (!strcmp(a, "--allow-id")) {
+            long id;
+            int32_t *p = n_allowed < PM_MAX_ALLOWED_IDS ? realloc(allowed, sizeof *allowed * (size_t)(n_allowed + 1)) : NULL;
+            if (!p) rc = cli_fail(cmd, "too many --allow-id tokens (max %d)", PM_MAX_ALLOWED_IDS);
+            else if (allowed = p, cli_int(v, 0, 0x7fffffffL, &id)) rc = cli_fail(cmd, "--allow-id must be a token id, got '%s'", v);
+            else allowed[n_allowed++] = (int32_t)id;
+        }
+        else if (!strcmp(a, "--bad-word")) {
+            if (n_bad_words == PM_MAX_BAD_WORDS) rc = cli_fail(cmd, "too many --bad-word words (max %d)", PM_MAX_BAD_WORDS);
+            else bad_words[n_bad_words++] = v;
         }
         else if (!strcmp(a, "--stop-id")) {
             long id;
@@ -319,6 +334,7 @@ int pm_cmd_generate(int argc, char **argv) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(allowed);
         free(prompt_text);
         return rc;
     }
@@ -343,6 +359,7 @@ int pm_cmd_generate(int argc, char **argv) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(allowed);
         return cli_fail(cmd, "out of memory");
     }
     char err[1024];
@@ -352,6 +369,7 @@ int pm_cmd_generate(int argc, char **argv) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(allowed);
         return cli_fail(cmd, "%s", err);
     }
     cli_compute_note(cmd, &lo, m);
@@ -395,11 +413,16 @@ int pm_cmd_generate(int argc, char **argv) {
     req.n_stop_ids = n_stop_ids;
     req.stop_in_output = include_stop;
     req.keep_special = keep_special;
+    req.allowed_ids = allowed;
+    req.n_allowed_ids = n_allowed;
+    req.bad_words = bad_words;
+    req.n_bad_words = n_bad_words;
     rc = run_request(cmd, m, &req, &opts, stats, prefill);
     pm_model_free(m);
     free(full);
     cli_media_free(&ms);
     free(schema);
     free(prediction);
+    free(allowed);
     return rc;
 }

@@ -63,6 +63,9 @@ void srv_chat_req_free(srv_chat_req *r) {
     free(r->audios);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop_ids);
+    free(r->allowed_ids);
+    for (int i = 0; i < r->n_bad_words; i++) free(r->bad_words[i]);
+    free(r->bad_words);
     free(r->echo_text);
     free(r->logit_bias);
     free(r->json_schema);
@@ -96,26 +99,55 @@ static int parse_stop(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
-/* vLLM's stop_token_ids (an array of ids, each checked against the vocabulary by the engine),
- * include_stop_str_in_output and skip_special_tokens. */
-static int parse_stop_extras(const json_t *root, srv_chat_req *r, srv_error *e) {
-    const json_t *v = json_object_get(root, "stop_token_ids");
-    if (v && !json_is_null(v)) {
-        if (!json_is_array(v)) return srv_bad(e, "stop_token_ids", "invalid_type", "stop_token_ids must be an array of token ids");
-        size_t n = json_array_size(v);
-        if (n > PM_MAX_STOP_IDS)
-            return srv_bad(e, "stop_token_ids", "invalid_value", "stop_token_ids holds at most %d ids (got %zu)", PM_MAX_STOP_IDS, n);
-        if (n && !(r->stop_ids = malloc(sizeof(int32_t) * n))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-        for (size_t i = 0; i < n; i++) {
-            const json_t *id = json_array_get(v, i);
-            if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX) {
-                srv_bad(e, NULL, json_is_integer(id) ? "invalid_value" : "invalid_type", "stop_token_ids[%zu] must be a token id (an integer >= 0)", i);
-                snprintf(e->param, sizeof e->param, "stop_token_ids[%zu]", i);
-                return -1;
-            }
-            r->stop_ids[r->n_stop_ids++] = (int32_t)json_integer_value(id);
+/* An array of token ids (each checked against the vocabulary by the engine) at key: *ids malloc'd. */
+static int parse_id_list(const json_t *root, const char *key, int max, int32_t **ids, int *n_ids, srv_error *e) {
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_array(v)) return srv_bad(e, key, "invalid_type", "%s must be an array of token ids", key);
+    size_t n = json_array_size(v);
+    if (n > (size_t)max) return srv_bad(e, key, "invalid_value", "%s holds at most %d ids (got %zu)", key, max, n);
+    if (n && !(*ids = malloc(sizeof(int32_t) * n))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *id = json_array_get(v, i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX) {
+            srv_bad(e, NULL, json_is_integer(id) ? "invalid_value" : "invalid_type", "%s[%zu] must be a token id (an integer >= 0)", key, i);
+            snprintf(e->param, sizeof e->param, "%s[%zu]", key, i);
+            return -1;
         }
+        (*ids)[(*n_ids)++] = (int32_t)json_integer_value(id);
     }
+    return 0;
+}
+
+/* vLLM's bad_words: an array of non-empty strings (the engine tokenizes them). */
+static int parse_bad_words(const json_t *root, srv_chat_req *r, srv_error *e) {
+    const json_t *v = json_object_get(root, "bad_words");
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_array(v)) return srv_bad(e, "bad_words", "invalid_type", "bad_words must be an array of strings");
+    size_t n = json_array_size(v);
+    if (n > PM_MAX_BAD_WORDS) return srv_bad(e, "bad_words", "invalid_value", "bad_words holds at most %d words (got %zu)", PM_MAX_BAD_WORDS, n);
+    if (n && !(r->bad_words = calloc(n, sizeof *r->bad_words))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *w = json_array_get(v, i);
+        char param[32];
+        snprintf(param, sizeof param, "bad_words[%zu]", i);
+        if (!json_is_string(w)) return srv_bad(e, param, "invalid_type", "%s must be a string", param);
+        const char *t = json_string_value(w);
+        size_t len = json_string_length(w), lead = strspn(t, " \t\n\r\v\f");
+        if (len == lead || len - lead > PM_MAX_BAD_WORD_BYTES || strlen(t) != len)
+            return srv_bad(e, param, "invalid_value", "%s must hold 1..%d bytes besides leading whitespace, no NUL", param, PM_MAX_BAD_WORD_BYTES);
+        if (!(r->bad_words[r->n_bad_words] = strdup(t))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        r->n_bad_words++;
+    }
+    return 0;
+}
+
+/* vLLM's stop_token_ids, include_stop_str_in_output and skip_special_tokens, allowed_token_ids and
+ * bad_words. */
+static int parse_stop_extras(const json_t *root, srv_chat_req *r, srv_error *e) {
+    if (parse_id_list(root, "stop_token_ids", PM_MAX_STOP_IDS, &r->stop_ids, &r->n_stop_ids, e) ||
+        parse_id_list(root, "allowed_token_ids", PM_MAX_ALLOWED_IDS, &r->allowed_ids, &r->n_allowed_ids, e) || parse_bad_words(root, r, e))
+        return -1;
     int skip = 1;
     if (srv_get_bool(root, "include_stop_str_in_output", &r->stop_in_output, e) < 0 || srv_get_bool(root, "skip_special_tokens", &skip, e) < 0)
         return -1;

@@ -63,6 +63,10 @@ typedef struct srv_chat_req {
     int n_stop_ids;
     int stop_in_output;            /* include_stop_str_in_output (vLLM's) */
     int keep_special;              /* skip_special_tokens false (vLLM's) */
+    int32_t *allowed_ids;          /* allowed_token_ids (vLLM's; malloc'd), n_allowed_ids of them */
+    int n_allowed_ids;
+    char **bad_words;              /* bad_words (vLLM's; malloc'd strings), n_bad_words of them */
+    int n_bad_words;
     int chat_end;                  /* chat: what follows the messages (PM_CHAT_GENERATE, _END_EOS, _CONTINUE: tok/chat.h) */
     int chat_echo;                 /* chat: echo (vLLM's) asked */
     char *echo_text;               /* ... the final assistant message's text, the answer's start (malloc'd; NULL: none) */

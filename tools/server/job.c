@@ -91,6 +91,9 @@ void srv_job_unref(srv_job *j) {
     pm_encoded_free(j->enc);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop_ids);
+    free(j->allowed_ids);
+    for (int i = 0; i < j->n_bad_words; i++) free(j->bad_words[i]);
+    free(j->bad_words);
     free(j->echo_text);
     free(j->logit_bias);
     free(j->json_schema);

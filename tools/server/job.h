@@ -64,6 +64,10 @@ struct srv_job {
     int32_t *stop_ids;              /* pm_request.stop_ids (malloc'd) */
     int n_stop_ids;
     int stop_in_output, keep_special; /* as pm_request */
+    int32_t *allowed_ids;           /* malloc'd */
+    int n_allowed_ids;
+    char **bad_words;               /* malloc'd strings */
+    int n_bad_words;
     int max_tokens;
     pm_sampling sampling;
     pm_logit_bias *logit_bias;      /* malloc'd */

@@ -101,6 +101,13 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
         else oom = 1;
     if (r->n_stop_ids && (j->stop_ids = copy_of(r->stop_ids, sizeof(int32_t) * (size_t)r->n_stop_ids, &oom))) j->n_stop_ids = r->n_stop_ids;
     j->stop_in_output = r->stop_in_output;
+    if (r->n_allowed_ids && (j->allowed_ids = copy_of(r->allowed_ids, sizeof(int32_t) * (size_t)r->n_allowed_ids, &oom)))
+        j->n_allowed_ids = r->n_allowed_ids;
+    if (r->n_bad_words && (j->bad_words = calloc((size_t)r->n_bad_words, sizeof *j->bad_words)))
+        for (int i = 0; i < r->n_bad_words; i++)
+            if ((j->bad_words[j->n_bad_words] = strdup(r->bad_words[i]))) j->n_bad_words++;
+            else oom = 1;
+    else if (r->n_bad_words) oom = 1;
     j->keep_special = r->keep_special;
     if (r->echo_text && !(j->echo_text = strdup(r->echo_text))) oom = 1;
     if (r->n_logit_bias && (j->logit_bias = copy_of(r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias, &oom)))

@@ -250,6 +250,10 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_stop_ids = j->n_stop_ids;
     rq->stop_in_output = j->stop_in_output;
     rq->keep_special = j->keep_special;
+    rq->allowed_ids = j->allowed_ids;
+    rq->n_allowed_ids = j->n_allowed_ids;
+    rq->bad_words = (const char *const *)j->bad_words;
+    rq->n_bad_words = j->n_bad_words;
     rq->logit_bias = j->logit_bias;
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
