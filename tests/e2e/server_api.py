@@ -652,6 +652,21 @@ def main():
                   "--bad-word", word)
     report("bad_words: the word never comes, the CLI's --bad-word answer", st == 200 and rc == 0 and chat_content(d) == ref
            and word and (" " + word) in full and (" " + word) not in chat_content(d), "%r / %s / %r" % (word, str(d)[:300], ref))
+    # return_tokens_as_token_ids: the entries name tokens "token_id:N"; those ids detokenize to the answer
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=8, logprobs=True, top_logprobs=2,
+                                                           return_tokens_as_token_ids=True))
+    ents = d["choices"][0]["logprobs"]["content"] if st == 200 else []
+    ids = [int(e["token"][9:]) for e in ents if re.fullmatch(r"token_id:\d+", e["token"])]
+    st2, _, dt = A.json("POST", "/detokenize", {"tokens": ids})
+    st3, _, dc = A.json("POST", "/v1/completions", {"prompt": templ, "max_tokens": 3, "logprobs": 2, "return_tokens_as_token_ids": True})
+    lp = dc["choices"][0]["logprobs"] if st3 == 200 else {}
+    report("return_tokens_as_token_ids: tokens named token_id:N (chat and completions), the ids make the answer",
+           st == st2 == st3 == 200 and len(ids) == len(ents) == 8 and dt["prompt"] == chat_content(d)
+           and all(bytes(e["bytes"]).decode() == e["token"] and all(re.fullmatch(r"token_id:\d+", t["token"]) for t in e["top_logprobs"])
+                   for e in ents)
+           and all(re.fullmatch(r"token_id:\d+", t) for t in lp.get("tokens", ["x"]))
+           and all(re.fullmatch(r"token_id:\d+", k) for t in lp.get("top_logprobs", []) for k in t),
+           "%s / %s / %s" % (str(d)[:300], str(dt)[:200], str(dc)[:300]))
     ok, why = True, []
     for body, param, needle in [({"continue_final_message": True, "add_generation_prompt": True}, "continue_final_message", "both"),
                                 ({"continue_final_message": True, "guided_regex": "a+"}, "continue_final_message", "guided"),

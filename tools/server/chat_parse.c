@@ -149,7 +149,8 @@ static int parse_stop_extras(const json_t *root, srv_chat_req *r, srv_error *e) 
         parse_id_list(root, "allowed_token_ids", PM_MAX_ALLOWED_IDS, &r->allowed_ids, &r->n_allowed_ids, e) || parse_bad_words(root, r, e))
         return -1;
     int skip = 1;
-    if (srv_get_bool(root, "include_stop_str_in_output", &r->stop_in_output, e) < 0 || srv_get_bool(root, "skip_special_tokens", &skip, e) < 0)
+    if (srv_get_bool(root, "include_stop_str_in_output", &r->stop_in_output, e) < 0 || srv_get_bool(root, "skip_special_tokens", &skip, e) < 0 ||
+        srv_get_bool(root, "return_tokens_as_token_ids", &r->tokens_as_ids, e) < 0)
         return -1;
     r->keep_special = !skip;
     return 0;

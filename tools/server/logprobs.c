@@ -3,25 +3,39 @@
 
 #include "json_util.h"
 
-static json_t *token_text(const pm_model *m, int32_t id) {
-    size_t len = 0;
-    const char *b = pm_model_token_bytes(m, id, &len);
-    return srv_json_text(b ? b : "", len);
+/* A token as the entries name it: its text, or with return_tokens_as_token_ids (vLLM's) "token_id:N",
+ * whose own bytes the entry's bytes then are, as vLLM's. */
+static const char *token_name(const pm_model *m, int32_t id, int as_id, char *buf, size_t cap, size_t *len) {
+    if (as_id) {
+        *len = (size_t)snprintf(buf, cap, "token_id:%d", (int)id);
+        return buf;
+    }
+    const char *b = pm_model_token_bytes(m, id, len);
+    if (!b) *len = 0;
+    return b ? b : "";
 }
 
-static json_t *token_bytes(const pm_model *m, int32_t id) {
+static json_t *token_text(const pm_model *m, int32_t id, int as_id) {
+    char buf[32];
     size_t len = 0;
-    const unsigned char *b = (const unsigned char *)pm_model_token_bytes(m, id, &len);
+    const char *b = token_name(m, id, as_id, buf, sizeof buf, &len);
+    return srv_json_text(b, len);
+}
+
+static json_t *token_bytes(const pm_model *m, int32_t id, int as_id) {
+    char buf[32];
+    size_t len = 0;
+    const unsigned char *b = (const unsigned char *)token_name(m, id, as_id, buf, sizeof buf, &len);
     json_t *a = json_array();
     for (size_t i = 0; a && i < len; i++) json_array_append_new(a, json_integer(b[i]));
     return a;
 }
 
-static json_t *chat_entry(const pm_model *m, pm_logprob p) {
+static json_t *chat_entry(const pm_model *m, pm_logprob p, int as_id) {
     json_t *o = json_object();
-    json_object_set_new(o, "token", token_text(m, p.token));
+    json_object_set_new(o, "token", token_text(m, p.token, as_id));
     json_object_set_new(o, "logprob", json_real(p.logprob));
-    json_object_set_new(o, "bytes", token_bytes(m, p.token));
+    json_object_set_new(o, "bytes", token_bytes(m, p.token, as_id));
     return o;
 }
 
@@ -32,8 +46,8 @@ json_t *srv_logprobs_json(const srv_job *j, int from, int to) {
         json_t *content = json_array();
         for (int i = from; i < to; i++) {
             const srv_lp *l = &j->lps[i];
-            json_t *e = chat_entry(m, l->chosen), *top = json_array();
-            for (int k = 0; k < l->n_top; k++) json_array_append_new(top, chat_entry(m, l->top[k]));
+            json_t *e = chat_entry(m, l->chosen, j->tokens_as_ids), *top = json_array();
+            for (int k = 0; k < l->n_top; k++) json_array_append_new(top, chat_entry(m, l->top[k], j->tokens_as_ids));
             json_object_set_new(e, "top_logprobs", top);
             json_array_append_new(content, e);
         }
@@ -44,7 +58,7 @@ json_t *srv_logprobs_json(const srv_job *j, int from, int to) {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (int i = from; i < to; i++) {
         const srv_lp *l = &j->lps[i];
-        json_array_append_new(tokens, token_text(m, l->chosen.token));
+        json_array_append_new(tokens, token_text(m, l->chosen.token, j->tokens_as_ids));
         json_array_append_new(offs, json_integer((json_int_t)l->offset));
         if (l->unscored) { /* the echoed prompt's first token: nothing before it */
             json_array_append_new(lps, json_null());
@@ -54,7 +68,7 @@ json_t *srv_logprobs_json(const srv_job *j, int from, int to) {
         json_array_append_new(lps, json_real(l->chosen.logprob));
         json_t *t = json_object();
         for (int k = 0; k < l->n_top; k++) {
-            json_t *s = token_text(m, l->top[k].token);
+            json_t *s = token_text(m, l->top[k].token, j->tokens_as_ids);
             if (s && !json_object_get(t, json_string_value(s))) /* keys that decode alike: the likelier one */
                 json_object_set_new(t, json_string_value(s), json_real(l->top[k].logprob));
             json_decref(s);
