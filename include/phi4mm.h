@@ -254,6 +254,11 @@ typedef struct pm_request {
      * the same text (the model spelling it in smaller pieces) is not caught, as in vLLM. */
     const char *const *bad_words;
     int n_bad_words;
+    /* Optional: only the prompt's last truncate_prompt tokens go to the model (vLLM's
+     * truncate_prompt_tokens: left truncation, the template's beginning included); -1: as many as
+     * fit beside max_tokens in the context; 0: the whole prompt (too long: refused). Only for
+     * prompts without images or audio (a cut placeholder would leave a media item half there). */
+    int truncate_prompt;
     /* Optional: asked between encoder blocks (each Conformer block, each SigLIP layer) while the
      * request's media are encoded; non-zero gives up with PM_ECANCELED (a client gone, a server
      * stopping). From the encoding thread. */

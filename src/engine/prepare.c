@@ -305,11 +305,19 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int max_ctx = lim->max_context > 0 ? lim->max_context : m->llm.c.max_pos, room = max_ctx - (req->max_tokens > 0 ? req->max_tokens : 0);
+    if (req->truncate_prompt && (req->truncate_prompt < -1 || req->n_images || req->n_audios)) {
+        pm_errf(e, PM_EINVAL, req->truncate_prompt < -1 ? "truncate_prompt must be -1, 0 or positive (got %d)"
+                                                        : "truncate_prompt applies to prompts without images or audio (got %d)",
+                req->truncate_prompt);
+        goto fail;
+    }
     if (req->prompt) {
         char *rewritten = NULL;
         if (pm_prompt_rewrite_placeholders(req->prompt, req->n_images, req->n_audios, &rewritten, e)) goto fail;
-        /* placeholders only grow in the expansion: a prompt of more than `room` ids is over the limit */
-        int rc = pm_tok_encode_max(m->tok, rewritten, strlen(rewritten), 1, room > 0 ? (size_t)room : 1, &ids, &n_ids, e);
+        /* placeholders only grow in the expansion: a prompt of more than `room` ids is over the limit
+         * (one to be truncated is encoded whole: its end is what stays) */
+        int rc = pm_tok_encode_max(m->tok, rewritten, strlen(rewritten), 1, req->truncate_prompt ? 0 : room > 0 ? (size_t)room : 1, &ids,
+                                   &n_ids, e);
         free(rewritten);
         if (rc == PM_ELIMIT) {
             pm_err_clear(e);
@@ -329,6 +337,11 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     } else {
         pm_errf(e, PM_EINVAL, "the request has neither a prompt nor token ids");
         goto fail;
+    }
+    size_t keep = req->truncate_prompt > 0 ? (size_t)req->truncate_prompt : req->truncate_prompt < 0 && room > 0 ? (size_t)room : n_ids;
+    if (n_ids > keep) { /* left truncation: the prompt's last `keep` tokens */
+        memmove(ids, ids + (n_ids - keep), sizeof(int32_t) * keep);
+        n_ids = keep;
     }
     pm_expand_placeholders(ids, n_ids, out->image_tokens, req->n_images, out->audio_tokens, req->n_audios, &out->ids, &out->n, e);
     free(ids);

@@ -667,6 +667,14 @@ def main():
            and all(re.fullmatch(r"token_id:\d+", t) for t in lp.get("tokens", ["x"]))
            and all(re.fullmatch(r"token_id:\d+", k) for t in lp.get("top_logprobs", []) for k in t),
            "%s / %s / %s" % (str(d)[:300], str(dt)[:200], str(dc)[:300]))
+    # truncate_prompt_tokens: the prompt's last k tokens, as a prompt of those ids; with an image, 400
+    st, _, tk = A.json("POST", "/tokenize", {"prompt": templ})
+    st2, _, d = A.json("POST", "/v1/completions", {"prompt": templ, "max_tokens": 6, "truncate_prompt_tokens": 7})
+    st3, _, d2 = A.json("POST", "/v1/completions", {"prompt": tk["tokens"][-7:], "max_tokens": 6})
+    st4, _, d3 = A.json("POST", "/v1/chat/completions", {"messages": cases["image"][0], "max_tokens": 2, "truncate_prompt_tokens": 50})
+    report("truncate_prompt_tokens: the prompt's last k tokens; refused beside an image",
+           st == st2 == st3 == 200 and d["choices"][0]["text"] == d2["choices"][0]["text"] and d["usage"]["prompt_tokens"] == 7
+           and st4 == 400 and "without images or audio" in d3["error"]["message"], "%s / %s / %s" % (str(d)[:200], str(d2)[:200], str(d3)[:200]))
     ok, why = True, []
     for body, param, needle in [({"continue_final_message": True, "add_generation_prompt": True}, "continue_final_message", "both"),
                                 ({"continue_final_message": True, "guided_regex": "a+"}, "continue_final_message", "guided"),
@@ -674,7 +682,8 @@ def main():
                                 ({"stop_token_ids": [1, "x"]}, "stop_token_ids[1]", "token id"),
                                 ({"allowed_token_ids": [5, 300000]}, None, "allowed token id 300000"),
                                 ({"bad_words": ["ok", "  "]}, "bad_words[1]", "leading whitespace"),
-                                ({"bad_words": "x"}, "bad_words", "array")]:
+                                ({"bad_words": "x"}, "bad_words", "array"),
+                                ({"truncate_prompt_tokens": 0}, "truncate_prompt_tokens", "positive")]:
         st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, **body))
         good = st == 400 and (param is None or d["error"]["param"] == param) and needle in d["error"]["message"]
         ok = ok and good

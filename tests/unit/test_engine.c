@@ -705,6 +705,27 @@ static void test_stops(void **state) {
         assert_int_not_equal(a.tok[1], free_run.tok[1]);
         r.n_bad_words = 0;
     }
+    /* truncate_prompt: the prompt's last 4 tokens, as a prompt of those alone (the same first token and
+     * logits, bit for bit); with media, refused */
+    {
+        pm_request t1 = {.ids = ids, .n_ids = 7, .max_tokens = 1, .truncate_prompt = 4};
+        pm_request t2 = {.ids = ids + 3, .n_ids = 4, .max_tokens = 1};
+        pen_rec q1, q2;
+        run_pen(f, &t1, &q1);
+        run_pen(f, &t2, &q2);
+        assert_int_equal(q1.n, 1);
+        assert_int_equal(q2.n, 1);
+        assert_int_equal(q1.tok[0], q2.tok[0]);
+        assert_memory_equal(q1.lg[0], q2.lg[0], sizeof(float) * 200064);
+        pen_free(&q1);
+        pen_free(&q2);
+        t1.audios = &f->clip;
+        t1.n_audios = 1;
+        int32_t with_audio[] = {200021, PM_TOK_AUDIO_ID, 13, 200020, 200019};
+        t1.ids = with_audio;
+        t1.n_ids = 5;
+        submit_refused(f, &t1, "without images or audio");
+    }
     /* refused at submit: an id outside the vocabulary, too many */
     int32_t bad = 200064;
     r.stop_ids = &bad;

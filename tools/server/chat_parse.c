@@ -152,6 +152,12 @@ static int parse_stop_extras(const json_t *root, srv_chat_req *r, srv_error *e) 
     if (srv_get_bool(root, "include_stop_str_in_output", &r->stop_in_output, e) < 0 || srv_get_bool(root, "skip_special_tokens", &skip, e) < 0 ||
         srv_get_bool(root, "return_tokens_as_token_ids", &r->tokens_as_ids, e) < 0)
         return -1;
+    long long tp = 0;
+    int got = srv_get_int(root, "truncate_prompt_tokens", -1, 1 << 24, &tp, e);
+    if (got < 0) return -1;
+    if (got && tp == 0)
+        return srv_bad(e, "truncate_prompt_tokens", "invalid_value", "truncate_prompt_tokens must be -1 (as many as fit) or positive");
+    r->truncate_prompt = (int)tp;
     r->keep_special = !skip;
     return 0;
 }

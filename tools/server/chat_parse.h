@@ -64,6 +64,7 @@ typedef struct srv_chat_req {
     int stop_in_output;            /* include_stop_str_in_output (vLLM's) */
     int keep_special;              /* skip_special_tokens false (vLLM's) */
     int tokens_as_ids;             /* return_tokens_as_token_ids (vLLM's) */
+    int truncate_prompt;           /* truncate_prompt_tokens (vLLM's): pm_request.truncate_prompt */
     int32_t *allowed_ids;          /* allowed_token_ids (vLLM's; malloc'd), n_allowed_ids of them */
     int n_allowed_ids;
     char **bad_words;              /* bad_words (vLLM's; malloc'd strings), n_bad_words of them */

@@ -83,6 +83,7 @@ struct srv_job {
     char *resp_convo;               /* ... and the conversation to keep once answered (chat messages JSON; NULL: not kept) */
     int logprobs, top_logprobs;     /* as pm_request */
     int tokens_as_ids;              /* return_tokens_as_token_ids (vLLM's): entries name tokens "token_id:N" */
+    int truncate_prompt;            /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
     char *echo_text;                /* chat echo: this opens the text instead (malloc'd; NULL: none) */
     pm_mode mode;

@@ -134,6 +134,7 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
     j->tokens_as_ids = r->tokens_as_ids;
+    j->truncate_prompt = r->truncate_prompt;
     /* a prompt's samples draw apart: seed + sample when the seed is given, a seed each when not */
     if (!r->seed_given && j->sampling.temperature > 0) j->sampling.seed = random_seed();
     else j->sampling.seed += (uint64_t)sample;

@@ -254,6 +254,7 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_allowed_ids = j->n_allowed_ids;
     rq->bad_words = (const char *const *)j->bad_words;
     rq->n_bad_words = j->n_bad_words;
+    rq->truncate_prompt = j->truncate_prompt;
     rq->logit_bias = j->logit_bias;
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
