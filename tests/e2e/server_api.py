@@ -359,6 +359,11 @@ def main():
     report("health", A.health_ok())
     st, _, d = A.json("GET", "/v1/models")
     report("models", st == 200 and d["data"][0]["object"] == "model", str(d)[:200])
+    version = subprocess.run([args.bin, "--version"], capture_output=True, timeout=60).stdout.decode().split()[-1]
+    st, _, d = A.json("GET", "/version")
+    st2, _, h = A.json("GET", "/health")
+    report("/version and /health name the binary's version; /metrics its build_info", st == st2 == 200 and d == {"version": version}
+           and h.get("version") == version and ('phi4mm_build_info{version="%s"} 1' % version) in A.metrics(), "%s %s %s" % (d, h, version))
 
     # ------------------------------------------------------------ greedy parity with the CLI
     M = args.model

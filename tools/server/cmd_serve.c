@@ -68,7 +68,7 @@ static void usage(void) {
             "usage: phi4mm serve -m MODEL_DIR [options]\n"
             "OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/responses, /v1/completions,\n"
             "/v1/audio/transcriptions, /v1/audio/translations, /tokenize, /detokenize;\n"
-            "GET /v1/models, /health, /metrics.\n"
+            "GET /v1/models, /health, /metrics, /version.\n"
             "  --host ADDR             listen address (default 127.0.0.1)\n"
             "  --port N                TCP port (default 8080; 0 = any free port, see --port-file)\n"
             "  --port-file FILE        write the bound port to FILE once listening\n"

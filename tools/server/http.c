@@ -75,6 +75,7 @@ static const struct {
     {"/v1/models", SRV_R_MODELS, "GET", "models"},
     {"/health", SRV_R_HEALTH, "GET", "health"},
     {"/metrics", SRV_R_METRICS, "GET", "metrics"},
+    {"/version", SRV_R_VERSION, "GET", "version"},
     {"/tokenize", SRV_R_TOKENIZE, "POST", "tokenize"},
     {"/detokenize", SRV_R_DETOKENIZE, "POST", "detokenize"},
 };
@@ -393,6 +394,7 @@ static enum MHD_Result dispatch(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
     switch (sc->route) {
     case SRV_R_HEALTH: return srv_route_health(ctx, c, sc);
     case SRV_R_METRICS: return srv_route_metrics(ctx, c, sc);
+    case SRV_R_VERSION: return srv_route_version(ctx, c, sc);
     case SRV_R_MODELS: return srv_route_models(ctx, c, sc, NULL);
     case SRV_R_MODEL: return srv_route_models(ctx, c, sc, sc->path + 11);
     case SRV_R_RESPONSE:

@@ -28,6 +28,7 @@ typedef enum {
     SRV_R_RESPONSE_ITEMS, /* /v1/responses/{id}/input_items (SRV_ITEMS_SUFFIX): GET */
     SRV_R_HEALTH,
     SRV_R_METRICS,
+    SRV_R_VERSION,
     SRV_R_TOKENIZE,
     SRV_R_DETOKENIZE,
 } srv_route;
@@ -87,6 +88,7 @@ enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, sr
 enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int translate);
 enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const char *id);
 enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
+enum MHD_Result srv_route_version(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_metrics(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_tokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);

@@ -223,6 +223,8 @@ static void put(out *o, const char *fmt, ...) {
 char *srv_metrics_render(srv_metrics *m, int ready, double now, size_t *len) {
     out o = {0};
     pthread_mutex_lock(&m->mu);
+    put(&o, "# HELP phi4mm_build_info The version of phi4mm serving (always 1).\n# TYPE phi4mm_build_info gauge\n");
+    put(&o, "phi4mm_build_info{version=\"%s\"} 1\n", pm_version());
     put(&o, "# HELP phi4mm_model_ready 1 once the model is loaded and requests are served.\n# TYPE phi4mm_model_ready gauge\n");
     put(&o, "phi4mm_model_ready %d\n", ready);
     put(&o, "# HELP phi4mm_requests_total Answered HTTP requests by endpoint, input mode and status code.\n"

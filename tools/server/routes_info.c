@@ -37,10 +37,18 @@ enum MHD_Result srv_route_models(srv_ctx *ctx, struct MHD_Connection *c, srv_con
     return srv_respond_json(ctx, c, sc, 200, o);
 }
 
+/* GET /version (vLLM's): the library's version. */
+enum MHD_Result srv_route_version(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_string(pm_version()));
+    return srv_respond_json(ctx, c, sc, 200, o);
+}
+
 enum MHD_Result srv_route_health(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     int ready = atomic_load(&ctx->ready);
     json_t *o = json_object();
     json_object_set_new(o, "status", json_string(ready ? "ok" : "loading"));
+    json_object_set_new(o, "version", json_string(pm_version()));
     json_object_set_new(o, "model", json_string(ctx->model_id));
     json_object_set_new(o, "weights", json_string(pm_weight_format_name(ctx->o.load.weights)));
     json_object_set_new(o, "kv_cache", json_string(ctx->o.kv_bf16 ? "bf16" : "fp32"));
