@@ -1,7 +1,7 @@
 /* take.c — what a sampled token does to its sequence: the masks that held it (JSON mode, guided
- * patterns), min_tokens and ignore_eos, allowed_token_ids and bad_words, its log-probabilities, its text through the stop strings,
- * and whether the request ends with it (an end token, a stop token or string, max_tokens, a lazy
- * value's close). */
+ * patterns), min_tokens and ignore_eos, allowed_token_ids and bad_words, its log-probabilities, its
+ * text through the stop strings, and whether the request ends with it (an end token, a stop token
+ * or string, max_tokens, a lazy value's close). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +108,8 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
     int32_t t = pm_sampler_next(&s->sampler, s->logits);
     if (isinf(s->logits[t]) && s->logits[t] < 0) { /* every token banned (a held value alone cannot: the vocabulary is byte-level) */
         pm_seq_finish(eng, i, PM_FINISH_ERROR,
-                      s->bans.allowed || s->bans.n_bad ? "no token may come here: allowed_token_ids, bad_words and the other bans exclude them all"
+                      s->bans.allowed || s->bans.n_bad
+                          ? "no token may come here: allowed_token_ids, bad_words and the other bans exclude them all"
                       : s->json                        ? "JSON mode: no token of the vocabulary continues the value"
                       : s->regex                       ? "guided decoding: no token of the vocabulary continues the pattern"
                                                        : "no token may come here: every one is banned");
