@@ -307,8 +307,12 @@ static void release(CURLM *multi, rb_item *it) {
  * of memory, libcurl). */
 static int run_all(rb_run *r, int slots) {
     CURLM *multi = curl_multi_init();
-    if (!multi) return -1;
     rb_item **waiting = calloc((size_t)slots, sizeof *waiting); /* 503s waiting for their Retry-After */
+    if (!multi || !waiting) {
+        if (multi) curl_multi_cleanup(multi);
+        free(waiting);
+        return -1;
+    }
     int n_wait = 0, in_flight = 0, rc = 0;
     double t_report = now_s() + 30, t0 = now_s();
     while (!rc) {
