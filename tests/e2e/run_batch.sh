@@ -3,7 +3,8 @@
 #  - an OpenAI Batch input file (chat with text, with an image, with audio; completions; a Responses
 #    request) gets a line a request in the input's order, each 200 answer the very body
 #    `phi4mm serve` gives the same request (ids and times aside; neither keeps responses), greedy answers equal the CLI's;
-#  - 24 requests decoded 4 at a time (--parallel 4) each get the answer it gets alone;
+#  - 24 requests decoded 4 at a time (--parallel 4) each get the answer it gets alone; with a queue of
+#    one, the 503s are sent again after their Retry-After and answered;
 #  - lines that are no request (not JSON, another method or URL, a streamed body, a custom_id seen
 #    before) and requests the server refuses get their line naming why; the others go on; the exit
 #    status says some failed; standard input and output work; the server's own options are refused.
@@ -18,7 +19,7 @@ if [ -z "$port" ]; then
   exit 0
 fi
 $PY - "$BIN" "$M" "$I" "$port" "$tmp" <<'EOF'
-import base64, json, subprocess, sys, urllib.request
+import base64, json, re, subprocess, sys, urllib.request
 binary, model, inputs, port, tmp = sys.argv[1:6]
 
 def b64(path):
@@ -82,6 +83,17 @@ bad = [c for (c, b), r in zip(many, res)
        if r["custom_id"] != c or strip(r["response"]["body"]) != strip(post("/v1/chat/completions", b)[1])]
 ok = rc == 0 and len(res) == 24 and not bad
 print(("PASS" if ok else "FAIL") + " run_batch_parallel_4_each_its_solo_answer" + ("" if ok else ": rc %d %s %s" % (rc, bad[:3], err[-300:])))
+
+# a queue of one: the requests beyond it get 503s, sent again after their Retry-After, all answered
+few = many[:6]
+data = "".join(json.dumps({"custom_id": c, "method": "POST", "url": "/v1/chat/completions", "body": b}) + "\n" for c, b in few)
+rc, out, err = run(["-i", "-", "--parallel", "1", "--max-queue", "1"], data.encode())
+res = [json.loads(l) for l in out.decode().splitlines()]
+bad = [c for (c, b), r in zip(few, res) if r["response"] is None or r["response"]["status_code"] != 200
+       or strip(r["response"]["body"]) != strip(post("/v1/chat/completions", b)[1])]
+resent = re.search(rb"\((\d+) sent again after a 503\)", err)
+ok = rc == 0 and len(res) == 6 and not bad and resent and int(resent.group(1)) > 0
+print(("PASS" if ok else "FAIL") + " run_batch_503_sent_again" + ("" if ok else ": rc %d %s %s" % (rc, bad, err[-300:])))
 
 # lines that are no request, and requests refused: named in their line, the others answered
 mixed = [

@@ -65,6 +65,7 @@ typedef struct rb_run {
     long n_seen, cap_seen;
     char base[64], auth[128];   /* http://127.0.0.1:PORT, the bearer header */
     long succeeded, failed;
+    long resent;                /* requests sent again after a 503 */
     int out_error;              /* writing the output failed */
 } rb_run;
 
@@ -350,6 +351,7 @@ static int run_all(rb_run *r, int slots) {
             if (res == CURLE_OK && status == 503 && it->tries < RB_RETRIES) { /* busy for now: again after Retry-After */
                 it->retry_at = now_s() + (it->retry_after > 0 ? it->retry_after : 1);
                 waiting[n_wait++] = it;
+                r->resent++;
                 continue;
             }
             finish(r, it, status, res == CURLE_OK ? NULL : curl_easy_strerror(res));
@@ -457,8 +459,8 @@ int pm_cmd_run_batch(int argc, char **argv) {
         if (r.out_error) rc = cli_fail(cmd, "%s: write error: the results are incomplete", out_path);
         else if (failed) rc = cli_fail(cmd, "out of memory or a libcurl failure: the batch is incomplete");
         else {
-            fprintf(stderr, "phi4mm run-batch: %ld requests, %ld answered with 200, %ld failed, in %.1f s\n", r.n, r.succeeded, r.failed,
-                    now_s() - t0);
+            fprintf(stderr, "phi4mm run-batch: %ld requests, %ld answered with 200, %ld failed, in %.1f s (%ld sent again after a 503)\n",
+                    r.n, r.succeeded, r.failed, now_s() - t0, r.resent);
             rc = r.failed ? 1 : 0;
         }
     }
