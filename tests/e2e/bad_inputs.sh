@@ -92,6 +92,8 @@ check cli-prompt-and-file "-p and -f" gen -p x -f "$T/nothing.txt"
 check cli-prompt-file-missing "no_such.txt" gen -f "$T/no_such.txt"
 check cli-prompt-file-nul "NUL" gen -f "$FX/inputs/image.png"
 check cli-prompt-stdin-empty "nothing on standard input" gen -f - </dev/null
+check cli-tokenize-placeholder-mismatch "image_2" "$BIN" tokenize -m "$M" -p "<|image_2|>x" --image "$FX/inputs/image.png"
+check cli-tokenize-no-prompt "missing -p" "$BIN" tokenize -m "$M"
 # -f FILE is -p "$(cat FILE)": the same answer, its final line endings dropped
 printf 'What is the capital of France?\r\n\n' >"$T/q.txt"
 a=$(gen -n 6 -p "What is the capital of France?" 2>&1); b=$(gen -n 6 -f "$T/q.txt" 2>&1); c=$(gen -n 6 -f - <"$T/q.txt" 2>&1)

@@ -406,6 +406,18 @@ def main():
         counts[name] = st == 200 and st2 == 200 and d["count"] == len(d["tokens"]) == d2["usage"]["prompt_tokens"] \
             and d["max_model_len"] > 0
         placeholders[name] = sorted({t for t in d.get("tokens", []) if d["tokens"].count(t) > 20})
+    # the CLI's tokenize gives each case's ids as /tokenize does
+    same = {}
+    for name, (msgs, cli_args) in cases.items():
+        out, rc = cli("tokenize", "-m", M, "--json", *cli_args)
+        st, _, d = A.json("POST", "/tokenize", {"messages": msgs})
+        try:
+            t = json.loads(out)
+        except ValueError:
+            t = {}
+        same[name] = rc == 0 and st == 200 and t.get("tokens") == d["tokens"] and t.get("count") == d["count"] \
+            and t["image"] == d["tokens"].count(200010) and t["audio"] == d["tokens"].count(200011)
+    report("phi4mm tokenize: each case's ids and counts as /tokenize gives them", all(same.values()), str(same))
     templ = "<|system|>You are a helpful assistant.<|end|><|user|>What is the capital of France?<|end|><|assistant|>"
     st, _, d = A.json("POST", "/tokenize", {"prompt": templ})
     st2, _, d2 = A.json("POST", "/tokenize", {"messages": cases["text"][0]})

@@ -1,7 +1,9 @@
 /* cli_media.c — see cli_media.h. */
 #include "cli_media.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli_util.h"
 
@@ -47,4 +49,23 @@ int cli_load_image(const char *cmd, cli_media *ms, const char *path) {
     if (rc) return cli_fail(cmd, "%s", err);
     ms->n_image++;
     return 0;
+}
+
+static int has_placeholder(const char *p, const char *kind) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "<|%s_", kind);
+    return strstr(p, pat) != NULL;
+}
+
+char *cli_media_prompt(const cli_media *ms, const char *prompt) {
+    char *user = malloc(strlen(prompt) + 32 * (size_t)(ms->n_image + ms->n_audio) + 1);
+    if (!user) return NULL;
+    user[0] = 0;
+    int add_img = ms->n_image && !has_placeholder(prompt, "image"), add_aud = ms->n_audio && !has_placeholder(prompt, "audio");
+    for (int i = 0; add_img && i < ms->n_image; i++) sprintf(user + strlen(user), "<|image_%d|>", i + 1);
+    for (int i = 0; add_aud && i < ms->n_audio; i++) sprintf(user + strlen(user), "<|audio_%d|>", i + 1);
+    if (add_img || add_aud)
+        fprintf(stderr, "phi4mm: note: the prompt has no %s placeholders; prepended %s\n", add_img && add_aud ? "image/audio" : add_img ? "image" : "audio",
+                user);
+    return strcat(user, prompt);
 }

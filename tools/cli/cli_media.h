@@ -19,5 +19,9 @@ void cli_media_free(cli_media *ms);
 int cli_load_audio(const char *cmd, cli_media *ms, const char *path, double max_seconds);
 /* Decodes an image into the set (the default pixel limit). cli_fail's status on an error. */
 int cli_load_image(const char *cmd, cli_media *ms, const char *path);
+/* The user message for prompt with ms's media: a prompt without <|image_N|> (<|audio_N|>)
+ * placeholders gets them prepended in order, images then clips, with a note on stderr; malloc'd
+ * (NULL when memory runs out). */
+char *cli_media_prompt(const cli_media *ms, const char *prompt);
 
 #endif

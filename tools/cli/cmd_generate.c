@@ -158,12 +158,6 @@ static int run_request(const char *cmd, pm_model *m, pm_request *req, const pm_e
     return 0;
 }
 
-static int has_placeholder(const char *p, const char *kind) {
-    char pat[32];
-    snprintf(pat, sizeof pat, "<|%s_", kind);
-    return strstr(p, pat) != NULL;
-}
-
 /* "ID=B" of --logit-bias into bias[*n]. */
 static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *n) {
     char id[32];
@@ -328,7 +322,7 @@ int pm_cmd_generate(int argc, char **argv) {
     if (!rc && prefill && (regex || n_choices || schema || json))
         rc = cli_fail(cmd, "--prefill cannot be combined with --json, --json-schema, --regex or --choice: the held answer would begin after it");
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
-    char *user = rc ? NULL : malloc(strlen(prompt) + 32 * (size_t)(ms.n_image + ms.n_audio) + 1);
+    char *user = rc ? NULL : cli_media_prompt(&ms, prompt);
     if (!rc && !user) rc = cli_fail(cmd, "out of memory");
     if (rc) {
         cli_media_free(&ms);
@@ -338,14 +332,6 @@ int pm_cmd_generate(int argc, char **argv) {
         free(prompt_text);
         return rc;
     }
-    /* A prompt without placeholders gets them prepended in order (images, then audio). */
-    user[0] = 0;
-    int add_img = ms.n_image && !has_placeholder(prompt, "image"), add_aud = ms.n_audio && !has_placeholder(prompt, "audio");
-    for (int i = 0; add_img && i < ms.n_image; i++) sprintf(user + strlen(user), "<|image_%d|>", i + 1);
-    for (int i = 0; add_aud && i < ms.n_audio; i++) sprintf(user + strlen(user), "<|audio_%d|>", i + 1);
-    if (add_img || add_aud) fprintf(stderr, "phi4mm: note: the prompt has no %s placeholders; prepended %s\n",
-                                    add_img && add_aud ? "image/audio" : add_img ? "image" : "audio", user);
-    strcat(user, prompt);
     free(prompt_text);
     char *full = raw ? strdup(user) : pm_chat_prompt(system, user);
     free(user);

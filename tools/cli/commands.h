@@ -7,6 +7,7 @@ int pm_cmd_generate(int argc, char **argv);
 int pm_cmd_transcribe(int argc, char **argv);
 int pm_cmd_chat(int argc, char **argv);
 int pm_cmd_info(int argc, char **argv);
+int pm_cmd_tokenize(int argc, char **argv);
 int pm_cmd_synth(int argc, char **argv);
 int pm_cmd_parity(int argc, char **argv);
 int pm_cmd_tokcheck(int argc, char **argv);

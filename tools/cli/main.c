@@ -15,6 +15,7 @@
 #pragma weak pm_cmd_transcribe
 #pragma weak pm_cmd_chat
 #pragma weak pm_cmd_info
+#pragma weak pm_cmd_tokenize
 #pragma weak pm_cmd_synth
 #pragma weak pm_cmd_parity
 #pragma weak pm_cmd_tokcheck
@@ -77,6 +78,7 @@ int main(int argc, char **argv) {
         {"serve", pm_cmd_serve, "OpenAI-compatible HTTP server"},
         {"run-batch", pm_cmd_run_batch, "answer an OpenAI Batch file of requests (JSONL), a result line each"},
         {"info", pm_cmd_info, "print a checkpoint's summary"},
+        {"tokenize", pm_cmd_tokenize, "count (and list) a prompt's tokens, media included, without running the model"},
         {"parity", pm_cmd_parity, "compare every stage with a reference fixture set"},
         {"tokcheck", pm_cmd_tokcheck, "run tokenizer test vectors"},
         {"synth", pm_cmd_synth, "write a random-weight checkpoint in the official layout"},
