@@ -4,7 +4,7 @@
 32 client threads loop until the deadline over the modes (text, image, audio, image+audio chat,
 greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces, an
 image by URL from a local host, an image with fewer crops, a text request with a prediction, one
-held to a guided pattern),
+held to a guided pattern, an answer's prefill continued under stop tokens and bad words),
 half of them streamed. Along the way: random disconnects mid-stream (the
 server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
 Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
@@ -92,6 +92,12 @@ def main():
     parts["text+guided"] = parts["text"]
     extra["text+guided"] = {"guided_regex": "[A-Z][a-z]{1,8}( [a-z]{1,8}){0,4}\\.", "min_p": 0.05}
 
+    # an answer's prefill continued (continue_final_message, echoed) under vLLM's stop and token
+    # extensions: the template left open, the bans and the stop token per sequence
+    parts["text+continue"] = parts["text"]
+    extra["text+continue"] = {"continue_final_message": True, "add_generation_prompt": False, "echo": True, "bad_words": ["Paris"],
+                              "stop_token_ids": [200020], "include_stop_str_in_output": True, "skip_special_tokens": False}
+
     # the Responses API (/v1/responses) over the same image request, beside the chat ones
     parts["responses+image"] = [{"type": "input_image", "image_url": img}, {"type": "input_text", "text": "Describe the image."}]
 
@@ -114,7 +120,8 @@ def main():
         if mode.startswith("responses"):
             return json.dumps({"model": "phi4mm", "input": [{"role": "user", "content": parts[mode]}], "max_output_tokens": 8,
                                "stream": stream})
-        return json.dumps(dict({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}],
+        prefill = [{"role": "assistant", "content": "The answer:"}] if mode == "text+continue" else []
+        return json.dumps(dict({"model": "phi4mm", "messages": [{"role": "user", "content": parts[mode]}] + prefill,
                                 "max_tokens": 8, "temperature": 0, "stream": stream}, **extra.get(mode, {})))
 
     def request(mode, stream, disconnect=False, timeout=600):
