@@ -184,7 +184,8 @@ static void finish(rb_run *r, rb_item *it, long status, const char *curl_err) {
                                                   "message", it->error ? it->error : curl_err));
     } else {
         json_t *body = it->resp ? json_loadb(it->resp, it->resp_len, 0, NULL) : NULL;
-        if (!body) body = it->resp ? json_stringn_nocheck(it->resp, it->resp_len) : json_null();
+        if (!body && it->resp) body = json_stringn(it->resp, it->resp_len); /* not JSON: the text, where it is UTF-8 */
+        if (!body) body = json_null();
         const json_t *bid = json_object_get(body, "id");
         json_object_set_new(o, "response", json_pack("{s:I, s:o, s:o}", "status_code", (json_int_t)status, "request_id",
                                                       json_is_string(bid) ? json_copy((json_t *)bid) : json_null(), "body", body));
