@@ -1555,7 +1555,7 @@ def main():
            b'{"messages":[{"role":"user","content":"hi"}],"x":[' + b"0," * 299999 + b"0]}", jh)
     # a 20 MB one-word prompt: refused from its length alone, before its BPE (which would take seconds and GBs)
     st, _, d = A.json("POST", chat, {"messages": [{"role": "user", "content": "a" * 20000000}], "max_tokens": 4})
-    report("20 MB one-word prompt -> 400 limit_exceeded, encoding stopped", st == 400 and err_code(d) == "limit_exceeded" and
+    report("20 MB one-word prompt -> 400 context_length_exceeded, encoding stopped", st == 400 and err_code(d) == "context_length_exceeded" and
            "encoding stopped" in str(d), "got %s %s" % (st, str(d)[:200]))
     expect("missing messages", 400, "missing_required_parameter", "POST", chat, {"model": "x"})
     d = expect("bad base64 audio", 400, "invalid_base64", "POST", chat,

@@ -91,7 +91,10 @@ static void usage(void) {
             "                          weights between steps (needs ulimit -l above its size, or CAP_IPC_LOCK)\n"
             "  --recache               before loading, re-read the checkpoint into 2 MB pages of the page cache\n"
             "                          (one read from disk; decode streams them faster: README, \"Huge pages\")\n"
-            "  --default-max-tokens N  completion cap when a request gives none (default 1024)\n"
+            "  --default-max-tokens N  completion cap when a request gives none (default 1024; at most what the\n"
+            "                          context leaves beside its prompt)\n"
+            "  --max-model-len N       prompt + completion tokens a request may hold (default: the checkpoint's\n"
+            "                          max_position_embeddings, 131072 for Phi-4-multimodal)\n"
             "  --prefill-chunk N       prompt rows per sequence per step (default 512; a chunk of N/8 rows or\n"
             "                          more ends early after a message's <|end|>)\n"
             "  --draft N               while one request decodes alone, check up to N tokens (0-15) drafted\n"
@@ -186,6 +189,9 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         } else if (!strcmp(a, "--default-max-tokens")) {
             if (cli_int(v, 1, 1 << 24, &n)) return cli_fail(cmd, "--default-max-tokens must be a positive integer, got '%s'", v);
             o->default_max_tokens = (int)n;
+        } else if (!strcmp(a, "--max-model-len")) {
+            if (cli_int(v, 16, 1 << 24, &n)) return cli_fail(cmd, "--max-model-len must be 16..16777216 tokens, got '%s'", v);
+            o->max_model_len = (int)n;
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (cli_int(v, 1, 1 << 20, &n)) return cli_fail(cmd, "--prefill-chunk must be a positive integer, got '%s'", v);
             o->prefill_chunk = (int)n;
@@ -359,6 +365,10 @@ int srv_instance_start(int argc, char **argv, srv_instance *out, int *help) {
     if (pm_model_load_opts(&ctx->model, ctx->o.model_dir, &ctx->o.load, err, sizeof err)) return cli_fail("serve", "%s", err);
     pm_model_get_info(ctx->model, &info);
     ctx->max_context = info.max_position;
+    if (ctx->o.max_model_len > info.max_position)
+        return cli_fail("serve", "--max-model-len %d is more than the checkpoint's max_position_embeddings (%d)", ctx->o.max_model_len,
+                        info.max_position);
+    if (ctx->o.max_model_len) ctx->max_context = ctx->limits.max_context = ctx->o.max_model_len; /* the engine's limit too */
     ctx->tool_call_open = pm_model_token_id(ctx->model, "<|tool_call|>");
     ctx->tool_call_close = pm_model_token_id(ctx->model, "<|/tool_call|>");
     cli_compute_note("serve", &ctx->o.load, ctx->model);

@@ -69,6 +69,7 @@ struct srv_job {
     char **bad_words;               /* malloc'd strings */
     int n_bad_words;
     int max_tokens;
+    int max_tokens_default;         /* the request named none: --default-max-tokens, or the context's room (scheduler.c) */
     pm_sampling sampling;
     pm_logit_bias *logit_bias;      /* malloc'd */
     int n_logit_bias;

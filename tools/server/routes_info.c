@@ -16,6 +16,7 @@ static json_t *model_obj(const srv_ctx *ctx) {
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(ctx->started));
     json_object_set_new(m, "owned_by", json_string("phi4mm"));
+    if (ctx->max_context > 0) json_object_set_new(m, "max_model_len", json_integer(ctx->max_context)); /* vLLM's model card */
     return m;
 }
 

@@ -198,7 +198,9 @@ static void status_error(int rc, const char *msg, srv_error *e) {
     case PM_EUNSUPPORTED:
         srv_bad(e, NULL, strstr(msg, "placeholder") ? "placeholder_mismatch" : "invalid_request", "%s", msg);
         break;
-    case PM_ELIMIT: srv_bad(e, NULL, "limit_exceeded", "%s", msg); break;
+    case PM_ELIMIT: /* OpenAI's code for a prompt that does not fit, which clients act on (trimming the history) */
+        srv_bad(e, NULL, strstr(msg, "context limit") ? "context_length_exceeded" : "limit_exceeded", "%s", msg);
+        break;
     case PM_ENOMEM: srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg); break;
     case PM_EBUSY: srv_fail(e, 503, "server_error", NULL, "overloaded", "%s", msg); break;
     case PM_ECANCELED: srv_fail(e, 499, "invalid_request_error", NULL, "cancelled", "%s", msg); break;
@@ -275,17 +277,35 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->stop_user = j;
 }
 
-int srv_sched_plan(srv_sched *s, srv_job *j, srv_error *e) {
+/* Plans j once (its prompt's tokens and KV need; no encoder). A request that named no max_tokens
+ * whose prompt leaves less than --default-max-tokens of the context gets what it leaves (vLLM's
+ * default is the whole rest), where it would otherwise be refused for a limit it never asked for. */
+static int plan_job(srv_sched *s, srv_job *j, char *err, size_t errlen) {
     pm_request rq;
     job_request(j, &rq);
-    char err[1024] = "";
     int64_t need = 0;
-    int rc = pm_engine_plan_need(s->eng, &rq, &need, &j->plan_tokens, err, sizeof err);
+    int rc = pm_engine_plan_need(s->eng, &rq, &need, &j->plan_tokens, err, errlen);
+    if (rc == PM_ELIMIT && j->max_tokens_default && j->max_tokens > 1) {
+        char e1[256];
+        int prompt = 0;
+        rq.max_tokens = 1;
+        int room = pm_engine_plan_need(s->eng, &rq, &need, &prompt, e1, sizeof e1) ? 0 : j->ctx->max_context - prompt;
+        if (room >= 1 && room < j->max_tokens) {
+            rq.max_tokens = room;
+            if (!(rc = pm_engine_plan_need(s->eng, &rq, &need, &j->plan_tokens, err, errlen))) j->max_tokens = room;
+        }
+    }
+    if (!rc) j->kv_need = need; /* head_fits plans it no more */
+    return rc;
+}
+
+int srv_sched_plan(srv_sched *s, srv_job *j, srv_error *e) {
+    char err[1024] = "";
+    int rc = plan_job(s, j, err, sizeof err);
     if (rc) {
         status_error(rc, err, e);
         return -1;
     }
-    j->kv_need = need; /* head_fits plans it no more */
     return 0;
 }
 
@@ -311,13 +331,7 @@ static void reject(srv_job *j, int rc, const char *msg) {
  * everything behind it, until a sequence ends), -1 never (*rc, err: the plan's error). The need is
  * planned once per job (tokenizer and media sizes, no encoder). */
 static int head_fits(srv_sched *s, srv_job *j, int64_t pending, int *rc, char *err, size_t errlen) {
-    if (j->kv_need < 0) {
-        pm_request rq;
-        job_request(j, &rq);
-        int64_t need = 0;
-        if ((*rc = pm_engine_plan_need(s->eng, &rq, &need, &j->plan_tokens, err, errlen))) return -1;
-        j->kv_need = need;
-    }
+    if (j->kv_need < 0 && (*rc = plan_job(s, j, err, errlen))) return -1;
     int64_t reserved, budget;
     pm_engine_kv_usage(s->eng, &reserved, &budget);
     return budget < 0 || reserved + pending + j->kv_need <= budget || (pm_engine_live(s->eng) == 0 && pending == 0);

@@ -67,6 +67,7 @@ typedef struct srv_opts {
     int max_queue;              /* waiting requests (default 64) */
     int http_threads;           /* libmicrohttpd worker threads (default 4) */
     int default_max_tokens;     /* completion cap when a request names none (default 1024) */
+    int max_model_len;          /* --max-model-len: prompt + completion tokens per request (0: the checkpoint's) */
     int prefill_chunk;          /* engine prompt rows per step (default 512) */
     int prompt_threads;         /* encoders + prefill of new requests: < 0 auto (default: a thread of their
                                    own, half the OpenMP threads while sequences are live), 0 inline, N */
