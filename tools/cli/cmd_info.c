@@ -25,6 +25,7 @@ int pm_cmd_info(int argc, char **argv) {
     if (pm_model_load_opts(&m, dir, &lo, err, sizeof err)) return cli_fail("info", "%s", err);
     pm_model_info in;
     pm_model_get_info(m, &in);
+    printf("phi4mm          %s\n", pm_version());
     printf("checkpoint      %s\n", dir);
     printf("tensors         %d in %d shard(s), %.3f GB\n", in.n_tensors, in.n_shards, in.weight_bytes / 1e9);
     printf("decoder         %d layers, hidden %d, %d heads / %d kv heads (head %d), mlp %d, vocab %d\n", in.n_layers, in.hidden,
