@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "tok/utf8.h"
+
 int cli_fail(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -151,4 +153,29 @@ int cli_draft(const char *cmd, const char *v, int *draft_tokens) {
     if (cli_int(v, 0, PM_MAX_DRAFT, &k)) return cli_fail(cmd, "--draft must be in [0, %d], got '%s'", PM_MAX_DRAFT, v ? v : "");
     *draft_tokens = (int)k;
     return 0;
+}
+
+int cli_utf8_text(const char *cmd, const char *name, const char *s) {
+    size_t n = s ? strlen(s) : 0, good = n ? pm_utf8_valid_prefix((const uint8_t *)s, n) : 0;
+    return good == n ? 0 : cli_fail(cmd, "%s is not UTF-8 text (byte %zu); is the terminal's encoding UTF-8?", name, good);
+}
+
+int cli_prompt_arg(const char *cmd, const char *prompt, const char *file, const char **text, char **owned) {
+    *owned = NULL;
+    *text = prompt;
+    if (prompt && file) return cli_fail(cmd, "-p and -f both give the prompt: one of them");
+    if (!prompt && !file) return cli_fail(cmd, "missing -p PROMPT (or -f FILE)");
+    if (file) {
+        size_t len;
+        char err[1024];
+        char *t = cli_read_input(file, &len, err, sizeof err);
+        if (!t) return cli_fail(cmd, "%s", err);
+        if (strlen(t) != len) {
+            free(t);
+            return cli_fail(cmd, "%s holds a NUL byte: not text", file);
+        }
+        while (len && (t[len - 1] == '\n' || t[len - 1] == '\r')) t[--len] = 0;
+        *text = *owned = t;
+    }
+    return cli_utf8_text(cmd, file ? file : "the prompt", *text);
 }

@@ -13,6 +13,13 @@ void *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
 /* The same, where "-" is standard input read to its end (a pipe: `ffmpeg ... -f wav - | phi4mm
  * transcribe -`); read once, it is empty after. */
 void *cli_read_input(const char *path, size_t *len, char *err, size_t errlen);
+/* The prompt of -p TEXT or of -f FILE ("-": standard input; the file's final line endings dropped, as
+ * `-p "$(cat FILE)"` gives it): one of the two, UTF-8 text without NUL. *text points at prompt or at
+ * *owned (malloc'd: the caller frees it, NULL otherwise). cli_fail's status on an error. */
+int cli_prompt_arg(const char *cmd, const char *prompt, const char *file, const char **text, char **owned);
+/* 0 when s is NULL or UTF-8 text, else cli_fail's status naming it and the first bad byte: the model
+ * reads UTF-8, and other bytes (a terminal in another encoding) would reach it as stray bytes. */
+int cli_utf8_text(const char *cmd, const char *name, const char *s);
 /* Parses an int / float option value with range check; returns 0 on success. */
 int cli_int(const char *s, long lo, long hi, long *out);
 int cli_float(const char *s, double lo, double hi, double *out);

@@ -275,9 +275,7 @@ int pm_cmd_chat(int argc, char **argv) {
         i++;
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
-    if (!rc && system && pm_utf8_valid_prefix((const uint8_t *)system, strlen(system)) != strlen(system))
-        rc = cli_fail(cmd, "--system is not UTF-8 text (byte %zu); is the terminal's encoding UTF-8?",
-                      pm_utf8_valid_prefix((const uint8_t *)system, strlen(system)));
+    if (!rc) rc = cli_utf8_text(cmd, "--system", system);
     if (rc) return rc;
     /* the prompt cache: a quarter of the automatic budget, or 1/4 of an explicit one on top of it */
     opts.prefix_cache = !cache ? 0 : opts.kv_budget == 0 ? -1 : opts.kv_budget > 0 ? opts.kv_budget / 4 : (int64_t)4 << 30;

@@ -6,7 +6,6 @@
 #include "cli_media.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "tok/utf8.h"
 
 enum { CLI_MAX_STOP = 64 };
 
@@ -296,26 +295,9 @@ int pm_cmd_generate(int argc, char **argv) {
         i++;
     }
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
-    if (!rc && prompt && prompt_file) rc = cli_fail(cmd, "-p and -f both give the prompt: one of them");
-    if (!rc && prompt_file) {
-        size_t len;
-        char err[1024];
-        if (!(prompt_text = cli_read_input(prompt_file, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
-        else if (strlen(prompt_text) != len) rc = cli_fail(cmd, "%s holds a NUL byte: not text", prompt_file);
-        else {
-            while (len && (prompt_text[len - 1] == '\n' || prompt_text[len - 1] == '\r')) prompt_text[--len] = 0; /* as $(cat FILE) */
-            prompt = prompt_text;
-        }
-    }
-    if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT (or -f FILE)");
-    /* the model reads UTF-8: other bytes (a terminal in another encoding) would reach it as stray bytes */
-    const char *texts[] = {prompt, system, prefill}, *names[] = {prompt_file ? prompt_file : "the prompt", "--system", "--prefill"};
-    for (int k = 0; k < 3 && !rc; k++) {
-        size_t n = texts[k] ? strlen(texts[k]) : 0, good = n ? pm_utf8_valid_prefix((const uint8_t *)texts[k], n) : 0;
-        if (good != n) rc = cli_fail(cmd, "%s is not UTF-8 text (byte %zu); is the terminal's encoding UTF-8?", names[k], good);
-    }
-    for (int k = 0; k < n_stops && !rc; k++)
-        if (pm_utf8_valid_prefix((const uint8_t *)stops[k], strlen(stops[k])) != strlen(stops[k])) rc = cli_fail(cmd, "--stop '%s' is not UTF-8 text", stops[k]);
+    if (!rc) rc = cli_prompt_arg(cmd, prompt, prompt_file, &prompt, &prompt_text);
+    if (!rc) rc = cli_utf8_text(cmd, "--system", system) || cli_utf8_text(cmd, "--prefill", prefill);
+    for (int k = 0; k < n_stops && !rc; k++) rc = cli_utf8_text(cmd, "a --stop text", stops[k]);
     if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
     if (!rc && (!!regex + !!n_choices + !!schema + json) > 1) rc = cli_fail(cmd, "--json, --json-schema, --regex and --choice exclude each other");
     if (!rc && prefill && raw) rc = cli_fail(cmd, "--prefill goes after the chat template: with --raw, end PROMPT with it");

@@ -10,7 +10,6 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "tok/chat.h"
-#include "tok/utf8.h"
 
 static void usage_tokenize(void) {
     fprintf(stderr,
@@ -61,23 +60,8 @@ int pm_cmd_tokenize(int argc, char **argv) {
     }
     char *file_text = NULL;
     if (!rc && !dir) rc = cli_fail(cmd, "missing -m MODEL_DIR");
-    if (!rc && prompt && prompt_file) rc = cli_fail(cmd, "-p and -f both give the prompt: one of them");
-    if (!rc && prompt_file) {
-        size_t len;
-        char err[1024];
-        if (!(file_text = cli_read_input(prompt_file, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
-        else if (strlen(file_text) != len) rc = cli_fail(cmd, "%s holds a NUL byte: not text", prompt_file);
-        else {
-            while (len && (file_text[len - 1] == '\n' || file_text[len - 1] == '\r')) file_text[--len] = 0;
-            prompt = file_text;
-        }
-    }
-    if (!rc && !prompt) rc = cli_fail(cmd, "missing -p PROMPT (or -f FILE)");
-    const char *texts[] = {prompt, system};
-    for (int k = 0; k < 2 && !rc; k++)
-        if (texts[k] && pm_utf8_valid_prefix((const uint8_t *)texts[k], strlen(texts[k])) != strlen(texts[k]))
-            rc = cli_fail(cmd, "%s is not UTF-8 text (byte %zu)", k ? "--system" : prompt_file ? prompt_file : "the prompt",
-                          pm_utf8_valid_prefix((const uint8_t *)texts[k], strlen(texts[k])));
+    if (!rc) rc = cli_prompt_arg(cmd, prompt, prompt_file, &prompt, &file_text);
+    if (!rc) rc = cli_utf8_text(cmd, "--system", system);
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], 0);
     char *user = rc ? NULL : cli_media_prompt(&ms, prompt), *full = NULL;
     if (!rc && user) full = raw ? strdup(user) : pm_chat_prompt(system, user);

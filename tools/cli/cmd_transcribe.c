@@ -14,7 +14,6 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "tok/chat.h"
-#include "tok/utf8.h"
 
 enum { T_WAITING = 0, T_RUNNING, T_DONE, T_FAILED };
 
@@ -274,8 +273,7 @@ int pm_cmd_transcribe(int argc, char **argv) {
             instruction = argv[++i];
             size_t len = strlen(instruction);
             if (!len || len > 4096) rc = cli_fail(cmd, "--prompt takes an instruction of 1-4096 bytes");
-            else if (pm_utf8_valid_prefix((const uint8_t *)instruction, len) != len)
-                rc = cli_fail(cmd, "--prompt is not UTF-8 text (byte %zu)", pm_utf8_valid_prefix((const uint8_t *)instruction, len));
+            else rc = cli_utf8_text(cmd, "--prompt", instruction);
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
             if (cli_int(argv[++i], 1, 1 << 20, &n)) rc = cli_fail(cmd, "-n must be a positive integer");
         } else if (!strcmp(a, "--parallel")) {
