@@ -99,7 +99,22 @@ static int parse_stop(const json_t *root, srv_chat_req *r, srv_error *e) {
     return 0;
 }
 
-/* An array of token ids (each checked against the vocabulary by the engine) at key: *ids malloc'd. */
+/* The JSON array a of token ids into ids[0, size(a)) (malloc'd by the caller): each an integer in
+ * [0, 2^31); whether the model has it is the engine's to check. -1 naming where[i] at the first other. */
+static int read_ids(const json_t *a, const char *where, int32_t *ids, srv_error *e) {
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            srv_bad(e, NULL, json_is_integer(v) ? "invalid_value" : "invalid_type", "%s[%zu] must be a token id (an integer >= 0)", where, i);
+            snprintf(e->param, sizeof e->param, "%s[%zu]", where, i);
+            return -1;
+        }
+        ids[i] = (int32_t)json_integer_value(v);
+    }
+    return 0;
+}
+
+/* An array of at most max token ids at key (absent or null: none): *ids malloc'd. */
 static int parse_id_list(const json_t *root, const char *key, int max, int32_t **ids, int *n_ids, srv_error *e) {
     const json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
@@ -107,15 +122,8 @@ static int parse_id_list(const json_t *root, const char *key, int max, int32_t *
     size_t n = json_array_size(v);
     if (n > (size_t)max) return srv_bad(e, key, "invalid_value", "%s holds at most %d ids (got %zu)", key, max, n);
     if (n && !(*ids = malloc(sizeof(int32_t) * n))) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const json_t *id = json_array_get(v, i);
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX) {
-            srv_bad(e, NULL, json_is_integer(id) ? "invalid_value" : "invalid_type", "%s[%zu] must be a token id (an integer >= 0)", key, i);
-            snprintf(e->param, sizeof e->param, "%s[%zu]", key, i);
-            return -1;
-        }
-        (*ids)[(*n_ids)++] = (int32_t)json_integer_value(id);
-    }
+    if (read_ids(v, key, *ids, e)) return -1;
+    *n_ids = (int)n;
     return 0;
 }
 
@@ -849,15 +857,7 @@ static int parse_prompt_ids(const json_t *a, const char *where, srv_chat_req *ou
     if (n > (1u << 24)) return srv_bad(e, where, "invalid_value", "%s has %zu token ids, more than any context", where, n);
     out->prompt_ids = malloc(sizeof(int32_t) * n);
     if (!out->prompt_ids) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const json_t *v = json_array_get(a, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-            srv_bad(e, NULL, json_is_integer(v) ? "invalid_value" : "invalid_type", "%s[%zu] must be a token id (an integer >= 0)", where, i);
-            snprintf(e->param, sizeof e->param, "%s[%zu]", where, i);
-            return -1;
-        }
-        out->prompt_ids[i] = (int32_t)json_integer_value(v);
-    }
+    if (read_ids(a, where, out->prompt_ids, e)) return -1;
     out->n_prompt_ids = (int)n;
     return 0;
 }
