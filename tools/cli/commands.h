@@ -16,5 +16,6 @@ int pm_cmd_run_batch(int argc, char **argv);
 int pm_cmd_bench(int argc, char **argv);
 int pm_cmd_mkmedia(int argc, char **argv);
 int pm_cmd_q8check(int argc, char **argv);
+int pm_cmd_perplexity(int argc, char **argv);
 
 #endif

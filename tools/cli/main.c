@@ -24,6 +24,7 @@
 #pragma weak pm_cmd_bench
 #pragma weak pm_cmd_mkmedia
 #pragma weak pm_cmd_q8check
+#pragma weak pm_cmd_perplexity
 
 typedef struct {
     const char *name;
@@ -84,6 +85,7 @@ int main(int argc, char **argv) {
         {"synth", pm_cmd_synth, "write a random-weight checkpoint in the official layout"},
         {"bench", pm_cmd_bench, "benchmark against this machine's measured limits"},
         {"mkmedia", pm_cmd_mkmedia, "write a demo tone (WAV) and test pattern (PNG)"},
+        {"perplexity", pm_cmd_perplexity, "perplexity of a text in sliding windows (and how far --weights q8 moves it)"},
         {"q8check", pm_cmd_q8check, "greedy agreement of --weights q8 with bf16 on synthetic prompts"},
     };
     int n = (int)(sizeof cmds / sizeof cmds[0]);
