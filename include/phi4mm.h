@@ -203,10 +203,12 @@ typedef struct pm_logit_bias {
 } pm_logit_bias;
 enum { PM_MAX_LOGIT_BIAS = 1024, PM_MAX_STOP_IDS = 1024, PM_MAX_ALLOWED_IDS = 1 << 18, PM_MAX_BAD_WORDS = 256, PM_MAX_BAD_WORD_BYTES = 256 };
 
-/* A token and its log-probability under the model. */
+/* A token, its log-probability under the model and its rank there: 1 + how many tokens the model
+ * found more likely (vLLM's; tokens as likely share one). rank 0: not scored (a prompt's first). */
 typedef struct pm_logprob {
     int32_t token;
     float logprob;
+    int32_t rank;
 } pm_logprob;
 enum { PM_MAX_TOP_LOGPROBS = 20 };
 

@@ -65,6 +65,7 @@ int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed,
             for (int q = 0; q < m; q++) alt[q].logprob = (float)(alt[q].logprob - lse);
             lp->chosen[pos].token = t;
             lp->chosen[pos].logprob = t >= 0 && t < V ? (float)(x[t] - lse) : -INFINITY;
+            lp->chosen[pos].rank = t >= 0 && t < V ? pm_rank(x, V, t) : V;
         }
         lp->scored = p0 + b + r;
     }
@@ -74,7 +75,7 @@ int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed,
 
 void pm_prompt_lp_report(const pm_prompt_lp *lp, const int32_t *ids, const pm_callbacks *cb) {
     if (!lp->chosen || !cb->on_prompt_logprobs || lp->n_prompt <= 0) return;
-    pm_logprob first = {ids[0], NAN};
+    pm_logprob first = {ids[0], NAN, 0};
     cb->on_prompt_logprobs(cb->user, 0, first, NULL, 0);
     for (int p = 1; p <= lp->scored; p++)
         cb->on_prompt_logprobs(cb->user, p, lp->chosen[p], lp->alts ? lp->alts + (size_t)p * lp->top : NULL, lp->n_alts);

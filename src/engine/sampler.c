@@ -147,7 +147,16 @@ int pm_top_k(const float *x, int n, int k, pm_logprob *out) {
         out[j].token = i;
         out[j].logprob = x[i];
     }
+    for (int q = 0; q < m; q++) /* every larger value is before it: ties share a rank */
+        out[q].rank = q > 0 && out[q].logprob == out[q - 1].logprob ? out[q - 1].rank : q + 1;
     return m;
+}
+
+int32_t pm_rank(const float *x, int n, int32_t t) {
+    int32_t r = 1;
+    float v = x[t];
+    for (int i = 0; i < n; i++) r += x[i] > v;
+    return r;
 }
 
 static int cmp_desc(const void *a, const void *b, void *arg) {

@@ -50,7 +50,9 @@ int32_t pm_argmax(const float *x, int n);
 /* log(sum(exp(x))) over x[n], in double around the maximum: what log-softmax subtracts. */
 double pm_logsumexp(const float *x, int n);
 /* The k (<= PM_MAX_TOP_LOGPROBS) largest of x[n], largest first, lower index first on ties, as
- * (index, value) into out; returns how many (min(k, n)). */
+ * (index, value, rank) into out; returns how many (min(k, n)). */
 int pm_top_k(const float *x, int n, int k, pm_logprob *out);
+/* 1 + how many of x[n] are larger than x[t] (vLLM's rank: tokens as likely share one). */
+int32_t pm_rank(const float *x, int n, int32_t t);
 
 #endif

@@ -69,7 +69,7 @@ static void report_logprobs(pm_seq *s, const float *raw, int vocab, int32_t t) {
     double lse = pm_logsumexp(raw, vocab);
     int n = pm_top_k(raw, vocab, s->top_logprobs, top);
     for (int k = 0; k < n; k++) top[k].logprob = (float)(top[k].logprob - lse);
-    pm_logprob chosen = {t, (float)(raw[t] - lse)};
+    pm_logprob chosen = {t, (float)(raw[t] - lse), pm_rank(raw, vocab, t)};
     s->cb.on_logprobs(s->cb.user, chosen, top, n);
 }
 

@@ -1059,6 +1059,50 @@ def main():
     ok = st == 200 and gen and d["choices"][0]["text"] == templ + "".join(gen["tokens"][:5]) and d["choices"][0]["logprobs"] is None \
         and d["usage"]["completion_tokens"] == 5
     report("completions echo without logprobs: the prompt, then the completion", ok, str(d)[:300])
+    # vLLM's prompt_logprobs: each prompt position after the first scored as echo scores it, keyed by
+    # token id with rank and decoded_token, the k likeliest beside the prompt's token; completions'
+    # in the choice, chat's at the top (the template's tokens, once for n choices); the generated
+    # entries keep their own count of alternatives; not with stream; -1 (vLLM: the whole vocabulary) refused.
+    pids = json.load(open(I + "/../ref/manifest.json"))["cases"]["text"]["unexpanded_ids"]
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": pids, "max_tokens": 0, "echo": True, "logprobs": 2, "prompt_logprobs": 3})
+    ok, why = st == 200, str(d)[:400]
+    if ok:
+        c = d["choices"][0]
+        lp, pl = c["logprobs"], c["prompt_logprobs"]
+        ok = len(pl) == len(pids) == len(lp["tokens"]) and pl[0] is None
+        for i in range(1, len(pl) if ok else 0):
+            e, mine = pl[i], pl[i].get(str(pids[i]))
+            if mine is None or abs(mine["logprob"] - lp["token_logprobs"][i]) > 1e-6 or mine["decoded_token"] != lp["tokens"][i]:
+                ok = False
+            else:  # the 3 likeliest ranked 1..3, the prompt's token among them or after them
+                top3 = sorted(((v["logprob"], k) for k, v in e.items()), reverse=True)[:3]
+                theirs = [e[k]["rank"] for _, k in top3]
+                best2 = sorted(lp["top_logprobs"][i].values(), reverse=True)
+                ok = theirs == [1, 2, 3] and all(abs(a - b) < 1e-6 for a, b in zip(best2, [x for x, _ in top3]))
+                if mine["rank"] <= 3:
+                    ok = ok and len(e) == 3 and mine["rank"] == 1 + sum(v["logprob"] > mine["logprob"] for v in e.values())
+                else:
+                    ok = ok and len(e) == 4 and mine["logprob"] < top3[-1][0]
+            if not ok:
+                why = "position %d: %s / %s" % (i, e, lp["top_logprobs"][i])
+                break
+    report("prompt_logprobs (completions): the echo's scores keyed by id, with rank and decoded_token", ok, why)
+    msgs = [{"role": "user", "content": "Hi there"}]
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "n": 2, "logprobs": True, "prompt_logprobs": True})
+    ok = st == 200 and len(d.get("prompt_logprobs") or []) == d["usage"]["prompt_tokens"]
+    if ok:
+        pl = d["prompt_logprobs"]
+        ok = (pl[0] is None and all(1 <= len(e) <= 2 and any(v["rank"] == 1 for v in e.values()) for e in pl[1:])
+              and all(ch["logprobs"]["content"] and all(t["top_logprobs"] == [] for t in ch["logprobs"]["content"]) for ch in d["choices"])
+              and all("prompt_logprobs" not in ch for ch in d["choices"]))
+    report("prompt_logprobs (chat, true): the template's tokens scored once at the top; the answers' entries keep top_logprobs 0", ok,
+           str(d)[:500])
+    st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "prompt_logprobs": 1, "stream": True})
+    st2, _, d2 = A.json("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 1, "prompt_logprobs": -1})
+    st3, _, d3 = A.json("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 1})
+    report("prompt_logprobs: refused with stream and at -1 (400 naming it); absent unless asked",
+           st == 400 and d["error"]["param"] == "prompt_logprobs" and st2 == 400 and d2["error"]["param"] == "prompt_logprobs"
+           and st3 == 200 and "prompt_logprobs" not in d3["choices"][0] and "prompt_logprobs" not in d3, str((d, d2))[:400])
     # a prompt of token ids (the fixture's own tokenization of templ), bare or as an array of one, as
     # lm-evaluation-harness sends tokenized requests: the same answer as the text
     ids = json.load(open(I + "/../ref/manifest.json"))["cases"]["text"]["unexpanded_ids"]

@@ -263,6 +263,27 @@ static void test_min_p(void **state) {
     }
 }
 
+/* pm_top_k's and pm_rank's ranks against their definition (1 + how many are larger), with ties:
+ * tokens as likely share a rank, the next one skips past them, as vLLM counts. */
+static void test_ranks(void **state) {
+    (void)state;
+    float x[V] = {1, 3, 3, 0.5f, 2, 3, -1, 2, 0, 0.5f, 4, -2};
+    pm_logprob top[PM_MAX_TOP_LOGPROBS];
+    int n = pm_top_k(x, V, 6, top);
+    assert_int_equal(n, 6);
+    const int32_t want_tok[6] = {10, 1, 2, 5, 4, 7}, want_rank[6] = {1, 2, 2, 2, 5, 5};
+    for (int q = 0; q < n; q++) {
+        assert_int_equal(top[q].token, want_tok[q]);
+        assert_int_equal(top[q].rank, want_rank[q]);
+    }
+    for (int t = 0; t < V; t++) {
+        int32_t r = 1;
+        for (int i = 0; i < V; i++) r += x[i] > x[t];
+        assert_int_equal(pm_rank(x, V, t), r);
+    }
+    assert_int_equal(pm_rank(x, V, 11), V);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_penalize_matches_definition),
@@ -271,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_choices_follow_the_biases),
         cmocka_unit_test(test_sampled_shares),
         cmocka_unit_test(test_min_p),
+        cmocka_unit_test(test_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,6 +199,19 @@ static int parse_template_switches(const json_t *root, srv_chat_req *r, srv_erro
  * completions request's logprobs is the count of alternatives (0..5), absent or null for none. */
 static int parse_logprobs(const json_t *root, int completions, srv_chat_req *r, srv_error *e) {
     long long k = 0;
+    /* vLLM's prompt_logprobs (both APIs): the prompt's own tokens scored, with k alternatives each;
+     * true is 1 and false none (vLLM reads false as 0, the tokens alone); -1 (vLLM: the whole
+     * vocabulary) is refused as above 20. Not with stream, as vLLM. */
+    const json_t *pl = json_object_get(root, "prompt_logprobs");
+    if (json_is_boolean(pl)) r->prompt_logprobs = json_is_true(pl), r->prompt_top = json_is_true(pl);
+    else if (pl && !json_is_null(pl)) {
+        if (srv_get_int(root, "prompt_logprobs", 0, PM_MAX_TOP_LOGPROBS, &k, e) < 0) return -1;
+        r->prompt_logprobs = 1;
+        r->prompt_top = (int)k;
+    }
+    if (r->prompt_logprobs && r->stream)
+        return srv_bad(e, "prompt_logprobs", "invalid_value", "prompt_logprobs are not available when stream is true");
+    k = 0;
     if (completions) {
         int got = srv_get_int(root, "logprobs", 0, 5, &k, e);
         if (got < 0) return -1;

@@ -74,6 +74,7 @@ typedef struct srv_chat_req {
     char *echo_text;               /* ... the final assistant message's text, the answer's start (malloc'd; NULL: none) */
     int stream, include_usage;
     int logprobs, top_logprobs;    /* log-probabilities asked (chat: logprobs true; completions: logprobs N) and alternatives */
+    int prompt_logprobs, prompt_top; /* vLLM's prompt_logprobs: the prompt's tokens scored, with prompt_top alternatives */
     int echo;                      /* completions: the prompt comes back before the completion (with logprobs, scored) */
     int score_only;                /* completions: echo with max_tokens 0: the prompt back, nothing generated */
 } srv_chat_req;

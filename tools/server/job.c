@@ -95,6 +95,7 @@ void srv_job_unref(srv_job *j) {
     for (int i = 0; i < j->n_bad_words; i++) free(j->bad_words[i]);
     free(j->bad_words);
     free(j->echo_text);
+    free(j->plps);
     free(j->logit_bias);
     free(j->json_schema);
     free(j->regex);
@@ -217,10 +218,27 @@ static void record_lp(srv_job *j, pm_logprob chosen, const pm_logprob *top, int 
     pthread_mutex_unlock(&j->mu);
 }
 
-void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) { record_lp(j, chosen, top, n_top, 0); }
+void srv_job_on_logprobs(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    /* the engine's alternatives are prompt_logprobs' count where that is larger */
+    if (j->logprobs) record_lp(j, chosen, top, n_top < j->top_logprobs ? n_top : j->top_logprobs, 0);
+}
+
+/* vLLM's prompt_logprobs: the position's token and prompt_top alternatives (mu not held). */
+static void record_plp(srv_job *j, pm_logprob chosen, const pm_logprob *top, int n_top) {
+    int k = 1 + j->prompt_top;
+    pthread_mutex_lock(&j->mu);
+    if (room_for((void **)&j->plps, &j->cap_plps, (j->n_plps + 1) * k - 1, sizeof *j->plps)) {
+        pm_logprob *row = j->plps + (size_t)j->n_plps++ * (size_t)k;
+        memset(row, 0, sizeof *row * (size_t)k);
+        row[0] = chosen;
+        for (int q = 0; q < n_top && q < j->prompt_top; q++) row[1 + q] = top[q];
+    }
+    pthread_mutex_unlock(&j->mu);
+}
 
 void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
-    if (j->logprobs) record_lp(j, chosen, top, n_top, pos == 0);
+    if (j->prompt_logprobs) record_plp(j, chosen, top, n_top);
+    if (j->echo && j->logprobs) record_lp(j, chosen, top, n_top < j->top_logprobs ? n_top : j->top_logprobs, pos == 0);
 }
 
 int srv_job_lazy_calls(const srv_job *j) {

@@ -83,6 +83,7 @@ struct srv_job {
     char *resp_base;                /* /v1/responses: what the response object repeats of the request (JSON text, malloc'd) */
     char *resp_convo;               /* ... and the conversation to keep once answered (chat messages JSON; NULL: not kept) */
     int logprobs, top_logprobs;     /* as pm_request */
+    int prompt_logprobs, prompt_top; /* vLLM's prompt_logprobs asked, and its alternatives (0..20) */
     int tokens_as_ids;              /* return_tokens_as_token_ids (vLLM's): entries name tokens "token_id:N" */
     int truncate_prompt;            /* as pm_request */
     int echo;                       /* completions: the prompt opens the text (and, with logprobs, the entries) */
@@ -118,6 +119,8 @@ struct srv_job {
     int n_tokens, cap_tokens;
     srv_lp *lps;                    /* with logprobs: one a generated token (after the prompt's, with echo) */
     int n_lps, cap_lps;
+    pm_logprob *plps;               /* with prompt_logprobs: per prompt position 1 + prompt_top entries, the token's first */
+    int n_plps, cap_plps;           /* positions recorded (the first one unscored) */
     int echoed;                     /* the prompt is in text */
     size_t lp_chars;                /* the recorded tokens' characters so far (the next one's offset) */
     pm_finish finish;

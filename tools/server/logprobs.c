@@ -1,6 +1,8 @@
 /* logprobs.c — see logprobs.h. */
 #include "logprobs.h"
 
+#include <stdio.h>
+
 #include "json_util.h"
 
 /* A token as the entries name it: its text, or with return_tokens_as_token_ids (vLLM's) "token_id:N",
@@ -80,4 +82,31 @@ json_t *srv_logprobs_json(const srv_job *j, int from, int to) {
     json_object_set_new(o, "top_logprobs", tops);
     json_object_set_new(o, "text_offset", offs);
     return o;
+}
+
+json_t *srv_prompt_logprobs_json(const srv_job *j) {
+    const pm_model *m = j->ctx->model;
+    int k = 1 + j->prompt_top;
+    json_t *a = json_array();
+    for (int p = 0; a && p < j->n_plps; p++) {
+        const pm_logprob *row = j->plps + (size_t)p * (size_t)k;
+        if (p == 0) { /* nothing before it */
+            json_array_append_new(a, json_null());
+            continue;
+        }
+        json_t *o = json_object();
+        for (int q = 0; q < k; q++) {
+            if (q > 0 && row[q].rank == 0) break; /* fewer alternatives than asked (a tiny vocabulary) */
+            char key[16];
+            snprintf(key, sizeof key, "%d", (int)row[q].token);
+            if (json_object_get(o, key)) continue; /* the prompt's token among the likeliest */
+            json_t *e = json_object();
+            json_object_set_new(e, "logprob", json_real(row[q].logprob));
+            json_object_set_new(e, "rank", json_integer(row[q].rank));
+            json_object_set_new(e, "decoded_token", token_text(m, row[q].token, j->tokens_as_ids));
+            json_object_set_new(o, key, e);
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
 }

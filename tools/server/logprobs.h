@@ -14,5 +14,8 @@
  * null log-probability and alternatives. A token's "token" is its
  * bytes as text (a piece of a UTF-8 character becomes U+FFFD; "bytes" keeps them). NULL on OOM. */
 json_t *srv_logprobs_json(const srv_job *j, int from, int to);
+/* vLLM's prompt_logprobs (the job done): [null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...],
+ * an object a prompt position after the first with its token and the prompt_top likeliest. NULL on OOM. */
+json_t *srv_prompt_logprobs_json(const srv_job *j);
 
 #endif

@@ -134,6 +134,8 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     j->tool_mode = r->tool_mode;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
+    j->prompt_logprobs = r->prompt_logprobs;
+    j->prompt_top = r->prompt_top;
     j->tokens_as_ids = r->tokens_as_ids;
     j->truncate_prompt = r->truncate_prompt;
     /* a prompt's samples draw apart: seed + sample when the seed is given, a seed each when not */
@@ -304,9 +306,12 @@ static char *result_body(srv_job *const *jobs, int n, const char *object, const 
         json_t *ch = choice_of(j);
         json_object_set_new(ch, "index", json_integer(j->index));
         json_object_set_new(ch, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
+        if (j->prompt_logprobs && j->kind == SRV_JOB_COMPLETION) json_object_set_new(ch, "prompt_logprobs", srv_prompt_logprobs_json(j));
         if (!json_object_get(ch, "finish_reason")) json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
         json_array_append_new(choices, ch);
     }
+    /* chat: the prompt is the same for every choice, scored once at the top (vLLM's place) */
+    if (jobs[0]->prompt_logprobs && jobs[0]->kind != SRV_JOB_COMPLETION) json_object_set_new(o, "prompt_logprobs", srv_prompt_logprobs_json(jobs[0]));
     json_object_set_new(o, "usage", srv_usage_json(jobs, n));
     char *s = srv_json_dump(o, len);
     json_decref(o);

@@ -243,9 +243,10 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->sampling = j->sampling;
     rq->logprobs = j->logprobs;
     rq->logprobs_eos = j->kind == SRV_JOB_COMPLETION; /* as vLLM: the stop token's entry, which scoring clients slice off */
-    rq->top_logprobs = j->top_logprobs;
+    /* one count of alternatives for both kinds of entries: the job keeps what each asked */
+    rq->top_logprobs = j->prompt_logprobs && j->prompt_top > j->top_logprobs ? j->prompt_top : j->top_logprobs;
     /* echo with logprobs: the prompt's entries first; max_tokens 0 is a scoring request */
-    rq->prompt_logprobs = j->echo && (j->logprobs || j->max_tokens == 0);
+    rq->prompt_logprobs = (j->echo && (j->logprobs || j->max_tokens == 0)) || j->prompt_logprobs;
     rq->stop = (const char *const *)j->stop;
     rq->n_stop = j->n_stop;
     rq->stop_ids = j->stop_ids;
