@@ -185,7 +185,8 @@ put("chat", "dup.json", '{"messages": [], "messages": []}')
 put("chat", "completion.json", json.dumps({"prompt": "<|user|>Hi<|end|><|assistant|>", "max_tokens": 4, "logprobs": 0, "echo": False,
                                            "suffix": "", "best_of": 1, "stream": True}))
 put("chat", "completion_array.json", json.dumps({"prompt": ["one"], "stop": ["x"], "temperature": 0.3}))
-put("chat", "logprobs.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 3}))
+put("chat", "logprobs.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 3, "prompt_logprobs": 2}))
+put("chat", "prompt_logprobs.json", json.dumps({"prompt": [1, 2, 3], "max_tokens": 0, "echo": True, "prompt_logprobs": True}))
 put("chat", "guided.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "guided_regex": "\\d{2,3}(-[a-z]+)?", "min_p": 0.1}))
 put("chat", "continue.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [{"type": "text", "text": "The"}]}],
                                        "continue_final_message": True, "add_generation_prompt": False, "echo": True,
