@@ -1194,6 +1194,28 @@ def main():
           and d["choices"][0]["text"].startswith(templ)
           and all(merged[k] == d["choices"][0]["logprobs"][k] for k in merged))
     report("completions echo streamed: the same text and entries", ok, "status %s/%s: %s" % (st, st2, raw[-300:]))
+    # vLLM's stream_options.continuous_usage_stats: every chunk carries its choice's usage so far
+    # (the prompt's tokens, the tokens come), counting up to the choice's final count; the usage
+    # chunk after all choices sums them as before; only beside include_usage; not a boolean: 400
+    body = {"messages": msgs, "max_tokens": 6, "n": 2, "temperature": 1.0, "seed": 3, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    st, ev, raw = A.stream("/v1/chat/completions", body)
+    ok, why = st == 200 and ev and ev[-1] == "[DONE]", raw[-400:]
+    if ok:
+        final = ev[-2]
+        per = {0: [], 1: []}
+        for e in ev[:-2]:
+            per[e["choices"][0]["index"]].append(e["usage"])
+        ok = (final["choices"] == [] and final["usage"]["completion_tokens"] == 12 and all(len(v) >= 2 for v in per.values())
+              and all(u["prompt_tokens"] == final["usage"]["prompt_tokens"] and u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+                      for v in per.values() for u in v)
+              and all([u["completion_tokens"] for u in v] == sorted(u["completion_tokens"] for u in v) and v[-1]["completion_tokens"] == 6
+                      for v in per.values()))
+    st2, ev2, _ = A.stream("/v1/chat/completions", dict(body, stream_options={"continuous_usage_stats": True}))
+    st3, _, d3 = A.json("POST", "/v1/chat/completions", dict(body, stream_options={"include_usage": True, "continuous_usage_stats": 1}))
+    ok = ok and st2 == 200 and all("usage" not in e for e in ev2[:-1]) and st3 == 400 \
+        and d3["error"]["param"] == "stream_options.continuous_usage_stats"
+    report("stream_options.continuous_usage_stats: each chunk its choice's usage so far, beside include_usage only", ok, why)
 
     # stop strings end the text before the first occurrence, finish_reason "stop"
     ref = expected["text"]

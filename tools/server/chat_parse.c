@@ -572,12 +572,15 @@ static int parse_params(const json_t *root, int completions, srv_chat_req *r, sr
     const json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return srv_bad(e, "stream_options", "invalid_type", "stream_options must be an object");
-        int iu = 0;
-        if (srv_get_bool(so, "include_usage", &iu, e) < 0) {
-            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+        int iu = 0, cu = 0;
+        const char *bad = srv_get_bool(so, "include_usage", &iu, e) < 0 ? "include_usage"
+                          : srv_get_bool(so, "continuous_usage_stats", &cu, e) < 0 ? "continuous_usage_stats" : NULL;
+        if (bad) {
+            snprintf(e->param, sizeof e->param, "stream_options.%s", bad);
             return -1;
         }
         r->include_usage = iu;
+        r->continuous_usage = iu && cu; /* vLLM's: only beside include_usage */
     }
     if (parse_stop(root, r, e) || parse_stop_extras(root, r, e) || parse_logprobs(root, completions, r, e) || parse_penalties(root, r, e) || parse_format(root, r, e) ||
         parse_guided(root, r, e))

@@ -73,6 +73,7 @@ typedef struct srv_chat_req {
     int chat_echo;                 /* chat: echo (vLLM's) asked */
     char *echo_text;               /* ... the final assistant message's text, the answer's start (malloc'd; NULL: none) */
     int stream, include_usage;
+    int continuous_usage;          /* stream_options.continuous_usage_stats (vLLM's): every chunk its choice's usage so far */
     int logprobs, top_logprobs;    /* log-probabilities asked (chat: logprobs true; completions: logprobs N) and alternatives */
     int prompt_logprobs, prompt_top; /* vLLM's prompt_logprobs: the prompt's tokens scored, with prompt_top alternatives */
     int echo;                      /* completions: the prompt comes back before the completion (with logprobs, scored) */

@@ -45,6 +45,7 @@ struct srv_job {
     /* request (immutable once enqueued, except the media, which the inference thread frees) */
     srv_job_kind kind;
     int stream, include_usage;
+    int continuous_usage;           /* every chunk carries its choice's usage so far instead of null (vLLM's) */
     srv_resp_format format;
     char language[48];
     char id[48];                    /* the request's (every choice of it shares it) */

@@ -124,6 +124,7 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     }
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
+    j->continuous_usage = j->include_usage && r->continuous_usage;
     j->max_tokens = r->max_tokens > 0 || r->score_only ? r->max_tokens : ctx->o.default_max_tokens;
     j->max_tokens_default = !(r->max_tokens > 0 || r->score_only);
     j->echo = r->echo;

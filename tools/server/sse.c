@@ -4,7 +4,8 @@
  * Chat (OpenAI chat.completion.chunk): a first chunk with the assistant role, one chunk per
  * piece of new text, a last chunk with the finish_reason (empty delta), then — with
  * stream_options.include_usage — a chunk with empty choices and the usage, then "data: [DONE]".
- * With include_usage every chunk carries "usage": null, as OpenAI sends it.
+ * With include_usage every chunk carries "usage": null, as OpenAI sends it; with vLLM's
+ * continuous_usage_stats beside it, its choice's usage so far instead.
  * Completions (text_completion): the same without the role chunk, each choice {"text": piece}.
  * With logprobs, a text chunk (or the finish chunk) carries the entries of the tokens recorded
  * since the previous one (logprobs.h), so that every generated token's entry is sent once.
@@ -82,7 +83,10 @@ static json_t *chunk(const srv_job *j, const char *model, const char *object, js
     json_object_set_new(ch, "logprobs", json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *o = srv_choice_object(j, object, model, ch);
-    if (j->include_usage) json_object_set_new(o, "usage", json_null());
+    if (j->continuous_usage) { /* this choice's so far: the prompt as planned, the tokens come (the engine's count once done) */
+        int done = j->state == SRV_JS_DONE, p = done ? j->prompt_tokens : j->plan_tokens, c = done ? j->completion_tokens : j->n_tokens;
+        json_object_set_new(o, "usage", json_pack("{s:i, s:i, s:i}", "prompt_tokens", p, "completion_tokens", c, "total_tokens", p + c));
+    } else if (j->include_usage) json_object_set_new(o, "usage", json_null());
     return o;
 }
 
