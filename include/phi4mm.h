@@ -217,7 +217,8 @@ typedef enum pm_format {
     PM_FORMAT_JSON_OBJECT = 1,
     PM_FORMAT_JSON_SCHEMA = 2,
     PM_FORMAT_REGEX = 3,  /* the whole answer matches pm_request.regex (vLLM's guided_regex) */
-    PM_FORMAT_CHOICE = 4  /* the answer is one of pm_request.choices (vLLM's guided_choice) */
+    PM_FORMAT_CHOICE = 4, /* the answer is one of pm_request.choices (vLLM's guided_choice) */
+    PM_FORMAT_GRAMMAR = 5 /* the whole answer is a root of pm_request.grammar (vLLM's guided_grammar, llama.cpp's grammar) */
 } pm_format;
 enum { PM_MAX_CHOICES = 4096 };
 
@@ -303,6 +304,12 @@ typedef struct pm_request {
     const char *regex;
     const char *const *choices;
     int n_choices;
+    /* PM_FORMAT_GRAMMAR: a context-free grammar in GBNF (llama.cpp's notation: `root ::= ...`; the
+     * notation, and what is refused: src/engine/grammar.h), held as a pattern is: each step only the
+     * tokens after which the answer can still become a root, the end token only where it is one. A
+     * grammar that is left-recursive or whose parse outgrows the limits is refused at submit
+     * (PM_EINVAL); one that turns out too ambiguous while decoding ends the request with an error. */
+    const char *grammar;
     /* Lazy (with format JSON_OBJECT or JSON_SCHEMA and json_lazy != 0): the answer is free until
      * the model itself writes the token json_open; what follows is held to a value as above, after
      * which only json_close or an end token may come, and either ends the request (its text is the

@@ -110,6 +110,8 @@ static void seq_free(pm_seq *s) {
     pm_prompt_lp_free(&s->plp);
     pm_json_schema_free(s->schema);
     pm_regex_free(s->regex);
+    pm_grammar_state_free(s->gstate);
+    pm_grammar_free(s->grammar);
     free(s->pred);
     free(s);
 }
@@ -224,6 +226,7 @@ void pm_engine_free(pm_engine *eng) {
     pm_media_cache_free(eng->media);
     pm_json_vocab_free(eng->json_vocab);
     pm_regex_vocab_free(eng->regex_vocab);
+    pm_grammar_vocab_free(eng->grammar_vocab);
     free(eng->json_allow);
     free(eng->draft_logits);
     free(eng->seqs);
@@ -254,10 +257,17 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
                        sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
     if (req->min_tokens < 0) return pm_errf(e, PM_EINVAL, "min_tokens must be >= 0 (got %d)", req->min_tokens);
-    if (req->format < PM_FORMAT_TEXT || req->format > PM_FORMAT_CHOICE)
+    if (req->format < PM_FORMAT_TEXT || req->format > PM_FORMAT_GRAMMAR)
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
     if (req->format == PM_FORMAT_REGEX && (!req->regex || strlen(req->regex) > PM_REGEX_MAX_PATTERN))
         return pm_errf(e, PM_EINVAL, "a guided pattern of at most %d bytes is needed", PM_REGEX_MAX_PATTERN);
+    if (req->format == PM_FORMAT_GRAMMAR) { /* compiled here to refuse it early, again at admission */
+        pm_grammar *g = NULL;
+        if (!req->grammar) return pm_errf(e, PM_EINVAL, "a grammar is needed");
+        if (pm_grammar_compile(req->grammar, strlen(req->grammar), &g, e) && e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
+        pm_grammar_free(g);
+        if (e->code) return e->code;
+    }
     if (req->format == PM_FORMAT_CHOICE) {
         if (req->n_choices < 1 || req->n_choices > PM_MAX_CHOICES || !req->choices)
             return pm_errf(e, PM_EINVAL, "guided choices hold 1..%d strings (got %d)", PM_MAX_CHOICES, req->n_choices);
@@ -577,6 +587,16 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         }
         s->regex = enc->regex;
         s->rx_state = pm_regex_start(s->regex);
+    }
+    if (req->format == PM_FORMAT_GRAMMAR) { /* compiled again (cheap beside a step), its parse state the sequence's */
+        if (!eng->grammar_vocab && !(eng->grammar_vocab = pm_grammar_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {
+            pm_errf(e, PM_ENOMEM, "out of memory for the grammars' vocabulary trie");
+            goto fail;
+        }
+        if (pm_grammar_compile(req->grammar, strlen(req->grammar), &s->grammar, e) || !(s->gstate = pm_grammar_start(s->grammar, e))) {
+            if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
+            goto fail;
+        }
     }
     if (req->format != PM_FORMAT_TEXT && !eng->json_allow && !(eng->json_allow = malloc((size_t)eng->m->llm.c.vocab))) {
         pm_errf(e, PM_ENOMEM, "out of memory for the mask's scratch");

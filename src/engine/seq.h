@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "engine/grammar.h"
 #include "engine/json_mode.h"
 #include "engine/json_schema.h"
 #include "engine/media_cache.h"
@@ -55,6 +56,8 @@ typedef struct pm_seq {
     pm_json_state json_state;
     pm_regex *regex;        /* a guided pattern's DFA (PM_FORMAT_REGEX, PM_FORMAT_CHOICE; NULL: none) */
     int32_t rx_state;       /* where the output so far has taken it */
+    pm_grammar *grammar;    /* a grammar (PM_FORMAT_GRAMMAR; NULL: none) */
+    pm_grammar_state *gstate; /* ... and where the output so far has taken its parse */
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */
     int parked;             /* PARK_*: waiting for, or away on, a recompute beside the steps */
     int64_t kv_reserved;    /* bytes counted against the engine's budget while live */
@@ -80,6 +83,7 @@ struct pm_engine {
     pm_media_cache *media;     /* and their media's encoder outputs, beside it */
     pm_json_vocab *json_vocab; /* built at the first JSON-mode request */
     pm_regex_vocab *regex_vocab; /* built at the first guided request */
+    pm_grammar_vocab *grammar_vocab; /* the vocabulary's byte trie, built at the first grammar */
     uint8_t *json_allow;    /* the masks' scratch [vocab] (JSON and guided patterns) */
     int32_t end_id;         /* <|end|>, after which a prefill chunk may end early (chunk_end); -1: none */
     float *draft_logits;    /* [draft_rows][vocab]: a drafting step's rows' logits */

@@ -98,9 +98,17 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
     }
     if (s->regex) pm_regex_mask(s->regex, s->rx_state, eng->regex_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
+    if (s->gstate) {
+        pm_err ge = {0};
+        if (pm_grammar_mask(s->gstate, eng->grammar_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow, &ge)) {
+            pm_seq_finish(eng, i, PM_FINISH_ERROR, ge.msg);
+            return 1;
+        }
+    }
     /* min_tokens and ignore_eos yield to a held output that is complete: nothing but the end may follow it */
     int early = s->n_gen < s->min_tokens;
-    if ((early || s->ignore_eos) && !(s->json && pm_json_done(&s->json_state)) && !(s->regex && pm_regex_final(s->regex, s->rx_state))) {
+    if ((early || s->ignore_eos) && !(s->json && pm_json_done(&s->json_state)) && !(s->regex && pm_regex_final(s->regex, s->rx_state)) &&
+        !(s->gstate && pm_grammar_final(s->gstate))) {
         for (int k = 0; k < llm->c.n_eos; k++) s->logits[llm->c.eos_ids[k]] = -INFINITY;
         for (int k = 0; early && k < s->n_stop_ids; k++) s->logits[s->stop_ids[k]] = -INFINITY;
     }
@@ -112,6 +120,7 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
                           ? "no token may come here: allowed_token_ids, bad_words and the other bans exclude them all"
                       : s->json                        ? "JSON mode: no token of the vocabulary continues the value"
                       : s->regex                       ? "guided decoding: no token of the vocabulary continues the pattern"
+                      : s->gstate                      ? "grammar: no token of the vocabulary continues the grammar"
                                                        : "no token may come here: every one is banned");
         return 1;
     }
@@ -143,6 +152,14 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         size_t bl = 0;
         const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
         s->rx_state = pm_regex_feed(s->regex, s->rx_state, b, bl);
+    } else if (s->gstate) {
+        size_t bl = 0;
+        const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
+        pm_err ge = {0};
+        if (pm_grammar_feed(s->gstate, b, bl, &ge) < 0) {
+            pm_seq_finish(eng, i, PM_FINISH_ERROR, ge.msg);
+            return 1;
+        }
     } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
         s->json = 1;
         pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());

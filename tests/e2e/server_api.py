@@ -575,7 +575,11 @@ def main():
     for body, code, param, needle in [({"guided_regex": "(a|b"}, "invalid_value", "guided_regex", "never closed"),
                                       ({"guided_regex": "a(?<=b)"}, "unsupported_value", "guided_regex", "lookaround"),
                                       ({"guided_regex": ".*a.{16}"}, "unsupported_value", "guided_regex", "too large"),
-                                      ({"guided_grammar": "root ::= x"}, "unsupported_parameter", "guided_grammar", "not supported"),
+                                      ({"guided_grammar": "root ::= x"}, "invalid_value", "guided_grammar", "rule 'x' is used but not defined"),
+                                      ({"guided_grammar": 'root: "a"'}, "invalid_value", "guided_grammar", "GBNF is read"),
+                                      ({"grammar": 'root ::= root "a" | "b"'}, "unsupported_value", "grammar", "left recursion"),
+                                      ({"guided_grammar": 'root ::= "a"', "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
+                                      ({"guided_whitespace_pattern": " "}, "unsupported_parameter", "guided_whitespace_pattern", "not supported"),
                                       ({"guided_choice": ["a"], "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
                                       ({"min_p": -0.5}, "invalid_value", "min_p", "min_p")]:
         st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, **body))
@@ -584,6 +588,53 @@ def main():
         if not good:
             why.append("%s -> %s %s" % (body, st, str(d)[:200]))
     report("guided decoding and min_p refusals: 400 naming the parameter and why", ok, "; ".join(why))
+    # guided_grammar (GBNF, recursive): sampled answers are nested lists; one that ends is whole (a
+    # check written here), one cut by max_tokens a prefix that could still become one; the first the
+    # CLI's --grammar with the seed; completions take structured_outputs.grammar and llama.cpp's grammar
+    gbnf = 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z] | root\n'
+
+    def nested(t):  # (a prefix of a nested list, a whole one)
+        depth, prev = 0, ""
+        for i, c in enumerate(t):
+            if (i == 0 and c != "[") or (i > 0 and depth == 0):
+                return False, False
+            if c == "[":
+                if i > 0 and prev not in "[,":
+                    return False, False
+                depth += 1
+            elif c == "]":
+                if prev == ",":
+                    return False, False
+                depth -= 1
+            elif c == ",":
+                if prev in "[,":
+                    return False, False
+            elif "a" <= c <= "z":
+                if prev not in "[,":
+                    return False, False
+            else:
+                return False, False
+            prev = c
+        return True, bool(t) and depth == 0
+
+    gdir = tempfile.mkdtemp(prefix="phi4mm-grammar-")
+    with open(gdir + "/list.gbnf", "w") as fh:
+        fh.write(gbnf)
+    ref, rc = cli(*q, "--grammar", gdir + "/list.gbnf", "--temp", "1.5", "--seed", "5", "-n", "24")
+    shutil.rmtree(gdir, ignore_errors=True)
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, guided_grammar=gbnf, temperature=1.5, seed=5, n=4, max_tokens=24))
+    chs = d.get("choices", []) if st == 200 else []
+    ok = st == 200 and rc == 0 and len(chs) == 4 and chs[0]["message"]["content"] == ref
+    for c in chs:
+        pre, whole = nested(c["message"]["content"])
+        ok = ok and pre and (whole if c["finish_reason"] == "stop" else c["finish_reason"] == "length")
+    report("guided_grammar: 4 sampled nested lists, whole where they ended, prefixes where cut; the first the CLI's --grammar",
+           ok, "%s %r / %r" % (st, [(c["message"]["content"], c["finish_reason"]) for c in chs] or d, ref))
+    ok = True
+    for key, val in (("structured_outputs", {"grammar": 'root ::= "yes" | "no" | "maybe " [0-9]'}), ("grammar", 'root ::= "yes" | "no"')):
+        st, _, d = A.json("POST", "/v1/completions", {"prompt": "Is it?", "max_tokens": 8, "temperature": 1.0, "seed": 3, key: val})
+        ok = ok and st == 200 and re.fullmatch("yes|no|maybe [0-9]", d["choices"][0]["text"]) and d["choices"][0]["finish_reason"] == "stop"
+    report("completions structured_outputs.grammar and grammar (llama.cpp's): a whole root", ok, str(d)[:300])
     # JSON Schema's pattern (ECMAScript's, held over the string's decoded text): sampled answers hold it
     pschema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
                                                 "note": {"type": "string", "pattern": "ok", "maxLength": 8}},

@@ -110,11 +110,14 @@ static void usage_generate(void) {
             "  --keep-special        print special tokens' text (<|tool_call|>, ...) instead of dropping it\n"
             "  --allow-id ID         only the --allow-id tokens may come (repeatable)\n"
             "  --bad-word WORD       the answer never writes WORD (repeatable; at its start or after a space)\n"
+            );
+    fprintf(stderr,
             "  --json                JSON mode: the answer is held to one JSON object\n"
             "  --json-schema FILE    ... to a value of the JSON Schema in FILE (keywords: README)\n"
             "  --regex RE            guided decoding: the whole answer matches the regular expression RE\n"
             "                        (syntax: README)\n"
             "  --choice TEXT         ... is one of the --choice texts (repeatable)\n"
+            "  --grammar FILE        ... is a root of the GBNF grammar in FILE (llama.cpp's notation; README)\n"
             "  --prediction FILE     text the answer should repeat much of (an edit's original): drafted\n"
             "                        from while the answer follows it, the same tokens in fewer steps\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"
@@ -183,7 +186,7 @@ int pm_cmd_generate(int argc, char **argv) {
     const char *bad_words[PM_MAX_BAD_WORDS];
     int n_stops = 0, n_stop_ids = 0, n_allowed = 0, n_bad_words = 0;
     long min_tokens = 0, max_crops = 0;
-    char *schema = NULL, *prediction = NULL; /* --json-schema's and --prediction's text */
+    char *schema = NULL, *prediction = NULL, *grammar = NULL; /* --json-schema's, --prediction's and --grammar's text */
     long n = 256;
     double temp = 0, top_p = 1.0, min_p = 0, freq = 0, pres = 0, rep = 0;
     const char *regex = NULL, *choices[PM_MAX_CHOICES];
@@ -253,6 +256,13 @@ int pm_cmd_generate(int argc, char **argv) {
             free(schema);
             if (!(schema = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
         }
+        else if (!strcmp(a, "--grammar")) {
+            size_t len;
+            char err[1024];
+            free(grammar);
+            if (!(grammar = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
+            else if (strlen(grammar) != len) rc = cli_fail(cmd, "--grammar %s holds a NUL byte", v);
+        }
         else if (!strcmp(a, "--prediction")) {
             size_t len;
             char err[1024];
@@ -299,10 +309,11 @@ int pm_cmd_generate(int argc, char **argv) {
     if (!rc) rc = cli_utf8_text(cmd, "--system", system) || cli_utf8_text(cmd, "--prefill", prefill);
     for (int k = 0; k < n_stops && !rc; k++) rc = cli_utf8_text(cmd, "a --stop text", stops[k]);
     if (!rc && n == 0 && !score) rc = cli_fail(cmd, "-n 0 generates nothing: only with --score");
-    if (!rc && (!!regex + !!n_choices + !!schema + json) > 1) rc = cli_fail(cmd, "--json, --json-schema, --regex and --choice exclude each other");
+    if (!rc && (!!regex + !!n_choices + !!schema + json + !!grammar) > 1)
+        rc = cli_fail(cmd, "--json, --json-schema, --regex, --choice and --grammar exclude each other");
     if (!rc && prefill && raw) rc = cli_fail(cmd, "--prefill goes after the chat template: with --raw, end PROMPT with it");
-    if (!rc && prefill && (regex || n_choices || schema || json))
-        rc = cli_fail(cmd, "--prefill cannot be combined with --json, --json-schema, --regex or --choice: the held answer would begin after it");
+    if (!rc && prefill && (regex || n_choices || schema || json || grammar))
+        rc = cli_fail(cmd, "--prefill cannot be combined with --json, --json-schema, --regex, --choice or --grammar: the held answer would begin after it");
     for (int i = 0; i < n_audio_paths && !rc; i++) rc = cli_load_audio(cmd, &ms, audio_paths[i], opts.limits.max_audio_seconds);
     char *user = rc ? NULL : cli_media_prompt(&ms, prompt);
     if (!rc && !user) rc = cli_fail(cmd, "out of memory");
@@ -361,7 +372,13 @@ int pm_cmd_generate(int argc, char **argv) {
     req.sampling.frequency_penalty = (float)freq;
     req.sampling.presence_penalty = (float)pres;
     req.sampling.repetition_penalty = (float)rep;
-    req.format = schema ? PM_FORMAT_JSON_SCHEMA : json ? PM_FORMAT_JSON_OBJECT : regex ? PM_FORMAT_REGEX : n_choices ? PM_FORMAT_CHOICE : PM_FORMAT_TEXT;
+    req.format = schema      ? PM_FORMAT_JSON_SCHEMA
+                 : json      ? PM_FORMAT_JSON_OBJECT
+                 : regex     ? PM_FORMAT_REGEX
+                 : n_choices ? PM_FORMAT_CHOICE
+                 : grammar   ? PM_FORMAT_GRAMMAR
+                             : PM_FORMAT_TEXT;
+    req.grammar = grammar;
     req.json_schema = schema;
     req.regex = regex;
     req.choices = choices;
@@ -391,6 +408,7 @@ int pm_cmd_generate(int argc, char **argv) {
     cli_media_free(&ms);
     free(schema);
     free(prediction);
+    free(grammar);
     free(allowed);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "media_urls.h"
 #include "tool_calls.h"
 #include "engine/json_schema.h"
+#include "engine/grammar.h"
 #include "engine/regex.h"
 #include "tok/chat.h"
 
@@ -69,7 +70,7 @@ void srv_chat_req_free(srv_chat_req *r) {
     free(r->echo_text);
     free(r->logit_bias);
     free(r->json_schema);
-    free(r->regex);
+    free(r->guide);
     free(r->cache_salt);
     free(r->prediction);
     free(r->tools_text);
@@ -283,13 +284,29 @@ static int set_schema(const json_t *sch, const char *param, srv_chat_req *r, srv
 static int set_regex(char *pattern, const char *param, srv_chat_req *r, srv_error *e) {
     if (!pattern) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     r->format = PM_FORMAT_REGEX;
-    r->regex = pattern;
+    r->guide = pattern;
     pm_regex *rx = NULL;
     pm_err pe = {0};
     int rc = pm_regex_compile(pattern, strlen(pattern), &rx, &pe);
     pm_regex_free(rx);
     if (rc == PM_ENOMEM) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     if (rc) return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s", pe.msg);
+    return 0;
+}
+
+/* A GBNF grammar, compiled here so that a bad one is a 400 naming its rule and byte. */
+static int set_grammar(char *text, const char *param, srv_chat_req *r, srv_error *e) {
+    if (!text) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    r->format = PM_FORMAT_GRAMMAR;
+    r->guide = text;
+    pm_grammar *g = NULL;
+    pm_err pe = {0};
+    int rc = pm_grammar_compile(text, strlen(text), &g, &pe);
+    pm_grammar_free(g);
+    if (rc == PM_ENOMEM) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (rc) /* vLLM also reads Lark (name: ...); say which notation this is */
+        return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s%s", pe.msg,
+                       strstr(text, "::=") ? "" : " (GBNF is read: rules are written `name ::= ...`; Lark and EBNF with ':' are not)");
     return 0;
 }
 
@@ -320,19 +337,16 @@ static int set_choices(const json_t *v, const char *param, srv_chat_req *r, srv_
 }
 
 /* vLLM's guided decoding: guided_json (a schema, as an object or as JSON text), guided_regex,
- * guided_choice, or their newer spelling structured_outputs {json | regex | choice | json_object};
- * at most one of them, and not beside a response_format that shapes the answer. A grammar
- * (guided_grammar, structured_outputs.grammar) or a whitespace pattern is refused: no silent
- * loosening of what the client asked to hold. guided_decoding_backend is a choice among vLLM's
- * engines and is ignored. */
+ * guided_choice, guided_grammar (GBNF; llama.cpp's server calls it grammar), or their newer
+ * spelling structured_outputs {json | regex | choice | json_object | grammar}; at most one of them,
+ * and not beside a response_format that shapes the answer. A whitespace pattern is refused: no
+ * silent loosening of what the client asked to hold. guided_decoding_backend is a choice among
+ * vLLM's engines and is ignored. */
 static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
-    static const char *const refused[] = {"guided_grammar", "guided_whitespace_pattern"};
-    for (int k = 0; k < 2; k++) {
-        const json_t *v = json_object_get(root, refused[k]);
-        if (v && !json_is_null(v))
-            return srv_bad(e, refused[k], "unsupported_parameter",
-                           "%s is not supported by this server (guided_json, guided_regex and guided_choice are)", refused[k]);
-    }
+    const json_t *ws = json_object_get(root, "guided_whitespace_pattern");
+    if (ws && !json_is_null(ws))
+        return srv_bad(e, "guided_whitespace_pattern", "unsupported_parameter",
+                       "guided_whitespace_pattern is not supported by this server (guided_json, guided_regex, guided_choice and guided_grammar are)");
     const json_t *so = json_object_get(root, "structured_outputs");
     if (so && !json_is_null(so) && !json_is_object(so))
         return srv_bad(e, "structured_outputs", "invalid_type", "structured_outputs must be an object");
@@ -343,6 +357,8 @@ static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
     } spell[] = {{"guided_json", NULL, G_JSON},
                  {"guided_regex", NULL, G_REGEX},
                  {"guided_choice", NULL, G_CHOICE},
+                 {"guided_grammar", NULL, G_GRAMMAR},
+                 {"grammar", NULL, G_GRAMMAR}, /* llama.cpp server's */
                  {"structured_outputs.json", "json", G_JSON},
                  {"structured_outputs.regex", "regex", G_REGEX},
                  {"structured_outputs.choice", "choice", G_CHOICE},
@@ -358,7 +374,7 @@ static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
         if (!val[k] || json_is_null(val[k]) || (spell[k].kind == G_JSON_OBJECT && json_is_false(val[k]))) continue;
         if (given >= 0 || r->format != PM_FORMAT_TEXT)
             return srv_bad(e, keys[k], "invalid_value", "%s cannot be combined with %s: one of response_format, guided_json, guided_regex, "
-                           "guided_choice and structured_outputs may shape the answer", keys[k], given >= 0 ? keys[given] : "response_format");
+                           "guided_choice, guided_grammar (grammar) and structured_outputs may shape the answer", keys[k], given >= 0 ? keys[given] : "response_format");
         given = k;
     }
     if (given < 0) return 0;
@@ -387,12 +403,18 @@ static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
             return srv_bad(e, keys[given], "limit_exceeded", "%s holds more than %d bytes", keys[given], PM_REGEX_MAX_PATTERN);
         return set_regex(strdup(json_string_value(v)), keys[given], r, e);
     case G_CHOICE: return set_choices(v, keys[given], r, e);
+    case G_GRAMMAR:
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+            return srv_bad(e, keys[given], "invalid_type", "%s must be a string (a GBNF grammar)", keys[given]);
+        if (json_string_length(v) > PM_GRAMMAR_MAX_TEXT)
+            return srv_bad(e, keys[given], "limit_exceeded", "%s holds more than %d bytes", keys[given], PM_GRAMMAR_MAX_TEXT);
+        return set_grammar(strdup(json_string_value(v)), keys[given], r, e);
     case G_JSON_OBJECT:
         if (!json_is_true(v)) return srv_bad(e, keys[given], "invalid_type", "%s must be a boolean", keys[given]);
         r->format = PM_FORMAT_JSON_OBJECT;
         return 0;
     }
-    return srv_bad(e, keys[given], "unsupported_parameter", "%s is not supported by this server (json, regex and choice are)", keys[given]);
+    return srv_bad(e, keys[given], "unsupported_parameter", "%s is not supported by this server", keys[given]);
 }
 
 /* response_format: text, json_object (JSON mode) or json_schema (its schema compiled here, so

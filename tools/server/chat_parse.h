@@ -49,7 +49,7 @@ typedef struct srv_chat_req {
     int n_logit_bias;
     pm_format format;              /* response_format (text, json_object, json_schema) or vLLM's guided decoding (regex) */
     char *json_schema;             /* with json_schema: the schema as JSON text (malloc'd) */
-    char *regex;                   /* with regex: the pattern (guided_choice's list as an escaped alternation; malloc'd) */
+    char *guide;                   /* with regex: the pattern (guided_choice's list as an escaped alternation); with grammar: the GBNF (malloc'd) */
     int min_tokens, ignore_eos;    /* the end tokens banned until min_tokens, or always */
     char *cache_salt;              /* cache_salt (vLLM's): the prompt and media caches' scope (malloc'd; NULL: none) */
     int max_crops;                 /* mm_processor_kwargs.dynamic_hd (vLLM's): HD crops per image at most (0: the server's) */

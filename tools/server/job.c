@@ -98,7 +98,7 @@ void srv_job_unref(srv_job *j) {
     free(j->plps);
     free(j->logit_bias);
     free(j->json_schema);
-    free(j->regex);
+    free(j->guide);
     free(j->cache_salt);
     free(j->prediction);
     free(j->text);

@@ -76,7 +76,7 @@ struct srv_job {
     int n_logit_bias;
     pm_format output_format;        /* text, a JSON object or a schema's value (response_format) */
     char *json_schema;              /* malloc'd */
-    char *regex;                    /* a guided pattern (PM_FORMAT_REGEX; malloc'd) */
+    char *guide;                    /* a guided pattern (PM_FORMAT_REGEX) or grammar (PM_FORMAT_GRAMMAR; malloc'd) */
     int min_tokens, ignore_eos;
     char *cache_salt;               /* malloc'd; NULL: none */
     int max_crops;                  /* pm_request.max_crops (0: the server's --max-crops, else the checkpoint's) */

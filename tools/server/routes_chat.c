@@ -113,7 +113,7 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     if (r->n_logit_bias && (j->logit_bias = copy_of(r->logit_bias, sizeof *j->logit_bias * (size_t)r->n_logit_bias, &oom)))
         j->n_logit_bias = r->n_logit_bias;
     if (r->json_schema && !(j->json_schema = strdup(r->json_schema))) oom = 1;
-    if (r->regex && !(j->regex = strdup(r->regex))) oom = 1;
+    if (r->guide && !(j->guide = strdup(r->guide))) oom = 1;
     if (r->cache_salt && !(j->cache_salt = strdup(r->cache_salt))) oom = 1;
     j->max_crops = r->max_crops;
     if (r->prediction && !(j->prediction = strdup(r->prediction))) oom = 1;

@@ -262,7 +262,8 @@ static void job_request(srv_job *j, pm_request *rq) {
     rq->n_logit_bias = j->n_logit_bias;
     rq->format = j->output_format;
     rq->json_schema = j->json_schema;
-    rq->regex = j->regex;
+    rq->regex = j->output_format == PM_FORMAT_GRAMMAR ? NULL : j->guide;
+    rq->grammar = j->output_format == PM_FORMAT_GRAMMAR ? j->guide : NULL;
     rq->min_tokens = j->min_tokens;
     rq->ignore_eos = j->ignore_eos;
     rq->cache_salt = j->cache_salt;

@@ -1,0 +1,87 @@
+/* grammar.h — output held to a context-free grammar (vLLM's guided_grammar, llama.cpp's grammar):
+ * GBNF, llama.cpp's notation, read left to right.
+ *
+ *   root   ::= answer ws "."            # a rule: a name, ::=, alternatives separated by |
+ *   answer ::= "yes" | "no" | list
+ *   list   ::= "[" ( item ("," item)* )? "]"
+ *   item   ::= [a-z]+ | "\"" [^"\\]* "\""
+ *   ws     ::= [ \t\n]*
+ *
+ * Items: "literal" (escapes \n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH), [class] / [^class] of
+ * characters and ranges (the same escapes), `.` (any character), a rule's name, ( grouping ), and
+ * the postfixes * + ? {m} {m,} {m,n}. `#` comments to the end of the line. A sequence ends at the
+ * end of its line except inside parentheses and after `::=` or `|`; a line that begins with `|`
+ * goes on with the rule above it. The whole output must be a `root`.
+ *
+ * How it is held: every stretch of a rule that names no rule (a literal, a class, a group or
+ * repeat of them) becomes one byte-level DFA of regex.h, so a regular grammar runs as one DFA; the
+ * rest is a set of parse threads, each a terminal DFA's state and a stack of where to go on once it
+ * is matched (stacks shared and hash-consed; a call in last position pops first, so right
+ * recursion does not grow them). A step's mask walks the vocabulary's bytes as a trie, the thread
+ * set one byte at a time, and keeps the tokens after which some thread lives or the root is
+ * complete; the end token only where the root is complete.
+ *
+ * Refused at compile time, with the rule and byte: a syntax error, an undefined or twice-defined
+ * rule, no `root`, left recursion (a rule that can reach itself before writing anything: it would
+ * never end; write it right-recursively or with *), repeats above PM_GRAMMAR_MAX_REPEAT, more than
+ * PM_GRAMMAR_MAX_RULES rules after expansion, and a terminal the regex limits refuse. At run time a
+ * grammar whose thread set outgrows PM_GRAMMAR_MAX_THREADS (a very ambiguous one) fails the
+ * request rather than hold it loosely. */
+#ifndef PM_GRAMMAR_H
+#define PM_GRAMMAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/regex.h"
+#include "util/err.h"
+
+enum {
+    PM_GRAMMAR_MAX_TEXT = 1 << 20,  /* bytes of GBNF */
+    PM_GRAMMAR_MAX_REPEAT = 1000,   /* the largest count of a {m,n} around a rule */
+    PM_GRAMMAR_MAX_RULES = 1 << 14, /* rules and alternatives' elements after expansion */
+    PM_GRAMMAR_MAX_THREADS = 4096,  /* parse threads at one point of the output */
+    PM_GRAMMAR_MAX_NODES = 1 << 22  /* stack nodes a state (and one step's mask) may hold */
+};
+
+typedef struct pm_grammar pm_grammar;
+typedef struct pm_grammar_state pm_grammar_state;
+
+/* Compiles GBNF text[0, len); otherwise PM_EINVAL naming the rule and byte offset (PM_EUNSUPPORTED
+ * for valid notation it does not hold an answer to: left recursion, a terminal the regex engine
+ * refuses). */
+int pm_grammar_compile(const char *text, size_t len, pm_grammar **out, pm_err *e);
+void pm_grammar_free(pm_grammar *g);
+/* Rules (those written and those its groups and repeats became) and terminal DFAs, for tests. */
+void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals);
+
+/* Where an output stands: nothing written yet. NULL (e set) when out of memory or the start
+ * already outgrows the limits. */
+pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e);
+void pm_grammar_state_free(pm_grammar_state *st);
+/* Advances over bytes[0, n): 1 while the output can still become a root (or is one), 0 once it
+ * cannot (the state is then dead), < 0 on a limit (e set). */
+int pm_grammar_feed(pm_grammar_state *st, const char *bytes, size_t n, pm_err *e);
+/* What was fed is a whole root. */
+int pm_grammar_accepts(const pm_grammar_state *st);
+/* ... and nothing may follow it (only the end token remains). */
+int pm_grammar_final(const pm_grammar_state *st);
+/* Whether s[0, n) is a whole root (a fresh state fed it). */
+int pm_grammar_fullmatch(const pm_grammar *g, const char *s, size_t n, pm_err *e);
+
+/* The vocabulary as a byte trie, built once per engine (immutable after): the usable tokens (no
+ * special token, no unknown id). */
+struct pm_tokenizer;
+typedef struct pm_grammar_vocab pm_grammar_vocab;
+pm_grammar_vocab *pm_grammar_vocab_new(const struct pm_tokenizer *tok, int vocab);
+/* The same from raw token bytes (tests): tokens[v] of len[v] bytes, NULL for an unusable one. */
+pm_grammar_vocab *pm_grammar_vocab_from(const char *const *tokens, const size_t *len, int vocab);
+void pm_grammar_vocab_free(pm_grammar_vocab *gv);
+
+/* Sets logits[v] = -INFINITY for every token v < vocab after whose bytes the output can no longer
+ * be a root, every special token and unknown id, and the end tokens (eos[n_eos]) unless st accepts.
+ * allow: scratch [vocab]. < 0 (e set) on a limit: the state is left as it was. */
+int pm_grammar_mask(pm_grammar_state *st, const pm_grammar_vocab *gv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow,
+                    pm_err *e);
+
+#endif

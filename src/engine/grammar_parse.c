@@ -1,0 +1,771 @@
+/* grammar_parse.c — GBNF text to the compiled grammar (grammar.h, grammar_internal.h): the text
+ * parsed into a tree; rules that name only such rules (no recursion) become regular expressions,
+ * inlined where they are named; the rest lowered into alternatives of terminals (each maximal
+ * stretch without a rule call one DFA) and rule calls, groups and repeats around calls becoming
+ * rules of their own; then the checks: every rule defined, a root, no left recursion. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/grammar.h"
+#include "engine/grammar_internal.h"
+
+enum { MAX_DEPTH = 200, MAX_INLINE = 1 << 16, MAX_CP = 0x10FFFF };
+
+typedef enum { A_LIT, A_CLASS, A_ANY, A_REF, A_SEQ, A_ALT, A_REP } a_kind;
+
+typedef struct a_node {
+    a_kind kind;
+    int32_t *v;   /* LIT: code points; CLASS: lo, hi pairs; SEQ, ALT: children; REP: the child in v[0] */
+    int n, cap;
+    int neg;      /* CLASS: [^...] */
+    int ref;      /* REF: the rule */
+    int min, max; /* REP: counts, max < 0 unbounded */
+    size_t at;    /* byte offset in the text */
+} a_node;
+
+typedef struct b_alt {
+    g_elem *el;
+    int n, cap;
+} b_alt;
+
+typedef struct b_rule {
+    char *name;
+    int body;             /* tree node; -1: not defined (or a rule made from alternatives) */
+    size_t def_at, ref_at; /* where it is defined, and first named */
+    int regular;          /* -1 not known yet, 2 being decided, 0 no, 1 yes (its text in rx) */
+    char *rx;
+    size_t rx_len;
+    int queued;           /* lowered (or queued to be) */
+    b_alt *alts;
+    int n_alts, cap_alts;
+} b_rule;
+
+/* A growing string. */
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+typedef struct gp {
+    const char *s;
+    size_t len, p;
+    a_node *nodes;
+    int n_nodes, cap_nodes;
+    b_rule *rules;
+    int n_rules, cap_rules;
+    struct sbuf *terms; /* the terminals' patterns */
+    int n_terms, cap_terms;
+    int n_elems;
+    pm_err *e;
+} gp;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 64;
+        while (c < b->n + n + 1) c *= 2;
+        char *t = realloc(b->s, c);
+        if (!t) {
+            b->oom = 1;
+            return;
+        }
+        b->s = t;
+        b->cap = c;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static int grow(void **a, int *cap, int n, size_t elt) {
+    if (n < *cap) return 0;
+    int c = *cap ? *cap * 2 : 16;
+    void *t = realloc(*a, elt * (size_t)c);
+    if (!t) return -1;
+    *a = t;
+    *cap = c;
+    return 0;
+}
+
+static int fail_at(gp *P, size_t at, const char *fmt, ...) PM_PRINTF(3, 4);
+static int fail_at(gp *P, size_t at, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return pm_errf(P->e, PM_EINVAL, "grammar: %s at byte %zu", msg, at);
+}
+
+static int oom(gp *P) { return pm_errf(P->e, PM_ENOMEM, "grammar: out of memory"); }
+
+static int new_node(gp *P, a_kind kind) {
+    if (grow((void **)&P->nodes, &P->cap_nodes, P->n_nodes, sizeof *P->nodes)) return oom(P);
+    a_node *n = &P->nodes[P->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    n->at = P->p;
+    return P->n_nodes++;
+}
+
+static int node_push(gp *P, int node, int32_t v) {
+    a_node *n = &P->nodes[node];
+    if (grow((void **)&n->v, &n->cap, n->n, sizeof *n->v)) return oom(P);
+    n->v[n->n++] = v;
+    return PM_OK;
+}
+
+/* ------------------------------------------------------------------ the text */
+
+static int at_end(const gp *P) { return P->p >= P->len; }
+static int peek(const gp *P) { return at_end(P) ? -1 : (unsigned char)P->s[P->p]; }
+
+/* Spaces and comments; newlines too where the notation lets a sequence go on past them. */
+static void skip_space(gp *P, int newline_ok) {
+    while (!at_end(P)) {
+        char c = P->s[P->p];
+        if (c == ' ' || c == '\t' || ((c == '\n' || c == '\r') && newline_ok)) P->p++;
+        else if (c == '#') {
+            while (!at_end(P) && P->s[P->p] != '\n') P->p++;
+        } else break;
+    }
+}
+
+static int is_name_char(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; }
+
+/* One UTF-8 character (well-formed) into *cp. */
+static int utf8_char(gp *P, uint32_t *cp) {
+    const unsigned char *s = (const unsigned char *)P->s + P->p;
+    size_t left = P->len - P->p;
+    uint32_t c = s[0];
+    int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n || (size_t)n > left) return fail_at(P, P->p, "invalid UTF-8");
+    if (n > 1) c &= 0x3F >> (n - 1);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return fail_at(P, P->p, "invalid UTF-8");
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[n] || c > MAX_CP || (c >= 0xD800 && c <= 0xDFFF)) return fail_at(P, P->p, "invalid UTF-8");
+    P->p += (size_t)n;
+    *cp = c;
+    return PM_OK;
+}
+
+/* A character of a literal or a class, escapes decoded. */
+static int char_of(gp *P, uint32_t *cp) {
+    if (peek(P) != '\\') return utf8_char(P, cp);
+    size_t at = P->p++;
+    int c = peek(P);
+    if (c < 0) return fail_at(P, at, "unfinished escape");
+    P->p++;
+    switch (c) {
+    case 'n': *cp = '\n'; return PM_OK;
+    case 'r': *cp = '\r'; return PM_OK;
+    case 't': *cp = '\t'; return PM_OK;
+    case 'x': case 'u': case 'U': {
+        int digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+        uint32_t v = 0;
+        for (int i = 0; i < digits; i++, P->p++) {
+            int h = peek(P);
+            int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (d < 0) return fail_at(P, at, "\\%c needs %d hex digits", c, digits);
+            v = v << 4 | (uint32_t)d;
+        }
+        if (v > MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) return fail_at(P, at, "\\%c escape U+%X is not a character", c, (unsigned)v);
+        *cp = v;
+        return PM_OK;
+    }
+    default:
+        if (c < 0x80 && !is_name_char(c) && c > ' ') { /* escaped punctuation: itself */
+            *cp = (uint32_t)c;
+            return PM_OK;
+        }
+        return fail_at(P, at, "unknown escape \\%c", c);
+    }
+}
+
+static int parse_alternates(gp *P, int nested, int depth);
+
+static int rule_index(gp *P, const char *name, size_t n, size_t at) {
+    for (int i = 0; i < P->n_rules; i++)
+        if (strlen(P->rules[i].name) == n && !memcmp(P->rules[i].name, name, n)) return i;
+    if (P->n_rules >= PM_GRAMMAR_MAX_RULES) return fail_at(P, at, "more than %d rules", PM_GRAMMAR_MAX_RULES);
+    if (grow((void **)&P->rules, &P->cap_rules, P->n_rules, sizeof *P->rules)) return oom(P);
+    b_rule *r = &P->rules[P->n_rules];
+    memset(r, 0, sizeof *r);
+    if (!(r->name = malloc(n + 1))) return oom(P);
+    memcpy(r->name, name, n);
+    r->name[n] = 0;
+    r->body = -1;
+    r->regular = -1;
+    r->ref_at = r->def_at = at;
+    return P->n_rules++;
+}
+
+static int parse_item(gp *P, int nested, int depth) {
+    int c = peek(P), node;
+    size_t at = P->p;
+    if (c == '"') {
+        if ((node = new_node(P, A_LIT)) < 0) return node;
+        P->p++;
+        while (peek(P) != '"') {
+            uint32_t cp;
+            if (at_end(P) || peek(P) == '\n') return fail_at(P, at, "unterminated literal");
+            if (char_of(P, &cp) || node_push(P, node, (int32_t)cp)) return P->e->code;
+        }
+        P->p++;
+    } else if (c == '[') {
+        if ((node = new_node(P, A_CLASS)) < 0) return node;
+        P->p++;
+        if (peek(P) == '^') P->nodes[node].neg = 1, P->p++;
+        while (peek(P) != ']') {
+            uint32_t lo, hi;
+            if (at_end(P) || peek(P) == '\n') return fail_at(P, at, "unterminated character class");
+            if (char_of(P, &lo)) return P->e->code;
+            hi = lo;
+            if (peek(P) == '-' && P->p + 1 < P->len && P->s[P->p + 1] != ']' && P->s[P->p + 1] != '\n') {
+                P->p++;
+                if (char_of(P, &hi)) return P->e->code;
+                if (hi < lo) return fail_at(P, at, "range U+%X-U+%X is reversed", (unsigned)lo, (unsigned)hi);
+            }
+            if (node_push(P, node, (int32_t)lo) || node_push(P, node, (int32_t)hi)) return P->e->code;
+        }
+        P->p++;
+        if (!P->nodes[node].n) return fail_at(P, at, "empty character class");
+    } else if (c == '.') {
+        if ((node = new_node(P, A_ANY)) < 0) return node;
+        P->p++;
+    } else if (c == '(') {
+        if (depth >= MAX_DEPTH) return fail_at(P, at, "groups nested deeper than %d", MAX_DEPTH);
+        P->p++;
+        skip_space(P, 1);
+        if ((node = parse_alternates(P, 1, depth + 1)) < 0) return node;
+        skip_space(P, 1);
+        if (peek(P) != ')') return fail_at(P, P->p, "expected ')' closing the group at byte %zu", at);
+        P->p++;
+    } else if (is_name_char(c)) {
+        size_t s = P->p;
+        while (is_name_char(peek(P))) P->p++;
+        int r = rule_index(P, P->s + s, P->p - s, s);
+        if (r < 0 || (node = new_node(P, A_REF)) < 0) return P->e->code;
+        P->nodes[node].ref = r;
+        P->nodes[node].at = s;
+    } else return fail_at(P, at, c < 0 ? "expected an item, found the end" : "unexpected '%c'", c);
+    /* postfixes */
+    for (;;) {
+        skip_space(P, nested);
+        c = peek(P);
+        int min, max;
+        size_t pat = P->p;
+        if (c == '*') min = 0, max = -1, P->p++;
+        else if (c == '+') min = 1, max = -1, P->p++;
+        else if (c == '?') min = 0, max = 1, P->p++;
+        else if (c == '{') {
+            P->p++;
+            long a = -1, b;
+            skip_space(P, nested);
+            if (peek(P) >= '0' && peek(P) <= '9')
+                for (a = 0; peek(P) >= '0' && peek(P) <= '9' && a <= PM_GRAMMAR_MAX_REPEAT; P->p++) a = a * 10 + (peek(P) - '0');
+            if (a < 0) return fail_at(P, pat, "expected a count after '{'");
+            b = a;
+            skip_space(P, nested);
+            if (peek(P) == ',') {
+                P->p++;
+                skip_space(P, nested);
+                b = -1;
+                if (peek(P) >= '0' && peek(P) <= '9')
+                    for (b = 0; peek(P) >= '0' && peek(P) <= '9' && b <= PM_GRAMMAR_MAX_REPEAT; P->p++) b = b * 10 + (peek(P) - '0');
+                skip_space(P, nested);
+            }
+            if (peek(P) != '}') return fail_at(P, pat, "expected '}' closing the count");
+            P->p++;
+            if (a > PM_GRAMMAR_MAX_REPEAT || b > PM_GRAMMAR_MAX_REPEAT)
+                return fail_at(P, pat, "a count above %d", PM_GRAMMAR_MAX_REPEAT);
+            if (b >= 0 && b < a) return fail_at(P, pat, "{%ld,%ld}: the larger count first", a, b);
+            min = (int)a, max = (int)b;
+        } else return node;
+        int rep = new_node(P, A_REP);
+        if (rep < 0 || node_push(P, rep, node)) return P->e->code;
+        P->nodes[rep].min = min;
+        P->nodes[rep].max = max;
+        P->nodes[rep].at = pat;
+        node = rep;
+    }
+}
+
+/* Items until '|', ')', the end, or (outside groups) the end of the line. */
+static int parse_sequence(gp *P, int nested, int depth) {
+    int seq = new_node(P, A_SEQ);
+    if (seq < 0) return seq;
+    for (;;) {
+        skip_space(P, nested);
+        int c = peek(P);
+        if (c < 0 || c == '|' || c == ')' || c == '\n' || c == '\r') return seq;
+        int item = parse_item(P, nested, depth);
+        if (item < 0 || node_push(P, seq, item)) return P->e->code;
+    }
+}
+
+static int parse_alternates(gp *P, int nested, int depth) {
+    int alt = new_node(P, A_ALT);
+    if (alt < 0) return alt;
+    for (;;) {
+        int seq = parse_sequence(P, nested, depth);
+        if (seq < 0 || node_push(P, alt, seq)) return P->e->code;
+        skip_space(P, nested);
+        if (peek(P) != '|' && !nested) { /* a rule's next line may go on with "| ..." */
+            size_t back = P->p;
+            skip_space(P, 1);
+            if (peek(P) != '|') P->p = back;
+        }
+        if (peek(P) != '|') return alt;
+        P->p++;
+        skip_space(P, 1);
+    }
+}
+
+static int parse_rules(gp *P) {
+    skip_space(P, 1);
+    while (!at_end(P)) {
+        size_t at = P->p;
+        if (!is_name_char(peek(P))) return fail_at(P, at, "expected a rule name");
+        while (is_name_char(peek(P))) P->p++;
+        int r = rule_index(P, P->s + at, P->p - at, at);
+        if (r < 0) return r;
+        skip_space(P, 0);
+        if (P->len - P->p < 3 || memcmp(P->s + P->p, "::=", 3))
+            return fail_at(P, P->p, "expected '::=' after rule name '%s' (a sequence ends with its line outside parentheses)",
+                           P->rules[r].name);
+        if (P->rules[r].body >= 0) return fail_at(P, at, "rule '%s' is defined twice (first at byte %zu)", P->rules[r].name, P->rules[r].def_at);
+        P->p += 3;
+        skip_space(P, 1);
+        int body = parse_alternates(P, 0, 0);
+        if (body < 0) return body;
+        P->rules[r].body = body;
+        P->rules[r].def_at = at;
+        skip_space(P, 0);
+        if (peek(P) == ')') return fail_at(P, P->p, "')' without '('");
+        skip_space(P, 1);
+    }
+    return PM_OK;
+}
+
+/* ------------------------------------------------------------------ regular parts */
+
+static int rule_regular(gp *P, int r);
+
+/* No call of a rule that is not regular below node. */
+static int node_pure(gp *P, int node) {
+    a_node *n = &P->nodes[node];
+    if (n->kind == A_REF) return rule_regular(P, n->ref) == 1;
+    if (n->kind == A_SEQ || n->kind == A_ALT || n->kind == A_REP)
+        for (int i = 0; i < n->n; i++)
+            if (!node_pure(P, P->nodes[node].v[i])) return 0;
+    return 1;
+}
+
+static void put_cp(sbuf *b, uint32_t cp, int in_class) {
+    char t[16];
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') || (cp == ' ' && !in_class)) {
+        t[0] = (char)cp;
+        sb_put(b, t, 1);
+    } else {
+        snprintf(t, sizeof t, "\\U%08X", (unsigned)cp);
+        sb_str(b, t);
+    }
+}
+
+/* The regular expression (regex.h) of a pure node. */
+static void node_regex(gp *P, int node, sbuf *b) {
+    const a_node *n = &P->nodes[node];
+    switch (n->kind) {
+    case A_LIT:
+        sb_str(b, "(?:");
+        for (int i = 0; i < n->n; i++) put_cp(b, (uint32_t)n->v[i], 0);
+        sb_str(b, ")");
+        break;
+    case A_CLASS:
+        sb_str(b, n->neg ? "[^" : "[");
+        for (int i = 0; i < n->n; i += 2) {
+            put_cp(b, (uint32_t)n->v[i], 1);
+            if (n->v[i + 1] != n->v[i]) {
+                sb_str(b, "-");
+                put_cp(b, (uint32_t)n->v[i + 1], 1);
+            }
+        }
+        sb_str(b, "]");
+        break;
+    case A_ANY: sb_str(b, "[\\x00-\\U0010FFFF]"); break;
+    case A_REF:
+        sb_str(b, "(?:");
+        sb_put(b, P->rules[n->ref].rx, P->rules[n->ref].rx_len);
+        sb_str(b, ")");
+        break;
+    case A_SEQ:
+        sb_str(b, "(?:");
+        for (int i = 0; i < n->n; i++) node_regex(P, n->v[i], b);
+        sb_str(b, ")");
+        break;
+    case A_ALT:
+        sb_str(b, "(?:");
+        for (int i = 0; i < n->n; i++) {
+            if (i) sb_str(b, "|");
+            node_regex(P, n->v[i], b);
+        }
+        sb_str(b, ")");
+        break;
+    case A_REP: {
+        char q[48];
+        sb_str(b, "(?:");
+        node_regex(P, n->v[0], b);
+        if (n->min == 0 && n->max < 0) snprintf(q, sizeof q, ")*");
+        else if (n->max < 0) snprintf(q, sizeof q, "){%d,}", n->min);
+        else snprintf(q, sizeof q, "){%d,%d}", n->min, n->max);
+        sb_str(b, q);
+        break;
+    }
+    }
+}
+
+/* 1 when rule r calls no rule that can reach r again, all the way down (its text in rx, unless
+ * longer than MAX_INLINE: then it stays a rule); 0 otherwise. */
+static int rule_regular(gp *P, int r) {
+    b_rule *R = &P->rules[r];
+    if (R->regular == 2) return 0; /* reached again while being decided: recursive */
+    if (R->regular >= 0) return R->regular;
+    if (R->body < 0) return R->regular = 0; /* undefined: reported by the checks */
+    R->regular = 2;
+    int pure = node_pure(P, R->body);
+    R = &P->rules[r];
+    if (!pure) return R->regular = 0;
+    sbuf b = {0};
+    node_regex(P, R->body, &b);
+    if (b.oom || b.n > MAX_INLINE) {
+        free(b.s);
+        return R->regular = 0;
+    }
+    R->rx = b.s ? b.s : strdup("");
+    R->rx_len = b.n;
+    return R->regular = R->rx ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ lowering */
+
+static int term_index(gp *P, const char *rx, size_t n) {
+    for (int i = 0; i < P->n_terms; i++)
+        if (P->terms[i].n == n && !memcmp(P->terms[i].s, rx, n)) return i;
+    if (grow((void **)&P->terms, &P->cap_terms, P->n_terms, sizeof *P->terms)) return oom(P);
+    sbuf *t = &P->terms[P->n_terms];
+    memset(t, 0, sizeof *t);
+    sb_put(t, rx, n);
+    if (t->oom || !t->s) return oom(P);
+    return P->n_terms++;
+}
+
+static int alt_push(gp *P, b_alt *a, int kind, int arg) {
+    if (++P->n_elems > PM_GRAMMAR_MAX_RULES * 4) return pm_errf(P->e, PM_EINVAL, "grammar: more than %d elements after expansion", PM_GRAMMAR_MAX_RULES * 4);
+    if (grow((void **)&a->el, &a->cap, a->n, sizeof *a->el)) return oom(P);
+    a->el[a->n++] = (g_elem){kind, arg};
+    return PM_OK;
+}
+
+/* A rule made by the lowering (a group or repeat around calls), named by where it stands. */
+static int helper_rule(gp *P, const char *what, size_t at, int body) {
+    char name[64];
+    snprintf(name, sizeof name, "(%s at byte %zu)", what, at);
+    int n = P->n_rules;
+    if (n >= PM_GRAMMAR_MAX_RULES) return fail_at(P, at, "more than %d rules after expansion", PM_GRAMMAR_MAX_RULES);
+    if (grow((void **)&P->rules, &P->cap_rules, n, sizeof *P->rules)) return oom(P);
+    b_rule *r = &P->rules[n];
+    memset(r, 0, sizeof *r);
+    if (!(r->name = strdup(name))) return oom(P);
+    r->body = body;
+    r->regular = 0;
+    r->def_at = r->ref_at = at;
+    return P->n_rules++;
+}
+
+static b_alt *new_alt(gp *P, int r) {
+    b_rule *R = &P->rules[r];
+    if (grow((void **)&R->alts, &R->cap_alts, R->n_alts, sizeof *R->alts)) {
+        oom(P);
+        return NULL;
+    }
+    memset(&R->alts[R->n_alts], 0, sizeof *R->alts);
+    return &R->alts[R->n_alts++];
+}
+
+/* Appends a pure run's regex as a terminal. */
+static int flush_run(gp *P, int r, int alt, sbuf *run) {
+    if (!run->n && !run->oom) return PM_OK;
+    if (run->oom) return oom(P);
+    int t = term_index(P, run->s, run->n);
+    run->n = 0;
+    return t < 0 ? t : alt_push(P, &P->rules[r].alts[alt], G_TERM, t);
+}
+
+static int lower_items(gp *P, int r, int alt, int node, sbuf *run);
+
+/* The element that calls what a repeat repeats. */
+static int repeat_unit(gp *P, int child) {
+    const a_node *c = &P->nodes[child];
+    if (c->kind == A_REF) return c->ref;
+    return helper_rule(P, "group", c->at, child);
+}
+
+/* x{min,max} around calls: min calls of x, then a rule for the rest: `s ::= x s | ""` when
+ * unbounded, else max - min nested optional ones (`o_k ::= x o_(k-1) | ""`). */
+static int lower_repeat(gp *P, int r, int alt, int node) {
+    const a_node n = P->nodes[node];
+    int x = repeat_unit(P, n.v[0]);
+    if (x < 0) return x;
+    for (int i = 0; i < n.min; i++)
+        if (alt_push(P, &P->rules[r].alts[alt], G_RULE, x)) return P->e->code;
+    int tail = -1;
+    if (n.max < 0) {
+        if ((tail = helper_rule(P, "repeat", n.at, -1)) < 0) return tail;
+        b_alt *a = new_alt(P, tail);
+        if (!a || alt_push(P, a, G_RULE, x) || alt_push(P, a, G_RULE, tail) || !new_alt(P, tail)) return P->e->code;
+    } else
+        for (int k = 0; k < n.max - n.min; k++) {
+            int o = helper_rule(P, "repeat", n.at, -1);
+            if (o < 0) return o;
+            b_alt *a = new_alt(P, o);
+            if (!a || alt_push(P, a, G_RULE, x) || (tail >= 0 && alt_push(P, a, G_RULE, tail)) || !new_alt(P, o)) return P->e->code;
+            tail = o;
+        }
+    return tail >= 0 ? alt_push(P, &P->rules[r].alts[alt], G_RULE, tail) : PM_OK;
+}
+
+static int lower_items(gp *P, int r, int alt, int node, sbuf *run) {
+    const a_node *n = &P->nodes[node];
+    if (n->kind == A_SEQ) {
+        for (int i = 0; i < P->nodes[node].n; i++)
+            if (lower_items(P, r, alt, P->nodes[node].v[i], run)) return P->e->code;
+        return PM_OK;
+    }
+    if (node_pure(P, node)) {
+        node_regex(P, node, run);
+        return run->oom ? oom(P) : PM_OK;
+    }
+    if (flush_run(P, r, alt, run)) return P->e->code;
+    n = &P->nodes[node];
+    if (n->kind == A_REF) return alt_push(P, &P->rules[r].alts[alt], G_RULE, n->ref);
+    if (n->kind == A_REP) return lower_repeat(P, r, alt, node);
+    int h = helper_rule(P, "group", n->at, node); /* an alternation around calls */
+    return h < 0 ? h : alt_push(P, &P->rules[r].alts[alt], G_RULE, h);
+}
+
+static int lower_rule(gp *P, int r) {
+    int body = P->rules[r].body;
+    if (body < 0) return PM_OK; /* made from alternatives already */
+    if (rule_regular(P, r) == 1) { /* one terminal */
+        b_alt *a = new_alt(P, r);
+        int t = a ? term_index(P, P->rules[r].rx, P->rules[r].rx_len) : -1;
+        return t < 0 ? P->e->code : alt_push(P, a, G_TERM, t);
+    }
+    const a_node *n = &P->nodes[body];
+    int k = n->kind == A_ALT ? n->n : 1;
+    for (int i = 0; i < k; i++) {
+        int item = P->nodes[body].kind == A_ALT ? P->nodes[body].v[i] : body;
+        if (!new_alt(P, r)) return P->e->code;
+        int alt = P->rules[r].n_alts - 1;
+        sbuf run = {0};
+        int rc = lower_items(P, r, alt, item, &run);
+        if (!rc) rc = flush_run(P, r, alt, &run);
+        free(run.s);
+        if (rc) return rc;
+    }
+    return PM_OK;
+}
+
+/* ------------------------------------------------------------------ checks */
+
+/* Rules that can match the empty string, to a fixed point. */
+static void find_nullable(const gp *P, const uint8_t *term_null, uint8_t *null) {
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int r = 0; r < P->n_rules; r++) {
+            if (null[r]) continue;
+            for (int a = 0; a < P->rules[r].n_alts && !null[r]; a++) {
+                const b_alt *A = &P->rules[r].alts[a];
+                int all = 1;
+                for (int i = 0; i < A->n && all; i++) all = A->el[i].kind == G_TERM ? term_null[A->el[i].arg] : null[A->el[i].arg];
+                if (all) null[r] = 1, changed = 1;
+            }
+        }
+    }
+}
+
+/* A rule that can call itself before anything is written (DFS over the calls each alternative makes
+ * before its first element that cannot be empty). color: 0 new, 1 on the path, 2 done. */
+static int left_cycle(gp *P, int r, const uint8_t *term_null, const uint8_t *null, uint8_t *color) {
+    if (color[r] == 2) return PM_OK;
+    if (color[r] == 1)
+        return pm_errf(P->e, PM_EUNSUPPORTED,
+                       "grammar: left recursion: rule '%s' can reach itself before writing anything (it would never end; write it "
+                       "right-recursively, e.g. list ::= item (\",\" item)*)",
+                       P->rules[r].name);
+    color[r] = 1;
+    for (int a = 0; a < P->rules[r].n_alts; a++) {
+        const b_alt *A = &P->rules[r].alts[a];
+        for (int i = 0; i < A->n; i++) {
+            if (A->el[i].kind == G_TERM) {
+                if (!term_null[A->el[i].arg]) break;
+                continue;
+            }
+            if (left_cycle(P, A->el[i].arg, term_null, null, color)) return P->e->code;
+            if (!null[A->el[i].arg]) break;
+        }
+    }
+    color[r] = 2;
+    return PM_OK;
+}
+
+/* ------------------------------------------------------------------ assembly */
+
+static void gp_free(gp *P) {
+    for (int i = 0; i < P->n_nodes; i++) free(P->nodes[i].v);
+    free(P->nodes);
+    for (int r = 0; r < P->n_rules; r++) {
+        free(P->rules[r].name);
+        free(P->rules[r].rx);
+        for (int a = 0; a < P->rules[r].n_alts; a++) free(P->rules[r].alts[a].el);
+        free(P->rules[r].alts);
+    }
+    free(P->rules);
+    for (int i = 0; i < P->n_terms; i++) free(P->terms[i].s);
+    free(P->terms);
+}
+
+void pm_grammar_free(pm_grammar *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_terms; i++) pm_regex_free(g->terms[i]);
+    free(g->terms);
+    free(g->term_start);
+    free(g->elems);
+    free(g->alt_start);
+    free(g->rule_alt);
+    free(g);
+}
+
+void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals) {
+    *rules = g->n_rules;
+    *terminals = g->n_terms;
+}
+
+/* The rules reachable from root, lowered, then laid out flat. */
+static int assemble(gp *P, int root, pm_grammar **out) {
+    int *queue = NULL, nq = 0, capq = 0;
+    if (grow((void **)&queue, &capq, nq, sizeof *queue)) return oom(P);
+    queue[nq++] = root;
+    P->rules[root].queued = 1;
+    for (int qi = 0; qi < nq; qi++) {
+        if (lower_rule(P, queue[qi])) break;
+        const b_rule *R = &P->rules[queue[qi]];
+        for (int a = 0; a < R->n_alts; a++)
+            for (int i = 0; i < R->alts[a].n; i++) {
+                int c = R->alts[a].el[i].arg;
+                if (R->alts[a].el[i].kind != G_RULE || P->rules[c].queued) continue;
+                if (P->rules[c].body < 0 && !P->rules[c].n_alts) {
+                    fail_at(P, P->rules[c].ref_at, "rule '%s' is used but not defined", P->rules[c].name);
+                    goto done;
+                }
+                if (grow((void **)&queue, &capq, nq, sizeof *queue)) {
+                    oom(P);
+                    goto done;
+                }
+                P->rules[c].queued = 1;
+                queue[nq++] = c;
+                R = &P->rules[queue[qi]];
+            }
+    }
+    if (P->e->code) goto done;
+    pm_grammar *g = calloc(1, sizeof *g);
+    int *index = malloc(sizeof *index * (size_t)P->n_rules);
+    uint8_t *term_null = calloc((size_t)P->n_terms + 1, 1), *null = calloc((size_t)P->n_rules, 1), *color = calloc((size_t)P->n_rules, 1);
+    if (!g || !index || !term_null || !null || !color) {
+        oom(P);
+        goto fail;
+    }
+    *out = g;
+    g->terms = calloc((size_t)P->n_terms + 1, sizeof *g->terms);
+    g->term_start = calloc((size_t)P->n_terms + 1, sizeof *g->term_start);
+    if (!g->terms || !g->term_start) {
+        oom(P);
+        goto fail;
+    }
+    for (int t = 0; t < P->n_terms; t++, g->n_terms++) {
+        if (pm_regex_compile(P->terms[t].s, P->terms[t].n, &g->terms[t], P->e)) {
+            pm_err_ctx(P->e, "grammar: a terminal: ");
+            goto fail;
+        }
+        g->term_start[t] = pm_regex_start(g->terms[t]);
+        term_null[t] = (uint8_t)pm_regex_accepts(g->terms[t], g->term_start[t]);
+    }
+    find_nullable(P, term_null, null);
+    for (int qi = 0; qi < nq; qi++)
+        if (left_cycle(P, queue[qi], term_null, null, color)) goto fail;
+    int n_alts = 0, n_elems = 0;
+    for (int qi = 0; qi < nq; qi++) {
+        index[queue[qi]] = qi;
+        n_alts += P->rules[queue[qi]].n_alts;
+        for (int a = 0; a < P->rules[queue[qi]].n_alts; a++) n_elems += P->rules[queue[qi]].alts[a].n + 1;
+    }
+    g->elems = malloc(sizeof *g->elems * (size_t)(n_elems ? n_elems : 1));
+    g->alt_start = malloc(sizeof *g->alt_start * (size_t)(n_alts ? n_alts : 1));
+    g->rule_alt = malloc(sizeof *g->rule_alt * (size_t)(nq + 1));
+    if (!g->elems || !g->alt_start || !g->rule_alt) {
+        oom(P);
+        goto fail;
+    }
+    for (int qi = 0; qi < nq; qi++) {
+        const b_rule *R = &P->rules[queue[qi]];
+        g->rule_alt[qi] = g->n_alts;
+        for (int a = 0; a < R->n_alts; a++) {
+            g->alt_start[g->n_alts++] = g->n_elems;
+            for (int i = 0; i < R->alts[a].n; i++) {
+                g_elem el = R->alts[a].el[i];
+                if (el.kind == G_RULE) el.arg = index[el.arg];
+                g->elems[g->n_elems++] = el;
+            }
+            g->elems[g->n_elems++] = (g_elem){G_END, 0};
+        }
+    }
+    g->rule_alt[nq] = g->n_alts;
+    g->n_rules = nq;
+    g->root = 0;
+fail:
+    if (P->e->code) {
+        pm_grammar_free(g);
+        *out = NULL;
+    }
+    free(index);
+    free(term_null);
+    free(null);
+    free(color);
+done:
+    free(queue);
+    return P->e->code;
+}
+
+int pm_grammar_compile(const char *text, size_t len, pm_grammar **out, pm_err *e) {
+    *out = NULL;
+    if (len > PM_GRAMMAR_MAX_TEXT) return pm_errf(e, PM_EINVAL, "grammar: %zu bytes, more than %d", len, PM_GRAMMAR_MAX_TEXT);
+    gp P = {.s = text, .len = len, .e = e};
+    int root = -1;
+    if (!parse_rules(&P)) {
+        for (int r = 0; r < P.n_rules; r++)
+            if (!strcmp(P.rules[r].name, "root")) root = r;
+        if (root < 0 || P.rules[root].body < 0) pm_errf(e, PM_EINVAL, "grammar: no rule 'root' (the whole output is a root)");
+        else assemble(&P, root, out);
+    }
+    gp_free(&P);
+    return e->code;
+}

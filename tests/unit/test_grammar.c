@@ -1,0 +1,301 @@
+/* test_grammar.c — grammars (src/engine/grammar.h): whole-output verdicts on GBNF written out
+ * here (recursion, empty alternatives, repeats around rules, classes, escapes, comments, lines),
+ * refusals naming the rule and byte, regular grammars folded into one DFA, and the mask over the
+ * real tokenizer against two oracles: the regex engine's mask for a grammar that is regular (the
+ * same language written as a pattern), and for a recursive one (nested parentheses) a check written
+ * independently here: a token is allowed exactly when the text after it can still be completed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/grammar.h"
+#include "engine/regex.h"
+#include "tok/tokenizer.h"
+#include "test_util.h"
+
+static pm_grammar *compile_ok(const char *text) {
+    pm_grammar *g = NULL;
+    pm_err e = {0};
+    if (pm_grammar_compile(text, strlen(text), &g, &e)) fail_msg("grammar refused: %s\n%s", e.msg, text);
+    return g;
+}
+
+typedef struct verdict {
+    const char *text;
+    int match;
+} verdict;
+
+static void check_verdicts(const char *grammar, const verdict *v, size_t n) {
+    pm_grammar *g = compile_ok(grammar);
+    for (size_t i = 0; i < n; i++) {
+        pm_err e = {0};
+        int got = pm_grammar_fullmatch(g, v[i].text, strlen(v[i].text), &e);
+        if (got != v[i].match) fail_msg("'%s' on\n%s\ngave %d (%s), wanted %d", v[i].text, grammar, got, e.msg, v[i].match);
+    }
+    pm_grammar_free(g);
+}
+
+static void test_verdicts(void **state) {
+    (void)state;
+    static const verdict yn[] = {{"yes", 1}, {"no", 1}, {"maybe", 0}, {"", 0}, {"yesno", 0}};
+    check_verdicts("root ::= \"yes\" | \"no\"\n", yn, sizeof yn / sizeof yn[0]);
+    /* recursion, an empty alternative, comments and a rule over several lines */
+    static const verdict paren[] = {{"", 1}, {"()", 1}, {"(())()", 1}, {"(()", 0}, {")(", 0}, {"((a))", 0}, {"()()()((()))", 1}};
+    check_verdicts("# balanced\nroot ::= \"(\" root \")\" root # nest\n    | \"\"\n", paren, sizeof paren / sizeof paren[0]);
+    /* right-recursive arithmetic with repeats around calls */
+    static const verdict expr[] = {{"1", 1},      {"1+2*3", 1},   {"(1+2)*3", 1}, {"((4))", 1}, {"1+", 0},
+                                   {"*1", 0},     {"(1+2", 0},    {"12", 0},      {"1 + 2", 0}, {"9*(8+7)*(6)", 1}};
+    check_verdicts("root ::= term (\"+\" term)*\n"
+                   "term ::= factor (\"*\" factor)*\n"
+                   "factor ::= [0-9] | \"(\" root \")\"\n",
+                   expr, sizeof expr / sizeof expr[0]);
+    /* counted repeats of a rule that calls itself; '.', negated classes, escapes */
+    static const verdict rep[] = {{"[x][x]", 1}, {"[x]", 0}, {"[x][[x]][x]", 1}, {"[x][x][x][x]", 0}, {"[x][x]\t\xc3\xa9!", 0},
+                                  {"[x][x]\xc3\xa9", 1}, {"[x][x]\n", 1}, {"[x][x]\"", 0}};
+    check_verdicts("root ::= b{2,3} tail\nb ::= \"[\" (b | \"x\") \"]\"\ntail ::= [^\\\"\\x21-\\x7e]?\n", rep, sizeof rep / sizeof rep[0]);
+    static const verdict dot[] = {{"a\nb", 1}, {"a\xf0\x9f\x98\x80" "b", 1}, {"ab", 0}, {"a\xf0\x9f\x98\x80\xf0\x9f\x98\x80" "b", 0}};
+    check_verdicts("root ::= \"a\" . \"b\"", dot, sizeof dot / sizeof dot[0]);
+    /* llama.cpp's JSON grammar (json.gbnf) */
+    static const verdict json[] = {
+        {"{}", 1}, {"{\"a\": [1, 2.5e3, \"x\\n\", true, null]}", 1}, {"{\"a\": }", 0}, {"[1]", 0}, {"{\"a\":{\"b\":{}}} ", 1},
+        {"{\"a\" : 1,}", 0}, {"{\"\\u00e9\": -0}", 1}, {"{\"a\": 01}", 0}, {"{\"a\": 10}", 1}, {"{'a': 1}", 0}};
+    check_verdicts("root   ::= object\n"
+                   "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+                   "object ::=\n"
+                   "  \"{\" ws (\n"
+                   "            string \":\" ws value\n"
+                   "    (\",\" ws string \":\" ws value)*\n"
+                   "  )? \"}\" ws\n"
+                   "array  ::=\n"
+                   "  \"[\" ws (\n"
+                   "            value\n"
+                   "    (\",\" ws value)*\n"
+                   "  )? \"]\" ws\n"
+                   "string ::=\n"
+                   "  \"\\\"\" (\n"
+                   "    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
+                   "    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) # escapes\n"
+                   "  )* \"\\\"\" ws\n"
+                   "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+                   "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+                   json, sizeof json / sizeof json[0]);
+}
+
+static void test_regular_folds(void **state) {
+    (void)state;
+    int rules, terms;
+    pm_grammar *g = compile_ok("root ::= greet \" \" name punct\ngreet ::= \"hi\" | \"hello\"\nname ::= [A-Z] [a-z]*\npunct ::= [.!]?\n");
+    pm_grammar_stats(g, &rules, &terms);
+    assert_int_equal(rules, 1); /* all regular: one rule, one DFA */
+    assert_int_equal(terms, 1);
+    pm_grammar_free(g);
+    g = compile_ok("root ::= \"<\" root \">\" | [a-z]+\n");
+    pm_grammar_stats(g, &rules, &terms);
+    assert_int_equal(rules, 1);
+    assert_int_equal(terms, 3);
+    pm_grammar_free(g);
+}
+
+static void refused(const char *text, int code, const char *needle) {
+    pm_grammar *g = NULL;
+    pm_err e = {0};
+    int rc = pm_grammar_compile(text, strlen(text), &g, &e);
+    if (rc != code || !strstr(e.msg, needle)) fail_msg("%d '%s', wanted %d and '%s' for\n%s", rc, e.msg, code, needle, text);
+    assert_null(g);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    refused("root ::= \"a\" b\n", PM_EINVAL, "rule 'b' is used but not defined at byte 13");
+    refused("start ::= \"a\"\n", PM_EINVAL, "no rule 'root'");
+    refused("root ::= \"a\"\nroot ::= \"b\"\n", PM_EINVAL, "rule 'root' is defined twice (first at byte 0)");
+    refused("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n", PM_EUNSUPPORTED, "left recursion: rule 'expr'");
+    refused("root ::= a\na ::= b? \"x\" | \"y\"\nb ::= c\nc ::= a \"z\"\n", PM_EUNSUPPORTED, "left recursion");
+    refused("root ::= ws root \"x\" | \"y\"\nws ::= [ ]*\n", PM_EUNSUPPORTED, "left recursion: rule 'root'"); /* through an empty prefix */
+    refused("root ::= \"a\n", PM_EINVAL, "unterminated literal at byte 9");
+    refused("root ::= [a-\n", PM_EINVAL, "unterminated character class");
+    refused("root ::= []\n", PM_EINVAL, "empty character class");
+    refused("root ::= [z-a]\n", PM_EINVAL, "reversed");
+    refused("root ::= (\"a\"\n", PM_EINVAL, "expected ')'");
+    refused("root ::= \"a\"{3,2}\n", PM_EINVAL, "the larger count first");
+    refused("root ::= \"a\"{1001}\n", PM_EINVAL, "a count above 1000");
+    refused("root ::= \"a\"\n  \"b\"\n", PM_EINVAL, "expected a rule name");
+    refused("root ::= \"a\" \"\\q\"\n", PM_EINVAL, "unknown escape \\q");
+    refused("root ::= \"\\uD800\"\n", PM_EINVAL, "is not a character");
+    refused("root: \"a\"\n", PM_EINVAL, "expected '::=' after rule name 'root'");
+    refused("root ::= \"a\" )\n", PM_EINVAL, "')' without '('");
+}
+
+/* The real vocabulary's bytes, and its trie. */
+typedef struct vocab {
+    pm_tokenizer *tok;
+    int n;
+    const char **bytes;
+    size_t *len;
+} vocab;
+
+static int load_vocab(vocab *v) {
+    memset(v, 0, sizeof *v);
+    if (!(v->tok = tu_fixture_tokenizer())) return -1;
+    v->n = pm_tok_vocab_size(v->tok);
+    v->bytes = calloc((size_t)v->n, sizeof *v->bytes);
+    v->len = calloc((size_t)v->n, sizeof *v->len);
+    for (int t = 0; t < v->n; t++)
+        if (!pm_tok_is_special(v->tok, t)) v->bytes[t] = pm_tok_token_bytes(v->tok, t, &v->len[t]);
+    return 0;
+}
+
+static void free_vocab(vocab *v) {
+    free(v->bytes);
+    free(v->len);
+    pm_tok_free(v->tok);
+}
+
+/* A regular language two ways: the grammar's mask must be the pattern's at every prefix of text. */
+static void test_mask_matches_regex(void **state) {
+    (void)state;
+    vocab v;
+    if (load_vocab(&v)) fail_msg("no fixture tokenizer");
+    pm_grammar_vocab *gv = pm_grammar_vocab_new(v.tok, v.n);
+    pm_regex_vocab *rv = pm_regex_vocab_new(v.tok, v.n);
+    const char *grammar = "root ::= item (\", \" item)* \".\"\nitem ::= [A-Z] [a-z]* | [0-9]+ (\".\" [0-9]+)? | \"\\\"\" [^\"\\n]* \"\\\"\"\n";
+    const char *pattern = "(?:[A-Z][a-z]*|[0-9]+(?:\\.[0-9]+)?|\"[^\"\\n]*\")(?:, (?:[A-Z][a-z]*|[0-9]+(?:\\.[0-9]+)?|\"[^\"\\n]*\"))*\\.";
+    const char *text = "Paris, 12.5, \"a b\", Zoo.";
+    pm_grammar *g = compile_ok(grammar);
+    pm_regex *rx = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_regex_compile(pattern, strlen(pattern), &rx, &e), 0);
+    pm_grammar_state *st = pm_grammar_start(g, &e);
+    assert_non_null(st);
+    float *la = malloc(sizeof(float) * (size_t)v.n), *lb = malloc(sizeof(float) * (size_t)v.n);
+    uint8_t *allow = malloc((size_t)v.n);
+    int32_t eos[2] = {199999, 200020};
+    int32_t rs = pm_regex_start(rx);
+    for (size_t k = 0; k <= strlen(text); k++) {
+        for (int t = 0; t < v.n; t++) la[t] = lb[t] = 1.0f;
+        assert_int_equal(pm_grammar_mask(st, gv, eos, 2, la, allow, &e), 0);
+        pm_regex_mask(rx, rs, rv, eos, 2, lb, allow);
+        int allowed = 0;
+        for (int t = 0; t < v.n; t++) {
+            if (isinf(la[t]) != isinf(lb[t])) fail_msg("prefix %zu: token %d (%.*s) grammar %g, regex %g", k, t, (int)v.len[t], v.bytes[t] ? v.bytes[t] : "", la[t], lb[t]);
+            allowed += !isinf(la[t]);
+        }
+        assert_true(allowed > 0);
+        if (k == strlen(text)) break;
+        assert_int_equal(pm_grammar_feed(st, text + k, 1, &e), 1);
+        rs = pm_regex_feed(rx, rs, text + k, 1);
+        assert_int_equal(pm_grammar_accepts(st), pm_regex_accepts(rx, rs));
+    }
+    assert_true(pm_grammar_accepts(st) && pm_grammar_final(st));
+    free(la);
+    free(lb);
+    free(allow);
+    pm_grammar_state_free(st);
+    pm_grammar_free(g);
+    pm_regex_free(rx);
+    pm_grammar_vocab_free(gv);
+    pm_regex_vocab_free(rv);
+    free_vocab(&v);
+}
+
+/* Nested lists, written independently: "[" items "]" where an item is a letter or a list, items
+ * separated by ",". A text can be completed when it is made of those characters, its depth never
+ * drops below 1 inside the outer list (or 0 once it closed, then nothing follows), no ",", "]" right
+ * after "[" or ",", and it starts with "[". */
+static int completable(const char *s, size_t n, int *whole) {
+    int depth = 0;
+    char prev = 0;
+    *whole = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (i == 0 && c != '[') return 0;
+        if (i > 0 && depth == 0) return 0; /* the outer list has closed */
+        if (c == '[') {
+            if (i > 0 && prev != '[' && prev != ',') return 0;
+            depth++;
+        } else if (c == ']') {
+            if (prev == ',' ) return 0;
+            depth--;
+        } else if (c == ',') {
+            if (prev == '[' || prev == ',') return 0;
+        } else if (c >= 'a' && c <= 'z') {
+            if (prev != '[' && prev != ',') return 0;
+        } else return 0;
+        prev = c;
+    }
+    *whole = n > 0 && depth == 0;
+    return 1;
+}
+
+static void test_mask_recursive(void **state) {
+    (void)state;
+    vocab v;
+    if (load_vocab(&v)) fail_msg("no fixture tokenizer");
+    pm_grammar_vocab *gv = pm_grammar_vocab_new(v.tok, v.n);
+    pm_grammar *g = compile_ok("root ::= list\nlist ::= \"[\" (item (\",\" item)*)? \"]\"\nitem ::= [a-z] | list\n");
+    pm_err e = {0};
+    pm_grammar_state *st = pm_grammar_start(g, &e);
+    const char *text = "[a,[b,[]],[[c]],d]";
+    float *l = malloc(sizeof(float) * (size_t)v.n);
+    uint8_t *allow = malloc((size_t)v.n);
+    char buf[512];
+    int32_t eos = 199999;
+    for (size_t k = 0; k <= strlen(text); k++) {
+        for (int t = 0; t < v.n; t++) l[t] = 0.0f;
+        assert_int_equal(pm_grammar_mask(st, gv, &eos, 1, l, allow, &e), 0);
+        int whole;
+        for (int t = 0; t < v.n; t++) {
+            int want = 0;
+            if (t == eos) completable(text, k, &whole), want = whole;
+            else if (v.bytes[t] && v.len[t] && k + v.len[t] < sizeof buf) {
+                memcpy(buf, text, k);
+                memcpy(buf + k, v.bytes[t], v.len[t]);
+                want = completable(buf, k + v.len[t], &whole);
+            }
+            if (want != !isinf(l[t])) fail_msg("after '%.*s': token %d '%.*s' allowed %d, wanted %d", (int)k, text, t, (int)v.len[t], v.bytes[t] ? v.bytes[t] : "", !isinf(l[t]), want);
+        }
+        if (k == strlen(text)) break;
+        assert_int_equal(pm_grammar_feed(st, text + k, 1, &e), 1);
+    }
+    assert_true(pm_grammar_final(st));
+    assert_int_equal(pm_grammar_feed(st, "x", 1, &e), 0);
+    free(l);
+    free(allow);
+    pm_grammar_state_free(st);
+    pm_grammar_free(g);
+    pm_grammar_vocab_free(gv);
+    free_vocab(&v);
+}
+
+/* A grammar whose parse threads multiply past the limit fails the step, not the process. */
+static void test_ambiguity_limit(void **state) {
+    (void)state;
+    pm_grammar *g = compile_ok("root ::= s\ns ::= \"z\" s \"y\" | \"z\" s \"w\" | \"\"\n"); /* 2^k stacks after k z's */
+    pm_err e = {0};
+    pm_grammar_state *st = pm_grammar_start(g, &e);
+    assert_non_null(st);
+    int rc = 1;
+    for (int i = 0; i < 64 && rc == 1; i++) rc = pm_grammar_feed(st, "z", 1, &e);
+    assert_true(rc < 0);
+    assert_non_null(strstr(e.msg, "grammar: more than"));
+    pm_grammar_state_free(st);
+    pm_grammar_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_regular_folds),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_mask_matches_regex),
+        cmocka_unit_test(test_mask_recursive),
+        cmocka_unit_test(test_ambiguity_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
