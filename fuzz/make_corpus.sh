@@ -12,7 +12,7 @@ FX=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}/phi4mm-tiny
 C=fuzz/corpus
 PY=/usr/bin/python3
 [ -d "$FX/tiny_model" ] || { echo "make_corpus: fixture not found at $FX (set PHI4MM_FIXTURES)" >&2; exit 1; }
-for t in safetensors config tok_load tok_encode wave image chat multipart base64 json_schema regex; do mkdir -p "$C/$t"; done
+for t in safetensors config tok_load tok_encode wave image chat multipart base64 json_schema regex grammar; do mkdir -p "$C/$t"; done
 
 # ---- audio: the fixture clips (all but the 1.3 MB long one) and every format libsndfile writes
 mkdir -p "$BUILD_DIR"
@@ -252,5 +252,15 @@ for i, (p, t) in enumerate([(r"\d{3}-[a-z]{2,4}( ok)?", "123-ab ok"), (r"(red|gr
                             (r"[\x00-\x7fࠀ-\U0010FFFF]*[^a-c]{2,}?", "😀x"), (r"a{,3}b{2,}c+?d*e?", "aabbbcc"), (r"(a|b)*(?!x)", "ab"),
                             (r"[]a-]\]\\\x41\101\0", "]]\\AA")]):
     put("regex", f"p{i}", p.encode() + b"\x00" + t.encode())
+
+# -- grammar: "GBNF NUL text"
+for i, (g, t) in enumerate([('root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n', "[ab,[c],[]]"),
+                            ('root ::= term ("+" term)*\nterm ::= [0-9]+ | "(" root ")"  # sums\n', "(1+2)+3"),
+                            ('root ::= "yes" | "no"', "no"), ('root ::= s\ns ::= "z" s "y" | "z" s "w" | ""\n', "zzzyw"),
+                            ('root ::= obj\nobj ::= "{" ws (str ":" ws val ("," ws str ":" ws val)*)? "}"\nval ::= obj | str | [0-9]{1,3}\n'
+                             'str ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]*\n', '{"a": {"b":1}}'),
+                            ('root ::= . [^a-c]? "\\u00e9"{2,3} x\nx ::= | "\\x41"\n  | "b"\n', "z\u00e9\u00e9A"),
+                            ('root ::= expr\nexpr ::= expr "+" "1" | "1"\n', "1+1")]):
+    put("grammar", f"g{i}", g.encode() + b"\x00" + t.encode())
 PY
 echo "make_corpus: $(for d in "$C"/*/; do printf '%s=%s ' "$(basename "$d")" "$(ls "$d" | wc -l)"; done)"

@@ -216,6 +216,7 @@ pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e) {
     }
     set_begin(st);
     int rc = 0;
+    st->work = 0;
     for (int a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1] && !rc; a++) rc = closure(st, g->alt_start[a], 0, &st->complete);
     st->n_cur = st->n_buf;
     if (rc || compact(st)) {
@@ -227,9 +228,9 @@ pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e) {
 
 int pm_grammar_feed(pm_grammar_state *st, const char *bytes, size_t n, pm_err *e) {
     st->e = e;
-    st->work = 0;
     for (size_t k = 0; k < n && (st->n_cur || st->complete); k++) {
         int complete = 0;
+        st->work = 0; /* the expansion limit is per byte, as the mask's */
         st->n_buf = st->n_cur;
         set_begin(st);
         if (step_byte(st, 0, st->n_cur, (unsigned char)bytes[k], &complete)) return e->code;
