@@ -81,6 +81,8 @@ int bench_llm(bench_ctx *b);    /* decode and prefill */
 int bench_audio(bench_ctx *b);  /* features + Conformer + projection, TTFT */
 int bench_image(bench_ctx *b);  /* HD + SigLIP + projection */
 int bench_tok(bench_ctx *b);    /* tokenizer encode MB/s */
+struct pm_tokenizer;
+int bench_grammar_mask(bench_ctx *b, const struct pm_tokenizer *tok); /* a grammar's mask a step (bench_grammar.c) */
 int bench_overlap(bench_ctx *b); /* a live stream's pauses while an image encodes, inline and beside */
 int bench_longrope(bench_ctx *b); /* ... and while another sequence's LongRoPE recompute runs */
 int bench_prefix(bench_ctx *b);   /* a conversation's next turn with the prompt cache, against without */

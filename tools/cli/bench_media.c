@@ -501,6 +501,7 @@ int bench_tok(bench_ctx *b) {
     free(a); free(c); free(text);
     if (!e.code) e.code = bench_json_mask(b, tok);
     if (!e.code) e.code = bench_regex_mask(b, tok);
+    if (!e.code) e.code = bench_grammar_mask(b, tok);
     pm_tok_free(tok);
     return e.code;
 }
