@@ -117,10 +117,16 @@ static int set_add(pm_grammar_state *st, int32_t term, int32_t dfa, int32_t cont
 
 /* The threads that start at elems[pos] with parent below it, into the set being built (the root
  * complete there: *complete). */
-static int closure(pm_grammar_state *st, int32_t pos, int32_t parent, int *complete) {
+static int closure_at(pm_grammar_state *st, int32_t pos, int32_t parent, int *complete, int depth);
+
+static int closure(pm_grammar_state *st, int32_t pos, int32_t parent, int *complete) { return closure_at(st, pos, parent, complete, 0); }
+
+static int closure_at(pm_grammar_state *st, int32_t pos, int32_t parent, int *complete, int depth) {
     const pm_grammar *g = st->g;
     if (++st->work > WORK_LIMIT)
         return pm_errf(st->e, PM_ELIMIT, "grammar: more than %d expansions for one byte (a very ambiguous grammar)", WORK_LIMIT);
+    if (depth > PM_GRAMMAR_MAX_DEPTH) /* the C stack's bound: a pop through that many levels that can all be empty */
+        return pm_errf(st->e, PM_ELIMIT, "grammar: more than %d nested rules end at one byte", PM_GRAMMAR_MAX_DEPTH);
     const g_elem *el = &g->elems[pos];
     if (el->kind == G_END) {
         if (!parent) {
@@ -128,7 +134,7 @@ static int closure(pm_grammar_state *st, int32_t pos, int32_t parent, int *compl
             return PM_OK;
         }
         g_node n = st->nodes[parent];
-        return closure(st, n.pos, n.parent, complete);
+        return closure_at(st, n.pos, n.parent, complete, depth + 1);
     }
     /* what follows the element: a call in last position returns straight to the parent */
     int32_t next = g->elems[pos + 1].kind == G_END ? parent : intern(st, pos + 1, parent);
@@ -137,10 +143,10 @@ static int closure(pm_grammar_state *st, int32_t pos, int32_t parent, int *compl
         const pm_regex *rx = g->terms[el->arg];
         int32_t s = g->term_start[el->arg];
         if (!pm_regex_final(rx, s) && set_add(st, el->arg, s, next)) return st->e->code;
-        return pm_regex_accepts(rx, s) ? closure(st, pos + 1, parent, complete) : PM_OK;
+        return pm_regex_accepts(rx, s) ? closure_at(st, pos + 1, parent, complete, depth + 1) : PM_OK;
     }
     for (int a = g->rule_alt[el->arg]; a < g->rule_alt[el->arg + 1]; a++)
-        if (closure(st, g->alt_start[a], next, complete)) return st->e->code;
+        if (closure_at(st, g->alt_start[a], next, complete, depth + 1)) return st->e->code;
     return PM_OK;
 }
 

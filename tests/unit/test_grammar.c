@@ -288,6 +288,24 @@ static void test_ambiguity_limit(void **state) {
     pm_grammar_free(g);
 }
 
+/* Nested rules that can all end at one byte: the expansion passes through every level, up to a
+ * bound that keeps the C stack safe; past it the feed fails with a message. */
+static void test_depth_limit(void **state) {
+    (void)state;
+    pm_grammar *g = compile_ok("root ::= \"a\" root? \"b\"?\n");
+    pm_err e = {0};
+    pm_grammar_state *st = pm_grammar_start(g, &e);
+    int rc = 1, k = 0;
+    for (; k < 3 * PM_GRAMMAR_MAX_DEPTH && rc == 1; k++) {
+        rc = pm_grammar_feed(st, "a", 1, &e);
+        if (rc == 1) assert_true(pm_grammar_accepts(st));
+    }
+    assert_true(rc < 0 && k > PM_GRAMMAR_MAX_DEPTH / 4); /* each level passes two expansions: its pop and its empty "b"? */
+    assert_non_null(strstr(e.msg, "nested rules end at one byte"));
+    pm_grammar_state_free(st);
+    pm_grammar_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts),
@@ -296,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_mask_matches_regex),
         cmocka_unit_test(test_mask_recursive),
         cmocka_unit_test(test_ambiguity_limit),
+        cmocka_unit_test(test_depth_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

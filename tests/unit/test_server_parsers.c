@@ -1463,7 +1463,8 @@ static void test_prediction_param(void **state) {
 /* vLLM's guided decoding: guided_regex kept as given, guided_choice as the escaped alternation of
  * its strings, guided_json as a schema (an object or its JSON text), the structured_outputs
  * spellings the same, min_p; a bad pattern names its construct and byte, two that shape the answer
- * at once, grammars and whitespace patterns are refused. */
+ * at once and whitespace patterns are refused; a grammar (GBNF) is kept as given under each of its
+ * spellings, a bad one refused naming its rule and byte. */
 static void test_guided_params(void **state) {
     (void)state;
     srv_chat_req r;
@@ -1482,19 +1483,22 @@ static void test_guided_params(void **state) {
         {"\"guided_json\":{\"type\":\"integer\"}", PM_FORMAT_JSON_SCHEMA, NULL, "{\"type\":\"integer\"}"},
         {"\"guided_json\":\"{\\\"enum\\\": [1, 2]}\"", PM_FORMAT_JSON_SCHEMA, NULL, "{\"enum\":[1,2]}"},
         {"\"structured_outputs\":{\"json_object\":true}", PM_FORMAT_JSON_OBJECT, NULL, NULL},
+        {"\"guided_grammar\":\"root ::= [a-z]+ | \\\"(\\\" root \\\")\\\"\"", PM_FORMAT_GRAMMAR, "root ::= [a-z]+ | \"(\" root \")\"", NULL},
+        {"\"structured_outputs\":{\"grammar\":\"root ::= \\\"x\\\"\"}", PM_FORMAT_GRAMMAR, "root ::= \"x\"", NULL},
+        {"\"grammar\":\"root ::= \\\"y\\\"\\n\"", PM_FORMAT_GRAMMAR, "root ::= \"y\"\n", NULL},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(js, sizeof js, "%s%s}", m, good[i].extra);
         assert_int_equal(parse(js, &r, &e), 0);
         assert_int_equal(r.format, good[i].format);
-        if (good[i].regex) assert_string_equal(r.regex, good[i].regex);
-        else assert_null(r.regex);
+        if (good[i].regex) assert_string_equal(r.guide, good[i].regex);
+        else assert_null(r.guide);
         if (good[i].schema) assert_string_equal(r.json_schema, good[i].schema);
         if (i == 0) assert_true(r.sampling.min_p > 0.049f && r.sampling.min_p < 0.051f);
         srv_chat_req_free(&r);
     }
     assert_int_equal(parse_as("{\"prompt\":\"x\",\"guided_choice\":[\"1\",\"2\"]}", 1, &r, &e), 0);
-    assert_string_equal(r.regex, "(1|2)");
+    assert_string_equal(r.guide, "(1|2)");
     srv_chat_req_free(&r);
     static const struct {
         const char *extra, *code, *param, *needle;
@@ -1507,9 +1511,13 @@ static void test_guided_params(void **state) {
         {"\"guided_choice\":\"a\"", "invalid_value", "guided_choice", "array"},
         {"\"guided_json\":\"{not json\"", "invalid_value", "guided_json", "JSON Schema"},
         {"\"guided_json\":{\"type\":\"integer\",\"minimum\":1}", "unsupported_value", "guided_json", "minimum"},
-        {"\"guided_grammar\":\"root ::= x\"", "unsupported_parameter", "guided_grammar", "not supported"},
+        {"\"guided_grammar\":\"root ::= x\"", "invalid_value", "guided_grammar", "rule 'x' is used but not defined at byte 9"},
+        {"\"guided_grammar\":\"root ::= root \\\"a\\\"\"", "unsupported_value", "guided_grammar", "left recursion"},
+        {"\"guided_grammar\":\"start: \\\"a\\\"\"", "invalid_value", "guided_grammar", "Lark and EBNF with ':' are not"},
+        {"\"guided_grammar\":7", "invalid_type", "guided_grammar", "GBNF"},
+        {"\"grammar\":\"root ::= \\\"a\\\"\",\"guided_regex\":\"a\"", "invalid_value", "grammar", "cannot be combined"},
         {"\"guided_whitespace_pattern\":\" \"", "unsupported_parameter", "guided_whitespace_pattern", "not supported"},
-        {"\"structured_outputs\":{\"grammar\":\"x\"}", "unsupported_parameter", "structured_outputs.grammar", "not supported"},
+        {"\"structured_outputs\":{\"grammar\":\"x\"}", "invalid_value", "structured_outputs.grammar", "expected '::='"},
         {"\"structured_outputs\":[1]", "invalid_type", "structured_outputs", "object"},
         {"\"guided_regex\":\"a\",\"guided_choice\":[\"a\"]", "invalid_value", "guided_choice", "cannot be combined with guided_regex"},
         {"\"response_format\":{\"type\":\"json_object\"},\"guided_regex\":\"a\"", "invalid_value", "guided_regex",
