@@ -92,6 +92,16 @@ row opt-max-audio-seconds-negative 1 "${E}--max-audio-seconds must be a non-nega
 row prompt-image-placeholder-no-image 1 "${E}prompt: <\|image_1\|> has no image: only 0 images were given" gen -p "<|image_1|>x"
 row prompt-invalid-utf8-refused 1 "${E}the prompt is not UTF-8 text \(byte 0\)" gen -p $'\xff\xfe caf\xc3 \xed\xa0\x80 x'
 row prompt-missing 1 "${E}missing -p PROMPT" "$BIN" generate -m "$M" -n 2
+printf 'root ::= "[" item ("," item)* "]"\nitem ::= [a-z]+ | rot\n' > "$T/undef.gbnf"
+printf 'root ::= list\nlist ::= list "," [a-z] | [a-z]\n' > "$T/left.gbnf"
+printf 'root ::= "a" (\n' > "$T/open.gbnf"
+printf 'root ::= "(" root ")" | "x"\n' > "$T/ok.gbnf"
+row grammar-undefined-rule 1 "${E}grammar: rule 'rot' is used but not defined at byte 52" gen -p x --grammar "$T/undef.gbnf"
+row grammar-left-recursion 1 "${E}grammar: left recursion: rule 'list' can reach itself" gen -p x --grammar "$T/left.gbnf"
+row grammar-unclosed-group 1 "${E}grammar: expected '\)' closing the group at byte 13" gen -p x --grammar "$T/open.gbnf"
+row grammar-missing-file 1 "${E}.*nope.gbnf" gen -p x --grammar "$T/nope.gbnf"
+row grammar-with-regex 1 "${E}--json, --json-schema, --regex, --choice and --grammar exclude each other" gen -p x --grammar "$T/ok.gbnf" --regex a
+row grammar-ok 0 "^[(]*x?[)]*$" gen -p x --grammar "$T/ok.gbnf"
 # --mlock: refused by a small RLIMIT_MEMLOCK (root also loses CAP_IPC_LOCK, which would override it)
 lowlock() { # command... under ulimit -l 64
   if [ "$(id -u)" = 0 ]; then (ulimit -l 64 && exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@")
