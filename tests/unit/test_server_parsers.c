@@ -1535,6 +1535,30 @@ static void test_guided_params(void **state) {
     }
 }
 
+/* Fields nothing reads: named in order, chat's and completions' own fields told apart, the list cut
+ * with "..." where it outgrows its buffer. */
+static void test_ignored_fields(void **state) {
+    (void)state;
+    json_error_t je;
+    char out[32];
+    json_t *root = json_loads("{\"messages\": [], \"max_token\": 1, \"prompt\": \"x\", \"user\": \"u\", \"temperature\": 0}", 0, &je);
+    assert_int_equal(srv_ignored_fields(root, 0, out, sizeof out), 3);
+    assert_string_equal(out, "max_token, prompt, user");
+    assert_int_equal(srv_ignored_fields(root, 1, out, sizeof out), 3);
+    assert_string_equal(out, "messages, max_token, user");
+    json_decref(root);
+    root = json_loads("{\"aaaaaaaaaa\": 1, \"bbbbbbbbbb\": 2, \"cccccccccc\": 3, \"dddddddddd\": 4, \"model\": \"m\"}", 0, &je);
+    assert_int_equal(srv_ignored_fields(root, 0, out, sizeof out), 4);
+    assert_string_equal(out, "aaaaaaaaaa, bbbbbbbbbb...");
+    json_decref(root);
+    root = json_loads("{\"model\": \"m\", \"tool_choice\": \"none\", \"best_of\": 1}", 0, &je);
+    assert_int_equal(srv_ignored_fields(root, 0, out, sizeof out), 1);
+    assert_string_equal(out, "best_of");
+    assert_int_equal(srv_ignored_fields(root, 1, out, sizeof out), 1);
+    assert_string_equal(out, "tool_choice");
+    json_decref(root);
+}
+
 /* vLLM's template switches and stop extensions: continue_final_message leaves the final message open
  * (not beside add_generation_prompt true, nor beside a held answer), add_generation_prompt false ends
  * with the eos text, echo keeps the final assistant message's text; stop_token_ids, include_stop_str_in_output,
@@ -1611,7 +1635,9 @@ int main(void) {
         cmocka_unit_test(test_multipart_rejects),   cmocka_unit_test(test_json_guards),
         cmocka_unit_test(test_chat_prompt_and_placeholders), cmocka_unit_test(test_chat_rejects),
         cmocka_unit_test(test_chat_params),         cmocka_unit_test(test_completions),
-        cmocka_unit_test(test_guided_params),       cmocka_unit_test(test_template_switches),
+        cmocka_unit_test(test_guided_params),
+        cmocka_unit_test(test_ignored_fields),
+        cmocka_unit_test(test_template_switches),
         cmocka_unit_test(test_chat_tools),          cmocka_unit_test(test_tool_calls_find),
         cmocka_unit_test(test_call_reader),         cmocka_unit_test(test_responses_parse), cmocka_unit_test(test_response_store),
         cmocka_unit_test(test_response_items),

@@ -879,6 +879,43 @@ static int parse_messages(const json_t *root, const srv_parse_limits *lim, srv_c
     return rc;
 }
 
+/* Every field parse_params and the routes read (or, documented, leave be: guided_decoding_backend
+ * chooses among vLLM's engines). */
+static const char *const known_fields[] = {
+    "model", "n", "max_tokens", "max_completion_tokens", "temperature", "top_p", "min_p", "top_k", "seed", "stream", "stream_options",
+    "stop", "stop_token_ids", "include_stop_str_in_output", "skip_special_tokens", "return_tokens_as_token_ids", "truncate_prompt_tokens",
+    "allowed_token_ids", "bad_words", "logprobs", "top_logprobs", "prompt_logprobs", "frequency_penalty", "presence_penalty",
+    "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos", "response_format", "guided_json", "guided_regex", "guided_choice",
+    "guided_grammar", "grammar", "guided_whitespace_pattern", "guided_decoding_backend", "structured_outputs", "functions", "modalities",
+    "cache_salt", "mm_processor_kwargs", "prediction", "tools", "echo"};
+static const char *const chat_fields[] = {"messages", "tool_choice", "parallel_tool_calls", "add_generation_prompt", "continue_final_message"};
+static const char *const completion_fields[] = {"prompt", "suffix", "best_of"};
+
+static int listed(const char *key, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(key, list[i])) return 1;
+    return 0;
+}
+
+int srv_ignored_fields(const json_t *root, int completions, char *out, size_t cap) {
+    const char *key;
+    const json_t *v;
+    int n = 0;
+    size_t len = 0;
+    if (cap) out[0] = 0;
+    json_object_foreach((json_t *)root, key, v) {
+        if (listed(key, known_fields, sizeof known_fields / sizeof *known_fields) ||
+            (completions ? listed(key, completion_fields, sizeof completion_fields / sizeof *completion_fields)
+                         : listed(key, chat_fields, sizeof chat_fields / sizeof *chat_fields)))
+            continue;
+        n++;
+        size_t k = strlen(key);
+        if (len + k + 6 < cap) len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", key);
+        else if (len + 4 < cap && !strstr(out, "...")) len += (size_t)snprintf(out + len, cap - len, "...");
+    }
+    return n;
+}
+
 int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req *out, srv_error *e) {
     memset(out, 0, sizeof *out);
     out->sampling.top_p = 1.0f;

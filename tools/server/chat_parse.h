@@ -93,6 +93,10 @@ void srv_chat_req_free(srv_chat_req *r);
  * max_tokens 0 allowed beside it), suffix and best_of refused.
  * Fills out like srv_chat_parse (free it with srv_chat_req_free). */
 int srv_completion_parse(const json_t *root, int which, srv_chat_req *out, srv_error *e);
+/* The body's top-level fields that neither route reads (a misspelt "max_token", a parameter of
+ * another server): how many, and their names in out ("a, b", cut short with "..." past cap). vLLM
+ * logs such fields; OpenAI refuses them (serve --strict-params). */
+int srv_ignored_fields(const json_t *root, int completions, char *out, size_t cap);
 /* How many prompts a /v1/completions body holds (an array of strings or of id arrays: its length;
  * else 1): srv_completion_parse reads prompt `which` of them with the same parameters. */
 int srv_completion_prompts(const json_t *root);

@@ -131,7 +131,9 @@ static void usage(void) {
             "  --http-threads N        HTTP worker threads (default 4)\n"
             "  --retry-after S         Retry-After seconds sent with 503 (default 1)\n"
             "  --model-name NAME       model id reported by /v1/models (default: the directory name)\n"
-            "  --quiet                 no per-request log lines\n");
+            "  --quiet                 no per-request log lines\n"
+            "  --strict-params         refuse (400) chat and completions fields nothing reads, as OpenAI does; by\n"
+            "                          default they are named in an X-Ignored-Fields header and the log line\n");
 }
 
 static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
@@ -144,6 +146,10 @@ static int parse_opts(int argc, char **argv, srv_opts *o, int *help) {
         }
         if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--strict-params")) {
+            o->strict_params = 1;
             continue;
         }
         if (!strcmp(a, "--mlock")) {

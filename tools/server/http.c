@@ -80,11 +80,12 @@ static const struct {
     {"/detokenize", SRV_R_DETOKENIZE, "POST", "detokenize"},
 };
 
-static void add_common_headers(srv_ctx *ctx, struct MHD_Response *r) {
+static void add_common_headers(srv_ctx *ctx, const srv_conn *sc, struct MHD_Response *r) {
     if (ctx->o.cors_origin) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", ctx->o.cors_origin);
         MHD_add_response_header(r, "Vary", "Origin");
     }
+    if (sc && sc->ignored[0]) MHD_add_response_header(r, "X-Ignored-Fields", sc->ignored);
 }
 
 enum MHD_Result srv_respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, json_t *o) {
@@ -110,7 +111,7 @@ enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", content_type);
-    add_common_headers(ctx, r);
+    add_common_headers(ctx, sc, r);
     if (status == 503) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", ctx->o.retry_after > 0 ? ctx->o.retry_after : 1);
@@ -203,7 +204,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
-        add_common_headers(ctx, r);
+        add_common_headers(ctx, sc, r);
         enum MHD_Result ok = MHD_queue_response(c, 200, r);
         MHD_destroy_response(r);
         sc->responded = 1;
@@ -299,7 +300,7 @@ static const char *route_method(srv_route r) {
 static enum MHD_Result preflight(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    add_common_headers(ctx, r);
+    add_common_headers(ctx, sc, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
@@ -471,8 +472,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (sc->n_jobs && !ok) srv_sched_poke(h->ctx->sched);
     free(sc->jobs);
     if (!h->ctx->o.quiet)
-        fprintf(stderr, "phi4mm serve: %s %s -> %d%s (%.3f s)\n", sc->method, sc->path, sc->status,
-                ok ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " [client disconnected]" : " [terminated]", srv_now() - sc->t0);
+        fprintf(stderr, "phi4mm serve: %s %s -> %d%s (%.3f s)%s%s\n", sc->method, sc->path, sc->status,
+                ok ? "" : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? " [client disconnected]" : " [terminated]", srv_now() - sc->t0,
+                sc->ignored[0] ? "; fields ignored: " : "", sc->ignored);
     srv_conn_free_body(h->ctx, sc);
     srv_fetch_release(h->ctx, sc);
     free(sc);

@@ -52,6 +52,7 @@ typedef struct srv_conn {
     srv_job **jobs;         /* once accepted: one a choice (n, or several completions prompts) */
     int n_jobs;
     struct srv_fetch *fetch; /* the request's remote image URLs, fetched or being fetched (media_fetch.h) */
+    char ignored[200];      /* body fields no route reads (srv_ignored_fields): X-Ignored-Fields and the log line */
 } srv_conn;
 
 typedef struct srv_http srv_http;

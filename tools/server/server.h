@@ -83,6 +83,7 @@ typedef struct srv_opts {
     int retry_after;            /* seconds, sent with 503 (default 1) */
     const char *port_file;      /* optional: write the bound port here once listening */
     int quiet;                  /* no per-request log lines */
+    int strict_params;          /* --strict-params: a chat / completions body field nothing reads is a 400 (OpenAI's way) */
 } srv_opts;
 
 void srv_opts_default(srv_opts *o);
