@@ -4,7 +4,8 @@
 32 client threads loop until the deadline over the modes (text, image, audio, image+audio chat,
 greedy, max_tokens 8; JSON schema, tools, the Responses API, a long-form transcription in pieces, an
 image by URL from a local host, an image with fewer crops, a text request with a prediction, one
-held to a guided pattern, an answer's prefill continued under stop tokens and bad words),
+held to a guided pattern, one held to a recursive grammar, an answer's prefill
+continued under stop tokens and bad words),
 half of them streamed. Along the way: random disconnects mid-stream (the
 server must cancel and free the sequence) and over-limit bursts (the queue must answer 503 with
 Retry-After, never drop or fail otherwise). Checks at the end: no crash, no 5xx other than 503,
@@ -91,6 +92,11 @@ def main():
     # guided decoding (vLLM's guided_regex): a DFA per sequence, compiled on the prompt thread
     parts["text+guided"] = parts["text"]
     extra["text+guided"] = {"guided_regex": "[A-Z][a-z]{1,8}( [a-z]{1,8}){0,4}\\.", "min_p": 0.05}
+    # a recursive grammar (guided_grammar, GBNF): parse stacks per sequence, a trie walk per step, each
+    # streamed chunk with its usage so far
+    parts["text+grammar"] = parts["text"]
+    extra["text+grammar"] = {"guided_grammar": 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n',
+                             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
     # an answer's prefill continued (continue_final_message, echoed) under vLLM's stop and token
     # extensions: the template left open, the bans and the stop token per sequence
