@@ -19,7 +19,7 @@ extern "C" {
 #define PM_VERSION_MAJOR 0
 #define PM_VERSION_MINOR 36
 #define PM_VERSION_PATCH 0
-#define PM_VERSION "0.36.0"
+#define PM_VERSION "0.37.0"
 const char *pm_version(void);
 
 /* Status codes (negative = failure). */
@@ -33,7 +33,8 @@ enum {
     PM_ELIMIT = -6,       /* over a configured cap (duration, pixels, clips, tokens, body size) */
     PM_ESTATE = -7,       /* API misuse or internal state error */
     PM_ECANCELED = -8,    /* the request was cancelled */
-    PM_EBUSY = -9         /* no capacity right now (queue full) */
+    PM_EBUSY = -9,        /* no capacity right now (queue full) */
+    PM_ECONTEXT = -10     /* the prompt plus max_tokens exceed the context (OpenAI's context_length_exceeded) */
 };
 
 /* Input modes, numbered as the official code numbers them. */

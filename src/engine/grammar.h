@@ -41,7 +41,7 @@ enum {
     PM_GRAMMAR_MAX_REPEAT = 1000,   /* the largest count of a {m,n} around a rule */
     PM_GRAMMAR_MAX_RULES = 1 << 14, /* rules and alternatives' elements after expansion */
     PM_GRAMMAR_MAX_THREADS = 4096,  /* parse threads at one point of the output */
-    PM_GRAMMAR_MAX_NODES = 1 << 22, /* stack nodes a state (and one step's mask) may hold */
+    PM_GRAMMAR_MAX_NODES = 1 << 20, /* stack nodes a state (and one step's mask) may hold: <= 16 MB with their index */
     PM_GRAMMAR_MAX_DEPTH = 4096     /* levels one byte's expansion may pass through (nested rules ending together) */
 };
 

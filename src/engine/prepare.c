@@ -321,7 +321,7 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
         free(rewritten);
         if (rc == PM_ELIMIT) {
             pm_err_clear(e);
-            pm_errf(e, PM_ELIMIT, "prompt of more than %d tokens plus max_tokens %d exceeds the context limit of %d (encoding stopped)",
+            pm_errf(e, PM_ECONTEXT, "prompt of more than %d tokens plus max_tokens %d exceeds the context limit of %d (encoding stopped)",
                     room > 0 ? room : 1, req->max_tokens, max_ctx);
         }
         if (rc) goto fail;
@@ -347,7 +347,7 @@ int pm_prepare_plan(const pm_model *m, const pm_request *req, const pm_limits *l
     free(ids);
     if (e->code) goto fail;
     if ((int64_t)out->n + (req->max_tokens > 0 ? req->max_tokens : 0) > max_ctx) {
-        pm_errf(e, PM_ELIMIT, "prompt of %zu tokens plus max_tokens %d exceeds the context limit of %d", out->n, req->max_tokens, max_ctx);
+        pm_errf(e, PM_ECONTEXT, "prompt of %zu tokens plus max_tokens %d exceeds the context limit of %d", out->n, req->max_tokens, max_ctx);
         goto fail;
     }
     if (out->n == 0) {

@@ -34,6 +34,7 @@ const char *pm_status_name(int status) {
     case PM_ESTATE: return "bad_state";
     case PM_ECANCELED: return "cancelled";
     case PM_EBUSY: return "busy";
+    case PM_ECONTEXT: return "context_length_exceeded";
     default: return "unknown_error";
     }
 }

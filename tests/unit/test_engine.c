@@ -1477,6 +1477,10 @@ static void test_kv_budget(void **state) {
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), PM_ELIMIT);
     assert_int_equal(pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err), PM_ELIMIT);
     assert_non_null(strstr(err, "KV budget"));
+    r.max_tokens = 200000; /* past the context itself: a status of its own (OpenAI's context_length_exceeded) */
+    assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), PM_ECONTEXT);
+    assert_non_null(strstr(err, "exceeds the context limit of"));
+    assert_string_equal(pm_status_name(PM_ECONTEXT), "context_length_exceeded");
     r.max_tokens = 2 * PM_KV_PAGE - 4; /* exactly 2 pages */
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
     assert_int_equal(need, 2 * page + rows);

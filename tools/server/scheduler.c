@@ -198,9 +198,10 @@ static void status_error(int rc, const char *msg, srv_error *e) {
     case PM_EUNSUPPORTED:
         srv_bad(e, NULL, strstr(msg, "placeholder") ? "placeholder_mismatch" : "invalid_request", "%s", msg);
         break;
-    case PM_ELIMIT: /* OpenAI's code for a prompt that does not fit, which clients act on (trimming the history) */
-        srv_bad(e, NULL, strstr(msg, "context limit") ? "context_length_exceeded" : "limit_exceeded", "%s", msg);
+    case PM_ECONTEXT: /* OpenAI's code for a prompt that does not fit, which clients act on (trimming the history) */
+        srv_bad(e, NULL, "context_length_exceeded", "%s", msg);
         break;
+    case PM_ELIMIT: srv_bad(e, NULL, "limit_exceeded", "%s", msg); break;
     case PM_ENOMEM: srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg); break;
     case PM_EBUSY: srv_fail(e, 503, "server_error", NULL, "overloaded", "%s", msg); break;
     case PM_ECANCELED: srv_fail(e, 499, "invalid_request_error", NULL, "cancelled", "%s", msg); break;
@@ -287,7 +288,7 @@ static int plan_job(srv_sched *s, srv_job *j, char *err, size_t errlen) {
     job_request(j, &rq);
     int64_t need = 0;
     int rc = pm_engine_plan_need(s->eng, &rq, &need, &j->plan_tokens, err, errlen);
-    if (rc == PM_ELIMIT && j->max_tokens_default && j->max_tokens > 1) {
+    if (rc == PM_ECONTEXT && j->max_tokens_default && j->max_tokens > 1) {
         char e1[256];
         int prompt = 0;
         rq.max_tokens = 1;
