@@ -186,6 +186,9 @@ put("chat", "completion.json", json.dumps({"prompt": "<|user|>Hi<|end|><|assista
                                            "suffix": "", "best_of": 1, "stream": True}))
 put("chat", "completion_array.json", json.dumps({"prompt": ["one"], "stop": ["x"], "temperature": 0.3}))
 put("chat", "logprobs.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "logprobs": True, "top_logprobs": 3, "prompt_logprobs": 2}))
+put("chat", "grammar.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "guided_grammar": 'root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n',
+                                       "stream_options": {"include_usage": True, "continuous_usage_stats": True}, "max_token": 3}))
+put("chat", "grammar_llama.json", json.dumps({"prompt": "x", "grammar": 'root ::= ("a" | b){2,3}\nb ::= [^a-c]? "z"\n'}))
 put("chat", "prompt_logprobs.json", json.dumps({"prompt": [1, 2, 3], "max_tokens": 0, "echo": True, "prompt_logprobs": True}))
 put("chat", "guided.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}], "guided_regex": "\\d{2,3}(-[a-z]+)?", "min_p": 0.1}))
 put("chat", "continue.json", json.dumps({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [{"type": "text", "text": "The"}]}],

@@ -1551,6 +1551,10 @@ static void test_ignored_fields(void **state) {
     assert_int_equal(srv_ignored_fields(root, 0, out, sizeof out), 4);
     assert_string_equal(out, "aaaaaaaaaa, bbbbbbbbbb...");
     json_decref(root);
+    root = json_loads("{\"\": 1, \"a\\r\\nX: y\\u00e9\": 2}", 0, &je);
+    assert_int_equal(srv_ignored_fields(root, 0, out, sizeof out), 2);
+    assert_string_equal(out, "\"\", a??X: y??");
+    json_decref(root);
     root = json_loads("{\"model\": \"m\", \"tool_choice\": \"none\", \"best_of\": 1}", 0, &je);
     assert_int_equal(srv_ignored_fields(root, 0, out, sizeof out), 1);
     assert_string_equal(out, "best_of");

@@ -909,9 +909,14 @@ int srv_ignored_fields(const json_t *root, int completions, char *out, size_t ca
                          : listed(key, chat_fields, sizeof chat_fields / sizeof *chat_fields)))
             continue;
         n++;
-        size_t k = strlen(key);
-        if (len + k + 6 < cap) len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", key);
-        else if (len + 4 < cap && !strstr(out, "...")) len += (size_t)snprintf(out + len, cap - len, "...");
+        const char *name = *key ? key : "\"\""; /* an empty name, named (key itself drives the loop) */
+        size_t k = strlen(name);
+        if (len + k + 6 < cap) {
+            size_t at = len + (len ? 2 : 0);
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", name);
+            for (size_t i = at; i < len; i++) /* a header value and a log line: printable ASCII only */
+                if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] >= 0x7f) out[i] = '?';
+        } else if (len + 4 < cap && !strstr(out, "...")) len += (size_t)snprintf(out + len, cap - len, "...");
     }
     return n;
 }

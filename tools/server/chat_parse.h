@@ -95,7 +95,8 @@ void srv_chat_req_free(srv_chat_req *r);
 int srv_completion_parse(const json_t *root, int which, srv_chat_req *out, srv_error *e);
 /* The body's top-level fields that neither route reads (a misspelt "max_token", a parameter of
  * another server): how many, and their names in out ("a, b", cut short with "..." past cap). vLLM
- * logs such fields; OpenAI refuses them (serve --strict-params). */
+ * logs such fields; OpenAI refuses them (serve --strict-params). Bytes outside printable ASCII in
+ * a name become '?' (the list goes into a header and a log line); an empty name is `""`. */
 int srv_ignored_fields(const json_t *root, int completions, char *out, size_t cap);
 /* How many prompts a /v1/completions body holds (an array of strings or of id arrays: its length;
  * else 1): srv_completion_parse reads prompt `which` of them with the same parameters. */
