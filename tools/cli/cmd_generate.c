@@ -177,6 +177,17 @@ static int parse_bias(const char *cmd, const char *v, pm_logit_bias *bias, int *
     return 0;
 }
 
+/* An option whose value names a text file (--json-schema, --grammar, --prediction): its bytes into
+ * *dst (the option's earlier value freed), text without NUL; cli_fail's status otherwise. */
+static int text_file_opt(const char *cmd, const char *opt, const char *path, char **dst) {
+    size_t len;
+    char err[1024];
+    free(*dst);
+    if (!(*dst = cli_read_file(path, &len, err, sizeof err))) return cli_fail(cmd, "%s", err);
+    if (strlen(*dst) != len) return cli_fail(cmd, "%s %s holds a NUL byte: not text", opt, path);
+    return 0;
+}
+
 int pm_cmd_generate(int argc, char **argv) {
     const char *cmd = "generate", *dir = NULL, *prompt = NULL, *system = NULL, *prompt_file = NULL;
     char *prompt_text = NULL; /* --prompt-file's */
@@ -250,26 +261,9 @@ int pm_cmd_generate(int argc, char **argv) {
             else stop_ids[n_stop_ids++] = (int32_t)id;
         }
         else if (!strcmp(a, "--min-tokens")) { if (cli_int(v, 0, 1 << 20, &min_tokens)) rc = cli_fail(cmd, "--min-tokens must be a non-negative integer, got '%s'", v); }
-        else if (!strcmp(a, "--json-schema")) {
-            size_t len;
-            char err[1024];
-            free(schema);
-            if (!(schema = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
-        }
-        else if (!strcmp(a, "--grammar")) {
-            size_t len;
-            char err[1024];
-            free(grammar);
-            if (!(grammar = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
-            else if (strlen(grammar) != len) rc = cli_fail(cmd, "--grammar %s holds a NUL byte", v);
-        }
-        else if (!strcmp(a, "--prediction")) {
-            size_t len;
-            char err[1024];
-            free(prediction);
-            if (!(prediction = cli_read_file(v, &len, err, sizeof err))) rc = cli_fail(cmd, "%s", err);
-            else if (strlen(prediction) != len) rc = cli_fail(cmd, "--prediction %s holds a NUL byte: not text", v);
-        }
+        else if (!strcmp(a, "--json-schema")) rc = text_file_opt(cmd, a, v, &schema);
+        else if (!strcmp(a, "--grammar")) rc = text_file_opt(cmd, a, v, &grammar);
+        else if (!strcmp(a, "--prediction")) rc = text_file_opt(cmd, a, v, &prediction);
         else if (!strcmp(a, "--mlock")) { lo.mlock = 1; continue; }
         else if (!strcmp(a, "--recache")) { lo.recache = 1; continue; }
         else if (!strcmp(a, "--audio")) {

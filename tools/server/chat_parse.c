@@ -279,34 +279,30 @@ static int set_schema(const json_t *sch, const char *param, srv_chat_req *r, srv
     return 0;
 }
 
-/* The answer held to a pattern (owned by r from here), compiled here so that a bad one is a 400
- * naming the construct and its byte. */
-static int set_regex(char *pattern, const char *param, srv_chat_req *r, srv_error *e) {
-    if (!pattern) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    r->format = PM_FORMAT_REGEX;
-    r->guide = pattern;
-    pm_regex *rx = NULL;
-    pm_err pe = {0};
-    int rc = pm_regex_compile(pattern, strlen(pattern), &rx, &pe);
-    pm_regex_free(rx);
-    if (rc == PM_ENOMEM) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    if (rc) return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s", pe.msg);
-    return 0;
-}
-
-/* A GBNF grammar, compiled here so that a bad one is a 400 naming its rule and byte. */
-static int set_grammar(char *text, const char *param, srv_chat_req *r, srv_error *e) {
+/* The answer held to a pattern (PM_FORMAT_REGEX) or a GBNF grammar (PM_FORMAT_GRAMMAR), text owned
+ * by r from here, compiled here so that a bad one is a 400 naming the construct (the rule) and its
+ * byte. */
+static int set_guide(char *text, pm_format format, const char *param, srv_chat_req *r, srv_error *e) {
     if (!text) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    r->format = PM_FORMAT_GRAMMAR;
+    r->format = format;
     r->guide = text;
-    pm_grammar *g = NULL;
     pm_err pe = {0};
-    int rc = pm_grammar_compile(text, strlen(text), &g, &pe);
-    pm_grammar_free(g);
+    int rc;
+    if (format == PM_FORMAT_GRAMMAR) {
+        pm_grammar *g = NULL;
+        rc = pm_grammar_compile(text, strlen(text), &g, &pe);
+        pm_grammar_free(g);
+    } else {
+        pm_regex *rx = NULL;
+        rc = pm_regex_compile(text, strlen(text), &rx, &pe);
+        pm_regex_free(rx);
+    }
     if (rc == PM_ENOMEM) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    if (rc) /* vLLM also reads Lark (name: ...); say which notation this is */
+    if (rc) /* vLLM also reads Lark grammars (name: ...): say which notation this is */
         return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s%s", pe.msg,
-                       strstr(text, "::=") ? "" : " (GBNF is read: rules are written `name ::= ...`; Lark and EBNF with ':' are not)");
+                       format == PM_FORMAT_GRAMMAR && !strstr(text, "::=")
+                           ? " (GBNF is read: rules are written `name ::= ...`; Lark and EBNF with ':' are not)"
+                           : "");
     return 0;
 }
 
@@ -333,7 +329,7 @@ static int set_choices(const json_t *v, const char *param, srv_chat_req *r, srv_
     pm_err pe = {0};
     char *p = pm_regex_of_choices(c, (int)n, &pe);
     free(c);
-    return set_regex(p, param, r, e);
+    return set_guide(p, PM_FORMAT_REGEX, param, r, e);
 }
 
 /* vLLM's guided decoding: guided_json (a schema, as an object or as JSON text), guided_regex,
@@ -401,14 +397,14 @@ static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
             return srv_bad(e, keys[given], "invalid_type", "%s must be a string (a regular expression)", keys[given]);
         if (json_string_length(v) > PM_REGEX_MAX_PATTERN)
             return srv_bad(e, keys[given], "limit_exceeded", "%s holds more than %d bytes", keys[given], PM_REGEX_MAX_PATTERN);
-        return set_regex(strdup(json_string_value(v)), keys[given], r, e);
+        return set_guide(strdup(json_string_value(v)), PM_FORMAT_REGEX, keys[given], r, e);
     case G_CHOICE: return set_choices(v, keys[given], r, e);
     case G_GRAMMAR:
         if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
             return srv_bad(e, keys[given], "invalid_type", "%s must be a string (a GBNF grammar)", keys[given]);
         if (json_string_length(v) > PM_GRAMMAR_MAX_TEXT)
             return srv_bad(e, keys[given], "limit_exceeded", "%s holds more than %d bytes", keys[given], PM_GRAMMAR_MAX_TEXT);
-        return set_grammar(strdup(json_string_value(v)), keys[given], r, e);
+        return set_guide(strdup(json_string_value(v)), PM_FORMAT_GRAMMAR, keys[given], r, e);
     case G_JSON_OBJECT:
         if (!json_is_true(v)) return srv_bad(e, keys[given], "invalid_type", "%s must be a boolean", keys[given]);
         r->format = PM_FORMAT_JSON_OBJECT;
