@@ -24,7 +24,9 @@
  * Refused at compile time, with the rule and byte: a syntax error, an undefined or twice-defined
  * rule, no `root`, left recursion (a rule that can reach itself before writing anything: it would
  * never end; write it right-recursively or with *), repeats above PM_GRAMMAR_MAX_REPEAT, more than
- * PM_GRAMMAR_MAX_RULES rules after expansion, and a terminal the regex limits refuse. At run time a
+ * PM_GRAMMAR_MAX_RULES rules after expansion, a terminal the regex limits refuse, and terminals that
+ * take longer than PM_GRAMMAR_MAX_WORK to build together (a request's grammar is compiled on a
+ * server thread: no stalling it). At run time a
  * grammar whose thread set outgrows PM_GRAMMAR_MAX_THREADS (a very ambiguous one) fails the
  * request rather than hold it loosely. */
 #ifndef PM_GRAMMAR_H
@@ -42,7 +44,8 @@ enum {
     PM_GRAMMAR_MAX_RULES = 1 << 14, /* rules and alternatives' elements after expansion */
     PM_GRAMMAR_MAX_THREADS = 4096,  /* parse threads at one point of the output */
     PM_GRAMMAR_MAX_NODES = 1 << 20, /* stack nodes a state (and one step's mask) may hold: <= 16 MB with their index */
-    PM_GRAMMAR_MAX_DEPTH = 4096     /* levels one byte's expansion may pass through (nested rules ending together) */
+    PM_GRAMMAR_MAX_DEPTH = 4096,    /* levels one byte's expansion may pass through (nested rules ending together) */
+    PM_GRAMMAR_MAX_WORK = 2 * PM_REGEX_MAX_WORK /* its terminals' DFA builds together (pm_regex_work): ~0.4 s */
 };
 
 typedef struct pm_grammar pm_grammar;

@@ -701,9 +701,16 @@ static int assemble(gp *P, int root, pm_grammar **out) {
         oom(P);
         goto fail;
     }
+    size_t work = 0;
     for (int t = 0; t < P->n_terms; t++, g->n_terms++) {
         if (pm_regex_compile(P->terms[t].s, P->terms[t].n, &g->terms[t], P->e)) {
             pm_err_ctx(P->e, "grammar: a terminal: ");
+            goto fail;
+        }
+        work += pm_regex_work(g->terms[t]);
+        if (work > PM_GRAMMAR_MAX_WORK) { /* many terminals each just within the pattern's own limit */
+            pm_errf(P->e, PM_EUNSUPPORTED, "grammar: its terminals' automata take too long to build together (%d of %d built; fewer or "
+                                           "smaller counts)", t + 1, P->n_terms);
             goto fail;
         }
         g->term_start[t] = pm_regex_start(g->terms[t]);

@@ -32,6 +32,7 @@ struct pm_regex {
     int32_t *next;      /* [n_states * n_classes]; row 0, the dead state, all 0 */
     uint8_t *accept;    /* [n_states] */
     uint8_t *final;     /* accepting, and every byte leads to 0 */
+    size_t work;        /* automaton states visited to build it (pm_regex_work) */
 };
 
 /* ---- the automaton over byte ranges ---- */
@@ -361,6 +362,7 @@ static int determinize(const nfa *A, int start, pm_regex *rx, pm_err *e) {
         rx->accept[d] = (uint8_t)acc;
     }
     rx->n_states = B.n;
+    rx->work = B.work;
     if (!rx->next) { /* only the dead state and the start, which matches nothing: cannot be, but keep the table whole */
         rc = pm_errf(e, PM_EINVAL, "the pattern matches no text at all");
         goto done;
@@ -421,6 +423,8 @@ int pm_regex_compile_flags(const char *pattern, size_t len, int flags, pm_regex 
 }
 
 int pm_regex_compile(const char *pattern, size_t len, pm_regex **out, pm_err *e) { return pm_regex_compile_flags(pattern, len, 0, out, e); }
+
+size_t pm_regex_work(const pm_regex *rx) { return rx->work; }
 
 /* Room in the product's arrays (its pairs, transitions, accepting flags) for n states; PM_ENOMEM. */
 static int product_room(pm_regex *rx, int64_t **key, int *cap, int n) {

@@ -64,6 +64,9 @@ int pm_regex_final(const pm_regex *rx, int32_t st);
 int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n);
 /* DFA states (the dead one included), for tests and limits. */
 int pm_regex_states(const pm_regex *rx);
+/* The automaton states its compile visited (at most PM_REGEX_MAX_WORK): what a caller compiling
+ * many patterns (a grammar's terminals) sums against a budget of its own. */
+size_t pm_regex_work(const pm_regex *rx);
 
 /* The alternation of the literal strings choices[0, n) (vLLM's guided_choice), each escaped:
  * a NUL-terminated pattern to free(), or NULL (e set). */

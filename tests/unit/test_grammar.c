@@ -130,6 +130,13 @@ static void test_refusals(void **state) {
     refused("root ::= \"\\uD800\"\n", PM_EINVAL, "is not a character");
     refused("root: \"a\"\n", PM_EINVAL, "expected '::=' after rule name 'root'");
     refused("root ::= \"a\" )\n", PM_EINVAL, "')' without '('");
+    /* many terminals, each within the pattern engine's own limit, over the grammar's budget together */
+    char big[4096];
+    int n = snprintf(big, sizeof big, "root ::= r0");
+    for (int i = 1; i < 24; i++) n += snprintf(big + n, sizeof big - (size_t)n, " | r%d", i);
+    n += snprintf(big + n, sizeof big - (size_t)n, "\n");
+    for (int i = 0; i < 24; i++) n += snprintf(big + n, sizeof big - (size_t)n, "r%d ::= [ab]* \"a\" [ab]{14} \"%c\" r%d?\n", i, 'c' + i, i);
+    refused(big, PM_EUNSUPPORTED, "terminals' automata take too long to build together");
 }
 
 /* The real vocabulary's bytes, and its trie. */
