@@ -47,11 +47,14 @@ const pm_json_node *pm_json_resolve(const pm_json_node *n, unsigned c) {
 }
 
 enum { MAX_NODES = 4096, MAX_PATH = 256, MAX_DEPTH = 128 };
+/* many patterns, each within the regex engine's own limit, are still one request's compile (~0.4 s) */
+#define PATTERN_WORK ((size_t)2 * PM_REGEX_MAX_WORK)
 
 struct pm_json_schema {
     const pm_json_node *root;
     pm_regex **patterns; /* the strings' compiled patterns */
     int n_patterns;
+    size_t pattern_work; /* their DFA builds together (pm_regex_work), against PATTERN_WORK */
     json_t *doc;
     void **allocs;       /* everything the nodes point to */
     int n_allocs, cap_allocs;
@@ -90,6 +93,11 @@ static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, cons
     const int flags = PM_REGEX_SEARCH | PM_REGEX_ECMA | PM_REGEX_JSON_TEXT;
     if (pm_regex_compile_flags(json_string_value(pat), json_string_length(pat), flags, &rx, &pe))
         return pm_errf(s->e, pe.code, "JSON schema at %s: pattern: %s", path, pe.msg);
+    if ((s->pattern_work += pm_regex_work(rx)) > PATTERN_WORK) {
+        pm_regex_free(rx);
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: its patterns' automata take too long to build together (fewer or simpler "
+                                              "patterns)", path);
+    }
     if (t->min_len > 0 || t->max_len >= 0) { /* the lengths in the automaton too, or a string could run out of room for its match */
         char lp[64];
         if (t->min_len > PM_REGEX_MAX_REPEAT || t->max_len > PM_REGEX_MAX_REPEAT) {

@@ -262,6 +262,17 @@ static void test_schema_refusals(void **state) {
         if (!strstr(e.msg, cases[i][1])) fail_msg("schema %zu: '%s' lacks '%s'", i, e.msg, cases[i][1]);
         assert_null(sch);
     }
+    /* many patterns, each within the regex engine's own limit, over the schema's budget together */
+    char big[8192];
+    int n = snprintf(big, sizeof big, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < 30; i++)
+        n += snprintf(big + n, sizeof big - (size_t)n, "%s\"p%d\":{\"type\":\"string\",\"pattern\":\"^[ab]*a[ab]{14}%c$\"}", i ? "," : "", i, 'c' + i);
+    snprintf(big + n, sizeof big - (size_t)n, "}}");
+    pm_json_schema *sch = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_json_schema_compile(big, &sch, &e), PM_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "patterns' automata take too long to build together"));
+    assert_null(sch);
 }
 
 /* The mask on the fixture's tokenizer: a token survives iff its bytes continue the text (fed
