@@ -266,11 +266,12 @@ static void test_schema_refusals(void **state) {
     char big[8192];
     int n = snprintf(big, sizeof big, "{\"type\":\"object\",\"properties\":{");
     for (int i = 0; i < 30; i++)
-        n += snprintf(big + n, sizeof big - (size_t)n, "%s\"p%d\":{\"type\":\"string\",\"pattern\":\"^[ab]*a[ab]{14}%c$\"}", i ? "," : "", i, 'c' + i);
+        n += snprintf(big + n, sizeof big - (size_t)n, "%s\"p%d\":{\"type\":\"string\",\"pattern\":\"^[ab]*a[ab]{14}%c$\"}", i ? "," : "", i, 'c' + i % 20);
     snprintf(big + n, sizeof big - (size_t)n, "}}");
     pm_json_schema *sch = NULL;
     pm_err e = {0};
-    assert_int_equal(pm_json_schema_compile(big, &sch, &e), PM_EUNSUPPORTED);
+    int rc = pm_json_schema_compile(big, &sch, &e);
+    if (rc != PM_EUNSUPPORTED) fail_msg("%d %s", rc, e.msg);
     assert_non_null(strstr(e.msg, "patterns' automata take too long to build together"));
     assert_null(sch);
 }
