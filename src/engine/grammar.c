@@ -126,7 +126,7 @@ static int closure_at(pm_grammar_state *st, int32_t pos, int32_t parent, int *co
     if (++st->work > WORK_LIMIT)
         return pm_errf(st->e, PM_ELIMIT, "grammar: more than %d expansions for one byte (a very ambiguous grammar)", WORK_LIMIT);
     if (depth > PM_GRAMMAR_MAX_DEPTH) /* the C stack's bound: a pop through that many levels that can all be empty */
-        return pm_errf(st->e, PM_ELIMIT, "grammar: more than %d nested rules end at one byte", PM_GRAMMAR_MAX_DEPTH);
+        return pm_errf(st->e, PM_ELIMIT, "grammar: more than %d levels of rules expand at one byte", PM_GRAMMAR_MAX_DEPTH);
     const g_elem *el = &g->elems[pos];
     if (el->kind == G_END) {
         if (!parent) {

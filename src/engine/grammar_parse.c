@@ -11,7 +11,9 @@
 #include "engine/grammar.h"
 #include "engine/grammar_internal.h"
 
-enum { MAX_DEPTH = 200, MAX_INLINE = 1 << 16, MAX_CP = 0x10FFFF };
+/* MAX_DEPTH: groups within groups; MAX_POSTFIX: postfixes on one item (x*+?...); MAX_FOLD: rules
+ * inlined within rules (each a call deeper on the C stack, and a group deeper in the pattern). */
+enum { MAX_DEPTH = 100, MAX_POSTFIX = 4, MAX_FOLD = 24, MAX_INLINE = 1 << 16, MAX_CP = 0x10FFFF };
 
 typedef enum { A_LIT, A_CLASS, A_ANY, A_REF, A_SEQ, A_ALT, A_REP } a_kind;
 
@@ -49,6 +51,20 @@ typedef struct sbuf {
     int oom;
 } sbuf;
 
+/* Names (or patterns) to their index: open addressing over index + 1, so that a grammar of many rules
+ * and terminals is read in linear time. */
+typedef struct str_index {
+    int32_t *slot;
+    uint32_t cap; /* a power of two, at least twice the entries */
+    int n;
+} str_index;
+
+static uint32_t str_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
 typedef struct gp {
     const char *s;
     size_t len, p;
@@ -56,6 +72,8 @@ typedef struct gp {
     int n_nodes, cap_nodes;
     b_rule *rules;
     int n_rules, cap_rules;
+    str_index rule_names; /* the written rules by name */
+    str_index term_texts; /* the terminals by pattern */
     struct sbuf *terms; /* the terminals' patterns */
     int n_terms, cap_terms;
     int n_elems;
@@ -192,9 +210,51 @@ static int char_of(gp *P, uint32_t *cp) {
 
 static int parse_alternates(gp *P, int nested, int depth);
 
+/* The entry of s[0, n) in ix (*at: its slot): its index, or -1 with *at the empty slot to fill. key(i)
+ * gives entry i's bytes. */
+typedef const char *(*str_key)(const gp *P, int i, size_t *len);
+
+static int str_find(const gp *P, const str_index *ix, str_key key, const char *s, size_t n, uint32_t *at) {
+    uint32_t i = str_hash(s, n) & (ix->cap - 1);
+    for (; ix->slot[i]; i = (i + 1) & (ix->cap - 1)) {
+        size_t len;
+        const char *k = key(P, ix->slot[i] - 1, &len);
+        if (len == n && !memcmp(k, s, n)) break;
+    }
+    *at = i;
+    return ix->slot[i] - 1;
+}
+
+/* Room for one more entry (the table doubled past half full); then str_find again for the slot. */
+static int str_room(gp *P, str_index *ix, str_key key) {
+    if (ix->cap && (uint32_t)(ix->n + 1) * 2 <= ix->cap) return PM_OK;
+    uint32_t cap = ix->cap ? ix->cap * 2 : 256;
+    int32_t *slot = calloc(cap, sizeof *slot);
+    if (!slot) return oom(P);
+    for (uint32_t j = 0; j < ix->cap; j++) {
+        if (!ix->slot[j]) continue;
+        size_t len;
+        const char *k = key(P, ix->slot[j] - 1, &len);
+        uint32_t i = str_hash(k, len) & (cap - 1);
+        while (slot[i]) i = (i + 1) & (cap - 1);
+        slot[i] = ix->slot[j];
+    }
+    free(ix->slot);
+    ix->slot = slot;
+    ix->cap = cap;
+    return PM_OK;
+}
+
+static const char *rule_key(const gp *P, int i, size_t *len) {
+    *len = strlen(P->rules[i].name);
+    return P->rules[i].name;
+}
+
 static int rule_index(gp *P, const char *name, size_t n, size_t at) {
-    for (int i = 0; i < P->n_rules; i++)
-        if (strlen(P->rules[i].name) == n && !memcmp(P->rules[i].name, name, n)) return i;
+    uint32_t slot;
+    if (str_room(P, &P->rule_names, rule_key)) return P->e->code;
+    int found = str_find(P, &P->rule_names, rule_key, name, n, &slot);
+    if (found >= 0) return found;
     if (P->n_rules >= PM_GRAMMAR_MAX_RULES) return fail_at(P, at, "more than %d rules", PM_GRAMMAR_MAX_RULES);
     if (grow((void **)&P->rules, &P->cap_rules, P->n_rules, sizeof *P->rules)) return oom(P);
     b_rule *r = &P->rules[P->n_rules];
@@ -205,6 +265,8 @@ static int rule_index(gp *P, const char *name, size_t n, size_t at) {
     r->body = -1;
     r->regular = -1;
     r->ref_at = r->def_at = at;
+    P->rule_names.slot[slot] = P->n_rules + 1;
+    P->rule_names.n++;
     return P->n_rules++;
 }
 
@@ -258,7 +320,7 @@ static int parse_item(gp *P, int nested, int depth) {
         P->nodes[node].at = s;
     } else return fail_at(P, at, c < 0 ? "expected an item, found the end" : "unexpected '%c'", c);
     /* postfixes */
-    for (;;) {
+    for (int k = 0;; k++) {
         skip_space(P, nested);
         c = peek(P);
         int min, max;
@@ -290,6 +352,7 @@ static int parse_item(gp *P, int nested, int depth) {
             if (b >= 0 && b < a) return fail_at(P, pat, "{%ld,%ld}: the larger count first", a, b);
             min = (int)a, max = (int)b;
         } else return node;
+        if (k == MAX_POSTFIX) return fail_at(P, pat, "more than %d postfixes in a row", MAX_POSTFIX);
         int rep = new_node(P, A_REP);
         if (rep < 0 || node_push(P, rep, node)) return P->e->code;
         P->nodes[rep].min = min;
@@ -358,15 +421,15 @@ static int parse_rules(gp *P) {
 
 /* ------------------------------------------------------------------ regular parts */
 
-static int rule_regular(gp *P, int r);
+static int rule_regular(gp *P, int r, int fold);
 
-/* No call of a rule that is not regular below node. */
-static int node_pure(gp *P, int node) {
+/* No call of a rule that is not regular below node; fold: rules being inlined around it. */
+static int node_pure(gp *P, int node, int fold) {
     a_node *n = &P->nodes[node];
-    if (n->kind == A_REF) return rule_regular(P, n->ref) == 1;
+    if (n->kind == A_REF) return rule_regular(P, n->ref, fold) == 1;
     if (n->kind == A_SEQ || n->kind == A_ALT || n->kind == A_REP)
         for (int i = 0; i < n->n; i++)
-            if (!node_pure(P, P->nodes[node].v[i])) return 0;
+            if (!node_pure(P, P->nodes[node].v[i], fold)) return 0;
     return 1;
 }
 
@@ -385,10 +448,8 @@ static void put_cp(sbuf *b, uint32_t cp, int in_class) {
 static void node_regex(gp *P, int node, sbuf *b) {
     const a_node *n = &P->nodes[node];
     switch (n->kind) {
-    case A_LIT:
-        sb_str(b, "(?:");
+    case A_LIT: /* in a concatenation as it is; a repeat or an alternation groups it */
         for (int i = 0; i < n->n; i++) put_cp(b, (uint32_t)n->v[i], 0);
-        sb_str(b, ")");
         break;
     case A_CLASS:
         sb_str(b, n->neg ? "[^" : "[");
@@ -402,17 +463,17 @@ static void node_regex(gp *P, int node, sbuf *b) {
         sb_str(b, "]");
         break;
     case A_ANY: sb_str(b, "[\\x00-\\U0010FFFF]"); break;
-    case A_REF:
-        sb_str(b, "(?:");
+    case A_REF: /* a rule's text has no alternation outside a group: as it is */
         sb_put(b, P->rules[n->ref].rx, P->rules[n->ref].rx_len);
-        sb_str(b, ")");
         break;
-    case A_SEQ:
-        sb_str(b, "(?:");
+    case A_SEQ: /* its items side by side: each is a group where it needs one */
         for (int i = 0; i < n->n; i++) node_regex(P, n->v[i], b);
-        sb_str(b, ")");
         break;
     case A_ALT:
+        if (n->n == 1) { /* a group of one sequence: no group needed */
+            node_regex(P, n->v[0], b);
+            break;
+        }
         sb_str(b, "(?:");
         for (int i = 0; i < n->n; i++) {
             if (i) sb_str(b, "|");
@@ -434,14 +495,15 @@ static void node_regex(gp *P, int node, sbuf *b) {
 }
 
 /* 1 when rule r calls no rule that can reach r again, all the way down (its text in rx, unless
- * longer than MAX_INLINE: then it stays a rule); 0 otherwise. */
-static int rule_regular(gp *P, int r) {
+ * longer than MAX_INLINE or MAX_FOLD rules deep: then it stays a rule); 0 otherwise. */
+static int rule_regular(gp *P, int r, int fold) {
     b_rule *R = &P->rules[r];
     if (R->regular == 2) return 0; /* reached again while being decided: recursive */
     if (R->regular >= 0) return R->regular;
     if (R->body < 0) return R->regular = 0; /* undefined: reported by the checks */
+    if (fold >= MAX_FOLD) return 0;        /* not decided here: a rule of its own from this caller */
     R->regular = 2;
-    int pure = node_pure(P, R->body);
+    int pure = node_pure(P, R->body, fold + 1);
     R = &P->rules[r];
     if (!pure) return R->regular = 0;
     sbuf b = {0};
@@ -457,14 +519,23 @@ static int rule_regular(gp *P, int r) {
 
 /* ------------------------------------------------------------------ lowering */
 
+static const char *term_key(const gp *P, int i, size_t *len) {
+    *len = P->terms[i].n;
+    return P->terms[i].s;
+}
+
 static int term_index(gp *P, const char *rx, size_t n) {
-    for (int i = 0; i < P->n_terms; i++)
-        if (P->terms[i].n == n && !memcmp(P->terms[i].s, rx, n)) return i;
+    uint32_t slot;
+    if (str_room(P, &P->term_texts, term_key)) return P->e->code;
+    int found = str_find(P, &P->term_texts, term_key, rx, n, &slot);
+    if (found >= 0) return found;
     if (grow((void **)&P->terms, &P->cap_terms, P->n_terms, sizeof *P->terms)) return oom(P);
     sbuf *t = &P->terms[P->n_terms];
     memset(t, 0, sizeof *t);
     sb_put(t, rx, n);
     if (t->oom || !t->s) return oom(P);
+    P->term_texts.slot[slot] = P->n_terms + 1;
+    P->term_texts.n++;
     return P->n_terms++;
 }
 
@@ -550,7 +621,7 @@ static int lower_items(gp *P, int r, int alt, int node, sbuf *run) {
             if (lower_items(P, r, alt, P->nodes[node].v[i], run)) return P->e->code;
         return PM_OK;
     }
-    if (node_pure(P, node)) {
+    if (node_pure(P, node, 0)) {
         node_regex(P, node, run);
         return run->oom ? oom(P) : PM_OK;
     }
@@ -565,7 +636,7 @@ static int lower_items(gp *P, int r, int alt, int node, sbuf *run) {
 static int lower_rule(gp *P, int r) {
     int body = P->rules[r].body;
     if (body < 0) return PM_OK; /* made from alternatives already */
-    if (rule_regular(P, r) == 1) { /* one terminal */
+    if (rule_regular(P, r, 0) == 1) { /* one terminal */
         b_alt *a = new_alt(P, r);
         int t = a ? term_index(P, P->rules[r].rx, P->rules[r].rx_len) : -1;
         return t < 0 ? P->e->code : alt_push(P, a, G_TERM, t);
@@ -642,6 +713,8 @@ static void gp_free(gp *P) {
     free(P->rules);
     for (int i = 0; i < P->n_terms; i++) free(P->terms[i].s);
     free(P->terms);
+    free(P->rule_names.slot);
+    free(P->term_texts.slot);
 }
 
 void pm_grammar_free(pm_grammar *g) {

@@ -308,9 +308,45 @@ static void test_depth_limit(void **state) {
         if (rc == 1) assert_true(pm_grammar_accepts(st));
     }
     assert_true(rc < 0 && k > PM_GRAMMAR_MAX_DEPTH / 4); /* each level passes two expansions: its pop and its empty "b"? */
-    assert_non_null(strstr(e.msg, "nested rules end at one byte"));
+    assert_non_null(strstr(e.msg, "levels of rules expand at one byte"));
     pm_grammar_state_free(st);
     pm_grammar_free(g);
+}
+
+/* Grammars of many rules (a request may send 1 MB of them): read in linear time, folded a bounded
+ * number of rules deep (the C stack), run or refused with a message. */
+static void test_large_grammars(void **state) {
+    (void)state;
+    size_t cap = 1 << 20;
+    char *g = malloc(cap);
+    int n = snprintf(g, cap, "root ::= r0\n");
+    for (int i = 0; i < 16000; i++) n += snprintf(g + n, cap - (size_t)n, "r%d ::= \"x\" r%d | \"y\"\n", i, i + 1);
+    n += snprintf(g + n, cap - (size_t)n, "r16000 ::= \"z\"\n");
+    pm_grammar *gr = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_grammar_compile(g, (size_t)n, &gr, &e), 0);
+    char text[1200];
+    memset(text, 'x', 1000);
+    text[1000] = 'y';
+    assert_int_equal(pm_grammar_fullmatch(gr, text, 1001, &e), 1);
+    assert_int_equal(pm_grammar_fullmatch(gr, text, 1000, &e), 0);
+    pm_grammar_free(gr);
+    /* the same chain called in first place: it compiles, and its start expands past the depth bound */
+    n = snprintf(g, cap, "root ::= r0\n");
+    for (int i = 0; i < 16000; i++) n += snprintf(g + n, cap - (size_t)n, "r%d ::= r%d \"x\" | \"y\"\n", i, i + 1);
+    n += snprintf(g + n, cap - (size_t)n, "r16000 ::= \"z\"\n");
+    assert_int_equal(pm_grammar_compile(g, (size_t)n, &gr, &e), 0);
+    assert_null(pm_grammar_start(gr, &e));
+    assert_non_null(strstr(e.msg, "levels of rules expand at one byte"));
+    pm_grammar_free(gr);
+    /* postfixes piled on one item */
+    n = snprintf(g, cap, "root ::= \"a\"");
+    while (n < 100000) g[n++] = '*';
+    g[n++] = '\n';
+    e = (pm_err){0};
+    assert_int_equal(pm_grammar_compile(g, (size_t)n, &gr, &e), PM_EINVAL);
+    assert_non_null(strstr(e.msg, "more than 4 postfixes in a row at byte 16"));
+    free(g);
 }
 
 int main(void) {
@@ -322,6 +358,7 @@ int main(void) {
         cmocka_unit_test(test_mask_recursive),
         cmocka_unit_test(test_ambiguity_limit),
         cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_large_grammars),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
