@@ -23,7 +23,8 @@
  *
  * Refused at compile time, with the rule and byte: a syntax error, an undefined or twice-defined
  * rule, no `root`, left recursion (a rule that can reach itself before writing anything: it would
- * never end; write it right-recursively or with *), repeats above PM_GRAMMAR_MAX_REPEAT, more than
+ * never end; write it right-recursively or with *), groups nested over 100 deep, more than 4
+ * postfixes on one item, repeats above PM_GRAMMAR_MAX_REPEAT, more than
  * PM_GRAMMAR_MAX_RULES rules after expansion, a terminal the regex limits refuse, and terminals that
  * take longer than PM_GRAMMAR_MAX_WORK to build together (a request's grammar is compiled on a
  * server thread: no stalling it). At run time a
