@@ -223,6 +223,7 @@ int pm_cmd_generate(int argc, char **argv) {
             cli_media_free(&ms);
             free(schema);
             free(prediction);
+            free(grammar);
             free(allowed);
             free(prompt_text);
             return 0;
@@ -315,6 +316,7 @@ int pm_cmd_generate(int argc, char **argv) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(grammar);
         free(allowed);
         free(prompt_text);
         return rc;
@@ -332,6 +334,7 @@ int pm_cmd_generate(int argc, char **argv) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(grammar);
         free(allowed);
         return cli_fail(cmd, "out of memory");
     }
@@ -342,6 +345,7 @@ int pm_cmd_generate(int argc, char **argv) {
         cli_media_free(&ms);
         free(schema);
         free(prediction);
+        free(grammar);
         free(allowed);
         return cli_fail(cmd, "%s", err);
     }
