@@ -775,11 +775,12 @@ static int assemble(gp *P, int root, pm_grammar **out) {
         goto fail;
     }
     size_t work = 0;
-    for (int t = 0; t < P->n_terms; t++, g->n_terms++) {
+    for (int t = 0; t < P->n_terms; t++) {
         if (pm_regex_compile(P->terms[t].s, P->terms[t].n, &g->terms[t], P->e)) {
             pm_err_ctx(P->e, "grammar: a terminal: ");
             goto fail;
         }
+        g->n_terms = t + 1; /* the grammar's to free from here */
         work += pm_regex_work(g->terms[t]);
         if (work > PM_GRAMMAR_MAX_WORK) { /* many terminals each just within the pattern's own limit */
             pm_errf(P->e, PM_EUNSUPPORTED, "grammar: its terminals' automata take too long to build together (%d of %d built; fewer or "
