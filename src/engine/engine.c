@@ -241,8 +241,9 @@ void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *acce
 
 int pm_engine_live(const pm_engine *eng) { return eng->n; }
 
-/* The checks every request passes before it is planned. */
-static int check_request(const pm_request *req, int vocab, pm_err *e) {
+/* The checks every request passes before it is planned. compile: also compile its JSON schema or
+ * grammar to refuse a bad one (0 where the request was encoded already, on the stepping thread). */
+static int check_request(const pm_request *req, int vocab, int compile, pm_err *e) {
     if (req->max_tokens < 0 || (req->max_tokens == 0 && !req->prompt_logprobs))
         return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d; 0 only when the prompt is scored)", req->max_tokens);
     const pm_sampling *sp = &req->sampling;
@@ -261,9 +262,9 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
     if (req->format == PM_FORMAT_REGEX && (!req->regex || strlen(req->regex) > PM_REGEX_MAX_PATTERN))
         return pm_errf(e, PM_EINVAL, "a guided pattern of at most %d bytes is needed", PM_REGEX_MAX_PATTERN);
-    if (req->format == PM_FORMAT_GRAMMAR) { /* compiled here to refuse it early, again at admission */
+    if (req->format == PM_FORMAT_GRAMMAR && !req->grammar) return pm_errf(e, PM_EINVAL, "a grammar is needed");
+    if (req->format == PM_FORMAT_GRAMMAR && compile) { /* compiled to refuse it early; encode_request keeps its own */
         pm_grammar *g = NULL;
-        if (!req->grammar) return pm_errf(e, PM_EINVAL, "a grammar is needed");
         if (pm_grammar_compile(req->grammar, strlen(req->grammar), &g, e) && e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
         pm_grammar_free(g);
         if (e->code) return e->code;
@@ -283,7 +284,7 @@ static int check_request(const pm_request *req, int vocab, pm_err *e) {
                            req->json_close >= vocab || req->json_open == req->json_close))
         return pm_errf(e, PM_EINVAL, "lazy JSON mode needs a JSON format and two different tokens in [0, %d) (got %d, %d)", vocab,
                        (int)req->json_open, (int)req->json_close);
-    if (req->format == PM_FORMAT_JSON_SCHEMA) {
+    if (req->format == PM_FORMAT_JSON_SCHEMA && compile) {
         pm_json_schema *sch;
         if (pm_json_schema_compile(req->json_schema, &sch, e)) {
             if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL; /* a request refused, as the others here */
@@ -330,7 +331,7 @@ static int request_regex(const pm_request *req, pm_regex **rx, pm_err *e) {
  * embedding rows, kept for a LongRoPE recompute, and its logits): 12 KiB per prompt token and
  * 0.8 MB on Phi-4-mini against 256 KiB per position of cache. */
 static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_regex **rx, pm_err *e) {
-    if (check_request(req, eng->m->llm.c.vocab, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
+    if (check_request(req, eng->m->llm.c.vocab, 1, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
     pm_regex *guided = NULL;
     if (request_regex(req, &guided, e)) {
         pm_plan_free(plan);
@@ -376,7 +377,7 @@ int pm_engine_prompt_ids(const pm_engine *eng, const pm_request *req, int32_t **
     if (r.max_tokens == 0) r.prompt_logprobs = 1; /* nothing to generate: a prompt alone, as a scored one */
     *ids = NULL;
     *n = 0;
-    if (!check_request(&r, eng->m->llm.c.vocab, &e) && !pm_prepare_plan(eng->m, &r, &eng->o.limits, &plan, &e)) {
+    if (!check_request(&r, eng->m->llm.c.vocab, 0, &e) && !pm_prepare_plan(eng->m, &r, &eng->o.limits, &plan, &e)) {
         *ids = plan.ids;
         *n = plan.n;
         plan.ids = NULL;
@@ -411,6 +412,8 @@ struct pm_encoded {
     int32_t *pred;    /* pm_request.prediction's tokens (NULL: none): made here, on the encoding thread */
     int n_pred;
     pm_regex *regex;  /* a guided request's DFA, compiled where it was planned (the encoding thread) */
+    pm_json_schema *schema; /* its JSON schema's graph and its grammar, compiled there too: admission, */
+    pm_grammar *grammar;    /* on the stepping thread, only takes them */
 };
 
 void pm_encoded_free(pm_encoded *enc) {
@@ -421,6 +424,8 @@ void pm_encoded_free(pm_encoded *enc) {
     pm_prompt_lp_free(&enc->plp);
     free(enc->pred);
     pm_regex_free(enc->regex);
+    pm_json_schema_free(enc->schema);
+    pm_grammar_free(enc->grammar);
     free(enc);
 }
 
@@ -511,6 +516,14 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
         return e->code;
     }
     enc->n_embeds = enc->prep.n;
+    /* the schema's graph and the grammar the checks compiled once already: kept this time (a request
+     * refused here is PM_EINVAL, as there) */
+    if ((req->format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(req->json_schema, &enc->schema, e)) ||
+        (req->format == PM_FORMAT_GRAMMAR && pm_grammar_compile(req->grammar, strlen(req->grammar), &enc->grammar, e))) {
+        if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
+        pm_encoded_free(enc);
+        return e->code;
+    }
     if (req->prompt_logprobs && pm_prompt_lp_init(&enc->plp, enc->prep.n, req->top_logprobs, e)) {
         pm_encoded_free(enc);
         return e->code;
@@ -574,7 +587,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     s->json = json_format && !req->json_lazy;
     s->json_open = req->json_lazy ? req->json_open : -1;
     s->json_close = req->json_lazy ? req->json_close : -1;
-    if (req->format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(req->json_schema, &s->schema, e)) goto fail;
+    s->schema = enc->schema; /* borrowed until admitted, as the DFA below */
     pm_json_init(&s->json_state, s->schema ? pm_json_schema_root(s->schema) : pm_json_any_object());
     if (json_format && !eng->json_vocab && !(eng->json_vocab = pm_json_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {
         pm_errf(e, PM_ENOMEM, "out of memory for JSON mode's vocabulary index");
@@ -588,15 +601,13 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         s->regex = enc->regex;
         s->rx_state = pm_regex_start(s->regex);
     }
-    if (req->format == PM_FORMAT_GRAMMAR) { /* compiled again (cheap beside a step), its parse state the sequence's */
+    if (enc->grammar) { /* compiled with the request; its parse state the sequence's */
         if (!eng->grammar_vocab && !(eng->grammar_vocab = pm_grammar_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {
             pm_errf(e, PM_ENOMEM, "out of memory for the grammars' vocabulary trie");
             goto fail;
         }
-        if (pm_grammar_compile(req->grammar, strlen(req->grammar), &s->grammar, e) || !(s->gstate = pm_grammar_start(s->grammar, e))) {
-            if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
-            goto fail;
-        }
+        s->grammar = enc->grammar;
+        if (!(s->gstate = pm_grammar_start(s->grammar, e))) goto fail;
     }
     if (req->format != PM_FORMAT_TEXT && !eng->json_allow && !(eng->json_allow = malloc((size_t)eng->m->llm.c.vocab))) {
         pm_errf(e, PM_ENOMEM, "out of memory for the mask's scratch");
@@ -651,7 +662,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         if (s->cached < 0) s->cached = 0; /* not taken: computed by the steps */
         pm_err_clear(e);
     }
-    free(enc); /* what it held is the sequence's now, the guided DFA too */
+    free(enc); /* what it held is the sequence's now, the guided DFA, schema and grammar too */
     *encp = NULL;
     if (cb) s->cb = *cb;
     s->id = eng->next_id++;
@@ -661,6 +672,8 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
     return PM_OK;
 fail:
     s->regex = NULL; /* still the encoded request's, which stays the caller's to retry or free */
+    s->schema = NULL;
+    s->grammar = NULL;
     seq_free(s);
     return e->code ? e->code : PM_ENOMEM;
 }
@@ -672,7 +685,7 @@ int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *
     else if (enc->seq_id) pm_errf(&e, PM_EINVAL, "a recompute goes back to its sequence (pm_engine_resume), not in as a request");
     else if (req->max_tokens != enc->max_tokens)
         pm_errf(&e, PM_EINVAL, "max_tokens %d differs from the %d the request was encoded with", req->max_tokens, enc->max_tokens);
-    else if (!check_request(req, eng->m->llm.c.vocab, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
+    else if (!check_request(req, eng->m->llm.c.vocab, 0, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
     set_err(err, errlen, &e);
     return e.code;
 }

@@ -10,6 +10,7 @@
 
 #include "engine/grammar.h"
 #include "engine/grammar_internal.h"
+#include "tok/utf8.h"
 
 /* MAX_DEPTH: groups within groups; MAX_POSTFIX: postfixes on one item (x*+?...); MAX_FOLD: rules
  * inlined within rules (each a call deeper on the C stack, and a group deeper in the pattern). */
@@ -156,22 +157,13 @@ static void skip_space(gp *P, int newline_ok) {
 
 static int is_name_char(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; }
 
-/* One UTF-8 character (well-formed) into *cp. */
+/* One UTF-8 character (well-formed: the tokenizer's own check) into *cp. */
 static int utf8_char(gp *P, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)P->s + P->p;
-    size_t left = P->len - P->p;
-    uint32_t c = s[0];
-    int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (!n || (size_t)n > left) return fail_at(P, P->p, "invalid UTF-8");
-    if (n > 1) c &= 0x3F >> (n - 1);
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return fail_at(P, P->p, "invalid UTF-8");
-        c = c << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < least[n] || c > MAX_CP || (c >= 0xD800 && c <= 0xDFFF)) return fail_at(P, P->p, "invalid UTF-8");
-    P->p += (size_t)n;
-    *cp = c;
+    const uint8_t *s = (const uint8_t *)P->s + P->p;
+    size_t left = P->len - P->p, len;
+    if (!pm_utf8_valid_prefix(s, left < 4 ? left : 4)) return fail_at(P, P->p, "invalid UTF-8");
+    *cp = pm_utf8_decode(s, left, &len);
+    P->p += len;
     return PM_OK;
 }
 

@@ -1138,6 +1138,12 @@ def main():
                 why = "position %d: %s / %s" % (i, e, lp["top_logprobs"][i])
                 break
     report("prompt_logprobs (completions): the echo's scores keyed by id, with rank and decoded_token", ok, why)
+    # two prompts, two choices each: each prompt scored once, its choices carrying the same entries
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": ["Hello there", "Goodbye now"], "n": 2, "max_tokens": 1, "prompt_logprobs": 1})
+    pls = [c.get("prompt_logprobs") for c in sorted(d.get("choices", []), key=lambda c: c["index"])] if st == 200 else []
+    report("prompt_logprobs with n 2 and two prompts: each choice its prompt's entries, the prompts apart",
+           len(pls) == 4 and pls[0] == pls[1] and pls[2] == pls[3] and pls[0] != pls[2] and all(p and p[0] is None for p in pls),
+           "%s %s" % (st, str(d)[:400]))
     msgs = [{"role": "user", "content": "Hi there"}]
     st, _, d = A.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "n": 2, "logprobs": True, "prompt_logprobs": True})
     ok = st == 200 and len(d.get("prompt_logprobs") or []) == d["usage"]["prompt_tokens"]

@@ -130,6 +130,7 @@ static void test_refusals(void **state) {
     refused("root ::= \"\\uD800\"\n", PM_EINVAL, "is not a character");
     refused("root: \"a\"\n", PM_EINVAL, "expected '::=' after rule name 'root'");
     refused("root ::= \"a\" )\n", PM_EINVAL, "')' without '('");
+    refused("root ::= \"\xff\"\n", PM_EINVAL, "invalid UTF-8 at byte 10");
     /* many terminals, each within the pattern engine's own limit, over the grammar's budget together */
     char big[4096];
     int n = snprintf(big, sizeof big, "root ::= r0");

@@ -135,7 +135,7 @@ srv_job *srv_chat_job(srv_ctx *ctx, const srv_chat_req *r, srv_job_kind kind, in
     j->tool_mode = r->tool_mode;
     j->logprobs = r->logprobs;
     j->top_logprobs = r->top_logprobs;
-    j->prompt_logprobs = r->prompt_logprobs;
+    j->prompt_logprobs = r->prompt_logprobs && sample == 0; /* scored once a prompt: its choices share it */
     j->prompt_top = r->prompt_top;
     j->tokens_as_ids = r->tokens_as_ids;
     j->truncate_prompt = r->truncate_prompt;
@@ -314,12 +314,15 @@ static char *result_body(srv_job *const *jobs, int n, const char *object, const 
                          size_t *len) {
     json_t *o = srv_choice_object(jobs[0], object, model, json_object()), *choices = json_object_get(o, "choices");
     json_array_clear(choices);
+    const srv_job *scored = NULL; /* the first choice of the current prompt, which scored it (prompt_logprobs) */
     for (int i = 0; i < n; i++) {
         const srv_job *j = jobs[i];
+        if (j->first_of_prompt) scored = j;
         json_t *ch = choice_of(j);
         json_object_set_new(ch, "index", json_integer(j->index));
         json_object_set_new(ch, "logprobs", j->logprobs ? srv_logprobs_json(j, 0, j->n_lps) : json_null());
-        if (j->prompt_logprobs && j->kind == SRV_JOB_COMPLETION) json_object_set_new(ch, "prompt_logprobs", srv_prompt_logprobs_json(j));
+        if (scored && scored->prompt_logprobs && j->kind == SRV_JOB_COMPLETION)
+            json_object_set_new(ch, "prompt_logprobs", srv_prompt_logprobs_json(scored));
         if (!json_object_get(ch, "finish_reason")) json_object_set_new(ch, "finish_reason", json_string(srv_finish_name(j->finish)));
         json_array_append_new(choices, ch);
     }
