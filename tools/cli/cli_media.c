@@ -69,3 +69,10 @@ char *cli_media_prompt(const cli_media *ms, const char *prompt) {
                 user);
     return strcat(user, prompt);
 }
+
+void cli_media_attach(const cli_media *ms, pm_request *req) {
+    req->images = ms->image;
+    req->n_images = ms->n_image;
+    req->audios = ms->audio;
+    req->n_audios = ms->n_audio;
+}

@@ -23,5 +23,7 @@ int cli_load_image(const char *cmd, cli_media *ms, const char *path);
  * placeholders gets them prepended in order, images then clips, with a note on stderr; malloc'd
  * (NULL when memory runs out). */
 char *cli_media_prompt(const cli_media *ms, const char *prompt);
+/* The request's media: ms's images and clips, in order (ms outlives the request). */
+void cli_media_attach(const cli_media *ms, pm_request *req);
 
 #endif

@@ -196,10 +196,7 @@ static int turn(pm_engine *eng, convo *c, const char *line, int pend_image, int 
     }
     pm_request req = *base;
     req.prompt = prompt;
-    req.images = c->media.image;
-    req.n_images = c->media.n_image;
-    req.audios = c->media.audio;
-    req.n_audios = c->media.n_audio;
+    cli_media_attach(&c->media, &req);
     turn_out t = {0};
     t.why = PM_FINISH_ERROR;
     pm_callbacks cb = {.on_token = on_token, .on_done = on_done, .user = &t};

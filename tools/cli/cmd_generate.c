@@ -357,10 +357,7 @@ int pm_cmd_generate(int argc, char **argv) {
     }
     pm_request req = {0};
     req.prompt = full;
-    req.audios = ms.audio;
-    req.n_audios = ms.n_audio;
-    req.images = ms.image;
-    req.n_images = ms.n_image;
+    cli_media_attach(&ms, &req);
     req.max_tokens = (int)n;
     req.sampling.temperature = (float)temp;
     req.sampling.top_k = (int)top_k;

@@ -78,10 +78,7 @@ int pm_cmd_tokenize(int argc, char **argv) {
     if (!rc) {
         pm_request req = {0};
         req.prompt = full;
-        req.images = ms.image;
-        req.n_images = ms.n_image;
-        req.audios = ms.audio;
-        req.n_audios = ms.n_audio;
+        cli_media_attach(&ms, &req);
         req.max_crops = (int)max_crops;
         if (pm_engine_prompt_ids(eng, &req, &ids, &n, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
     }
