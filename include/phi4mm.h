@@ -17,15 +17,15 @@ extern "C" {
 /* The library's version: the API is what this header declares at it. pm_version() gives the
  * version of the library linked, which a program built against another header can compare. */
 #define PM_VERSION_MAJOR 0
-#define PM_VERSION_MINOR 36
+#define PM_VERSION_MINOR 38
 #define PM_VERSION_PATCH 0
-#define PM_VERSION "0.37.0"
+#define PM_VERSION "0.38.0"
 const char *pm_version(void);
 
 /* Status codes (negative = failure). */
 enum {
     PM_OK = 0,
-    PM_EINVAL = -1,       /* bad argument or bad user input (prompt, placeholder count, media) */
+    PM_EINVAL = -1,       /* bad argument or bad user input (prompt, media) */
     PM_EIO = -2,          /* a file could not be opened, read or mapped */
     PM_EFORMAT = -3,      /* a file or payload is malformed (safetensors, JSON, WAV, PNG, ...) */
     PM_ENOMEM = -4,       /* allocation failed */
@@ -34,7 +34,8 @@ enum {
     PM_ESTATE = -7,       /* API misuse or internal state error */
     PM_ECANCELED = -8,    /* the request was cancelled */
     PM_EBUSY = -9,        /* no capacity right now (queue full) */
-    PM_ECONTEXT = -10     /* the prompt plus max_tokens exceed the context (OpenAI's context_length_exceeded) */
+    PM_ECONTEXT = -10,    /* the prompt plus max_tokens exceed the context (OpenAI's context_length_exceeded) */
+    PM_EPLACEHOLDER = -11 /* the prompt's <|image_N|> / <|audio_N|> placeholders do not match the media sent */
 };
 
 /* Input modes, numbered as the official code numbers them. */

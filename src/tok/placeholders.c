@@ -101,14 +101,14 @@ int pm_prompt_rewrite_placeholders(const char *prompt, int n_images, int n_audio
         long long v = digits_value(&r, s + ov[4], ov[5] - ov[4]);
         const char *nm = KIND_NAME[kind];
         if (v < 1)
-            rc = pm_errf(e, PM_EINVAL, "prompt: <|%s_0|>: placeholders are numbered from 1", nm);
+            rc = pm_errf(e, PM_EPLACEHOLDER, "prompt: <|%s_0|>: placeholders are numbered from 1", nm);
         else if (v < next[kind])
-            rc = pm_errf(e, PM_EINVAL, "prompt: <|%s_%lld|> appears more than once (duplicated placeholder)", nm, v);
+            rc = pm_errf(e, PM_EPLACEHOLDER, "prompt: <|%s_%lld|> appears more than once (duplicated placeholder)", nm, v);
         else if (v > next[kind])
-            rc = pm_errf(e, PM_EINVAL, "prompt: <|%s_%lld|> comes before <|%s_%d|> (placeholders must run 1, 2, ... in order)",
+            rc = pm_errf(e, PM_EPLACEHOLDER, "prompt: <|%s_%lld|> comes before <|%s_%d|> (placeholders must run 1, 2, ... in order)",
                          nm, v, nm, next[kind]);
         else if (next[kind] > n_media[kind])
-            rc = pm_errf(e, PM_EINVAL, "prompt: <|%s_%lld|> has no %s: only %d %s%s given", nm, v, KIND_MEDIA[kind],
+            rc = pm_errf(e, PM_EPLACEHOLDER, "prompt: <|%s_%lld|> has no %s: only %d %s%s given", nm, v, KIND_MEDIA[kind],
                          n_media[kind], KIND_MEDIA[kind], n_media[kind] == 1 ? " was" : "s were");
         if (rc) break;
         next[kind]++;
@@ -119,7 +119,7 @@ int pm_prompt_rewrite_placeholders(const char *prompt, int n_images, int n_audio
     pcre2_match_data_free(md);
     for (int k = 0; k < 2 && !rc; k++)
         if (next[k] - 1 < n_media[k])
-            rc = pm_errf(e, PM_EINVAL, "prompt: missing <|%s_%d|>: %d %s%s given but the prompt has %d <|%s_N|> placeholder%s",
+            rc = pm_errf(e, PM_EPLACEHOLDER, "prompt: missing <|%s_%d|>: %d %s%s given but the prompt has %d <|%s_N|> placeholder%s",
                          KIND_NAME[k], next[k], n_media[k], KIND_MEDIA[k], n_media[k] == 1 ? " was" : "s were", next[k] - 1,
                          KIND_NAME[k], next[k] - 1 == 1 ? "" : "s");
     if (!rc) rc = pm_buf_put(&b, s + off, n - off, e);
@@ -157,7 +157,7 @@ int pm_expand_placeholders(const int32_t *ids, size_t n, const int *image_tokens
     }
     for (int k = 0; k < 2; k++)
         if (found[k] != (size_t)n_media[k])
-            return pm_errf(e, PM_EINVAL, "expand placeholders: the prompt has %zu %s placeholder token%s but %d %s%s given",
+            return pm_errf(e, PM_EPLACEHOLDER, "expand placeholders: the prompt has %zu %s placeholder token%s but %d %s%s given",
                            found[k], KIND_NAME[k], found[k] == 1 ? "" : "s", n_media[k], KIND_MEDIA[k],
                            n_media[k] == 1 ? " was" : "s were");
     int32_t *o = pm_malloc(pm_mul_size(total ? total : 1, sizeof *o), e);

@@ -35,6 +35,7 @@ const char *pm_status_name(int status) {
     case PM_ECANCELED: return "cancelled";
     case PM_EBUSY: return "busy";
     case PM_ECONTEXT: return "context_length_exceeded";
+    case PM_EPLACEHOLDER: return "placeholder_mismatch";
     default: return "unknown_error";
     }
 }

@@ -1216,11 +1216,12 @@ static void test_cancel_and_bad_requests(void **state) {
     bad.audios = &f->clip;
     bad.n_audios = 1;
     bad.max_tokens = 4;
-    assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
+    assert_int_equal(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err), PM_EPLACEHOLDER);
     assert_non_null(strstr(err, "audio"));
     bad.n_audios = 0;
     bad.prompt = "<|user|><|audio_1|>x<|end|><|assistant|>";
-    assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
+    assert_int_equal(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err), PM_EPLACEHOLDER);
+    assert_string_equal(pm_status_name(PM_EPLACEHOLDER), "placeholder_mismatch");
     bad.prompt = "<|user|>x<|end|><|assistant|>";
     bad.max_tokens = 0;
     assert_true(pm_engine_submit(eng, &bad, &cb, NULL, err, sizeof err) < 0);
@@ -1481,6 +1482,10 @@ static void test_kv_budget(void **state) {
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), PM_ECONTEXT);
     assert_non_null(strstr(err, "exceeds the context limit of"));
     assert_string_equal(pm_status_name(PM_ECONTEXT), "context_length_exceeded");
+    char version[32]; /* the header's two spellings of the version agree, and the library's is the header's */
+    snprintf(version, sizeof version, "%d.%d.%d", PM_VERSION_MAJOR, PM_VERSION_MINOR, PM_VERSION_PATCH);
+    assert_string_equal(version, PM_VERSION);
+    assert_string_equal(pm_version(), PM_VERSION);
     r.max_tokens = 2 * PM_KV_PAGE - 4; /* exactly 2 pages */
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
     assert_int_equal(need, 2 * page + rows);

@@ -308,7 +308,7 @@ static void test_chat_render(void **state) {
 static void rewrite_fails(const char *prompt, int ni, int na, const char *needle) {
     pm_err e = {0};
     char *out = (char *)1;
-    assert_int_equal(pm_prompt_rewrite_placeholders(prompt, ni, na, &out, &e), PM_EINVAL);
+    assert_int_equal(pm_prompt_rewrite_placeholders(prompt, ni, na, &out, &e), PM_EPLACEHOLDER);
     assert_null(out);
     if (!strstr(e.msg, needle)) fail_msg("error '%s' lacks '%s'", e.msg, needle);
 }
@@ -351,10 +351,10 @@ static void test_placeholders_expand(void **state) {
     assert_memory_equal(out, want2, sizeof want2);
     free(out);
     const int aud3[] = {4, 4};
-    assert_int_equal(pm_expand_placeholders(ids, 5, img, 2, aud3, 2, &out, &n, &e), PM_EINVAL); /* 1 id, 2 clips */
+    assert_int_equal(pm_expand_placeholders(ids, 5, img, 2, aud3, 2, &out, &n, &e), PM_EPLACEHOLDER); /* 1 id, 2 clips */
     assert_non_null(strstr(e.msg, "1 audio placeholder token but 2 audio clips were given"));
     pm_err_clear(&e);
-    assert_int_equal(pm_expand_placeholders(ids, 5, img, 1, aud, 1, &out, &n, &e), PM_EINVAL); /* 2 ids, 1 image */
+    assert_int_equal(pm_expand_placeholders(ids, 5, img, 1, aud, 1, &out, &n, &e), PM_EPLACEHOLDER); /* 2 ids, 1 image */
     pm_err_clear(&e);
     const int zero[] = {0, 1};
     assert_int_equal(pm_expand_placeholders(ids, 5, zero, 2, aud, 1, &out, &n, &e), PM_EINVAL);

@@ -196,8 +196,9 @@ static void status_error(int rc, const char *msg, srv_error *e) {
     case PM_EINVAL:
     case PM_EFORMAT:
     case PM_EUNSUPPORTED:
-        srv_bad(e, NULL, strstr(msg, "placeholder") ? "placeholder_mismatch" : "invalid_request", "%s", msg);
+        srv_bad(e, NULL, "invalid_request", "%s", msg);
         break;
+    case PM_EPLACEHOLDER: srv_bad(e, NULL, "placeholder_mismatch", "%s", msg); break;
     case PM_ECONTEXT: /* OpenAI's code for a prompt that does not fit, which clients act on (trimming the history) */
         srv_bad(e, NULL, "context_length_exceeded", "%s", msg);
         break;
