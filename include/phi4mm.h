@@ -112,6 +112,11 @@ const char *pm_model_token_bytes(const pm_model *m, int32_t id, size_t *len);
 /* The id of the added token whose text is exactly text ("<|tool_call|>"), or of a vocabulary entry in
  * tokenizer.json's byte-level spelling; -1 when there is none. */
 int32_t pm_model_token_id(const pm_model *m, const char *text);
+/* Tokenizes text[0, len) as the checkpoint's tokenizer.json does (Hugging Face's tokenizer(text):
+ * added tokens such as <|endoftext|> and <|user|> matched whole, no BOS, no chat template, and no
+ * media placeholders: <|image_1|> is plain text here). *ids is malloc'd (a valid allocation also
+ * when *n is 0). */
+int pm_model_tokenize(const pm_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- media */
 
@@ -285,6 +290,10 @@ typedef struct pm_request {
      * logprobs returns, and what evaluation harnesses read). Costs an lm_head pass per prompt row.
      * With it max_tokens may be 0: the prompt is scored and the request ends (PM_FINISH_LENGTH). */
     int prompt_logprobs;
+    /* With prompt_logprobs: the first position scored and reported (0, default: all, position 0's
+     * unscored entry included). The positions before it cost no lm_head pass, and the prompt cache
+     * may supply their rows (a scorer of overlapping windows keeps only each window's new tokens). */
+    int prompt_logprobs_from;
     /* Optional per-token logit biases (tokens < vocab, at most PM_MAX_LOGIT_BIAS; a token listed
      * twice adds both); copied at submit. */
     const pm_logit_bias *logit_bias;
@@ -363,10 +372,11 @@ typedef struct pm_callbacks {
      * the n_top most likely tokens', most likely first (lower id first on ties). Last so that
      * {on_token, on_done, user} initialisers stay valid. */
     void (*on_logprobs)(void *user, pm_logprob chosen, const pm_logprob *top, int n_top);
-    /* With pm_request.prompt_logprobs: called once per prompt position, in order, before the first
-     * generated token's callbacks: chosen is the prompt's token at pos (a media row's is its
-     * placeholder id) and its log-probability given the positions before it, top the n_top most
-     * likely there, as on_logprobs. Position 0 has no context: logprob NAN, n_top 0. */
+    /* With pm_request.prompt_logprobs: called once per prompt position (from prompt_logprobs_from
+     * on), in order, before the first generated token's callbacks: chosen is the prompt's token at
+     * pos (a media row's is its placeholder id) and its log-probability given the positions before
+     * it, top the n_top most likely there, as on_logprobs. Position 0 has no context: logprob NAN,
+     * n_top 0. */
     void (*on_prompt_logprobs)(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top);
     /* Called once right before on_done: how many of the prompt's positions came from the prompt
      * cache (pm_engine_opts.prefix_cache) instead of being computed (OpenAI's cached_tokens). */
@@ -419,7 +429,7 @@ typedef struct pm_engine_opts {
      * outputs of recent media (src/engine/media_cache.h: the same image or clips again skip their
      * encoders). 0 (default): off; > 0: at most this many bytes, on top of kv_budget; < 0: a
      * quarter of the automatic kv_budget, taken from it (off when kv_budget is given). A prompt
-     * scored with prompt_logprobs computes every position. */
+     * scored with prompt_logprobs computes every position from prompt_logprobs_from on. */
     int64_t prefix_cache;
     /* Prompt-lookup drafting: while one sequence decodes alone, when its last tokens occurred
      * before (in the prompt or the answer), the up to draft_tokens tokens that followed them there

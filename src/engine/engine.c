@@ -183,10 +183,12 @@ static void offer_prefix(pm_engine *eng, pm_seq *s) {
 }
 
 /* A prompt's start from the prompt cache into kv (empty): the positions it starts past (0: none). */
-static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, int rope_long, pm_kv_cache *kv, pm_err *e) {
-    if (!eng->prefix || prep->n < 2 || kv->len) return 0;
+static int reuse_prefix(const pm_engine *eng, const pm_prepared *prep, const pm_prompt_lp *plp, int rope_long, pm_kv_cache *kv,
+                        pm_err *e) {
+    int limit = pm_prompt_lp_rows_skippable(plp, (int)prep->n); /* a scored position's rows are computed */
+    if (!eng->prefix || limit < 1 || kv->len) return 0;
     uint64_t *keys = NULL;
-    int *bounds = NULL, nb = chunk_bounds(eng, prep->ids, prep->n, prep->n - 1, 0, &bounds, e);
+    int *bounds = NULL, nb = chunk_bounds(eng, prep->ids, prep->n, limit, 0, &bounds, e);
     if (nb < 0) return e->code;
     if (pm_prefix_keys(prep, prep->n, eng->m->llm.c.hidden, &keys, e)) {
         free(bounds);
@@ -241,9 +243,9 @@ void pm_engine_draft_stats(const pm_engine *eng, int64_t *drafted, int64_t *acce
 
 int pm_engine_live(const pm_engine *eng) { return eng->n; }
 
-/* The checks every request passes before it is planned. compile: also compile its JSON schema or
- * grammar to refuse a bad one (0 where the request was encoded already, on the stepping thread). */
-static int check_request(const pm_request *req, int vocab, int compile, pm_err *e) {
+/* The checks every request passes before it is planned (its answer format's text is compiled
+ * after them: compile_guide). */
+static int check_request(const pm_request *req, int vocab, pm_err *e) {
     if (req->max_tokens < 0 || (req->max_tokens == 0 && !req->prompt_logprobs))
         return pm_errf(e, PM_EINVAL, "max_tokens must be positive (got %d; 0 only when the prompt is scored)", req->max_tokens);
     const pm_sampling *sp = &req->sampling;
@@ -258,17 +260,13 @@ static int check_request(const pm_request *req, int vocab, int compile, pm_err *
         return pm_errf(e, PM_EINVAL, "invalid penalties (frequency %g, presence %g, repetition %g: finite, repetition >= 0)",
                        sp->frequency_penalty, sp->presence_penalty, sp->repetition_penalty);
     if (req->min_tokens < 0) return pm_errf(e, PM_EINVAL, "min_tokens must be >= 0 (got %d)", req->min_tokens);
+    if (req->prompt_logprobs_from < 0)
+        return pm_errf(e, PM_EINVAL, "prompt_logprobs_from must be >= 0 (got %d)", req->prompt_logprobs_from);
     if (req->format < PM_FORMAT_TEXT || req->format > PM_FORMAT_GRAMMAR)
         return pm_errf(e, PM_EINVAL, "unknown response format %d", (int)req->format);
     if (req->format == PM_FORMAT_REGEX && (!req->regex || strlen(req->regex) > PM_REGEX_MAX_PATTERN))
         return pm_errf(e, PM_EINVAL, "a guided pattern of at most %d bytes is needed", PM_REGEX_MAX_PATTERN);
     if (req->format == PM_FORMAT_GRAMMAR && !req->grammar) return pm_errf(e, PM_EINVAL, "a grammar is needed");
-    if (req->format == PM_FORMAT_GRAMMAR && compile) { /* compiled to refuse it early; encode_request keeps its own */
-        pm_grammar *g = NULL;
-        if (pm_grammar_compile(req->grammar, strlen(req->grammar), &g, e) && e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
-        pm_grammar_free(g);
-        if (e->code) return e->code;
-    }
     if (req->format == PM_FORMAT_CHOICE) {
         if (req->n_choices < 1 || req->n_choices > PM_MAX_CHOICES || !req->choices)
             return pm_errf(e, PM_EINVAL, "guided choices hold 1..%d strings (got %d)", PM_MAX_CHOICES, req->n_choices);
@@ -284,14 +282,6 @@ static int check_request(const pm_request *req, int vocab, int compile, pm_err *
                            req->json_close >= vocab || req->json_open == req->json_close))
         return pm_errf(e, PM_EINVAL, "lazy JSON mode needs a JSON format and two different tokens in [0, %d) (got %d, %d)", vocab,
                        (int)req->json_open, (int)req->json_close);
-    if (req->format == PM_FORMAT_JSON_SCHEMA && compile) {
-        pm_json_schema *sch;
-        if (pm_json_schema_compile(req->json_schema, &sch, e)) {
-            if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL; /* a request refused, as the others here */
-            return e->code;
-        }
-        pm_json_schema_free(sch);
-    }
     if (req->cache_salt && strlen(req->cache_salt) > PM_MAX_CACHE_SALT)
         return pm_errf(e, PM_EINVAL, "cache_salt holds at most %d bytes (got %zu)", PM_MAX_CACHE_SALT, strlen(req->cache_salt));
     if (req->prediction && strlen(req->prediction) > PM_MAX_PREDICTION)
@@ -311,18 +301,38 @@ static int check_request(const pm_request *req, int vocab, int compile, pm_err *
     return PM_OK;
 }
 
-/* The DFA of a guided request (PM_FORMAT_REGEX, PM_FORMAT_CHOICE) into *rx; NULL for the others. */
-static int request_regex(const pm_request *req, pm_regex **rx, pm_err *e) {
-    *rx = NULL;
-    if (req->format != PM_FORMAT_REGEX && req->format != PM_FORMAT_CHOICE) return PM_OK;
-    char *choices = req->format == PM_FORMAT_CHOICE ? pm_regex_of_choices(req->choices, req->n_choices, e) : NULL;
-    if (req->format == PM_FORMAT_CHOICE && !choices) return e->code;
-    const char *p = choices ? choices : req->regex;
-    if (pm_regex_compile(p, strlen(p), rx, e)) {
-        pm_err_ctx(e, "%s: ", choices ? "guided choices" : "guided pattern");
-        if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL; /* a request refused, as the others here */
+/* A request's answer format compiled: the DFA of a guided pattern or choice list, a JSON schema's
+ * graph or a grammar (at most one set). Compiled once, where the request is planned (the encoding
+ * thread); the encoded request takes it, and admission, on the stepping thread, only takes it from
+ * there. */
+typedef struct req_guide {
+    pm_regex *regex;
+    pm_json_schema *schema;
+    pm_grammar *grammar;
+} req_guide;
+
+static void guide_free(req_guide *g) {
+    pm_regex_free(g->regex);
+    pm_json_schema_free(g->schema);
+    pm_grammar_free(g->grammar);
+    memset(g, 0, sizeof *g);
+}
+
+static int compile_guide(const pm_request *req, req_guide *g, pm_err *e) {
+    memset(g, 0, sizeof *g);
+    if (req->format == PM_FORMAT_REGEX || req->format == PM_FORMAT_CHOICE) {
+        char *choices = req->format == PM_FORMAT_CHOICE ? pm_regex_of_choices(req->choices, req->n_choices, e) : NULL;
+        if (req->format == PM_FORMAT_CHOICE && !choices) return e->code;
+        const char *p = choices ? choices : req->regex;
+        if (pm_regex_compile(p, strlen(p), &g->regex, e)) pm_err_ctx(e, "%s: ", choices ? "guided choices" : "guided pattern");
+        free(choices);
+    } else if (req->format == PM_FORMAT_JSON_SCHEMA) {
+        pm_json_schema_compile(req->json_schema, &g->schema, e);
+    } else if (req->format == PM_FORMAT_GRAMMAR) {
+        pm_grammar_compile(req->grammar, strlen(req->grammar), &g->grammar, e);
     }
-    free(choices);
+    if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL; /* a request refused, as the others here */
+    if (e->code) guide_free(g);
     return e->code;
 }
 
@@ -330,15 +340,15 @@ static int request_regex(const pm_request *req, pm_regex **rx, pm_err *e) {
  * positions, and what the sequence holds beside them for its whole life (the prompt's merged
  * embedding rows, kept for a LongRoPE recompute, and its logits): 12 KiB per prompt token and
  * 0.8 MB on Phi-4-mini against 256 KiB per position of cache. */
-static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, pm_regex **rx, pm_err *e) {
-    if (check_request(req, eng->m->llm.c.vocab, 1, e) || pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) return e->code;
-    pm_regex *guided = NULL;
-    if (request_regex(req, &guided, e)) {
-        pm_plan_free(plan);
+static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, req_guide *g, pm_err *e) {
+    req_guide checked; /* compiled only to refuse a bad one where the caller keeps none */
+    if (!g) g = &checked;
+    if (check_request(req, eng->m->llm.c.vocab, e) || compile_guide(req, g, e)) return e->code;
+    if (g == &checked) guide_free(g);
+    if (pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) {
+        guide_free(g);
         return e->code;
     }
-    if (rx) *rx = guided;
-    else pm_regex_free(guided);
     const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
     *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
@@ -349,10 +359,7 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
                 "budget of %.1f MiB (lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
                 plan->n, req->max_tokens, (double)*need / 1048576.0, (double)eng->kv_budget / 1048576.0);
         pm_plan_free(plan);
-        if (rx) {
-            pm_regex_free(*rx);
-            *rx = NULL;
-        }
+        guide_free(g);
     }
     return e->code;
 }
@@ -377,7 +384,7 @@ int pm_engine_prompt_ids(const pm_engine *eng, const pm_request *req, int32_t **
     if (r.max_tokens == 0) r.prompt_logprobs = 1; /* nothing to generate: a prompt alone, as a scored one */
     *ids = NULL;
     *n = 0;
-    if (!check_request(&r, eng->m->llm.c.vocab, 0, &e) && !pm_prepare_plan(eng->m, &r, &eng->o.limits, &plan, &e)) {
+    if (!check_request(&r, eng->m->llm.c.vocab, &e) && !pm_prepare_plan(eng->m, &r, &eng->o.limits, &plan, &e)) {
         *ids = plan.ids;
         *n = plan.n;
         plan.ids = NULL;
@@ -451,10 +458,10 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
     }
     if (!enc->logits && !(enc->logits = pm_malloc(sizeof(float) * (size_t)llm->c.vocab, &e))) goto out;
     /* what pm_engine_step decides at a sequence's first step; a request's prompt starts past what
-     * the prompt cache holds of it (not one scored: each position's score needs its rows) */
+     * the prompt cache holds of it (not the rows of a position to score) */
     if (enc->kv.len == 0) {
         enc->rope_long = n_prompt > llm->c.orig_max_pos;
-        if (!enc->seq_id && !pm_prompt_lp_pending(&enc->plp) && (enc->cached = reuse_prefix(eng, &enc->prep, enc->rope_long, &enc->kv, &e)) < 0)
+        if (!enc->seq_id && (enc->cached = reuse_prefix(eng, &enc->prep, &enc->plp, enc->rope_long, &enc->kv, &e)) < 0)
             goto out;
     }
     /* the chunks pm_engine_step would run, one forward each: the same numbers */
@@ -497,12 +504,10 @@ static int check_room(const pm_engine *eng, int64_t need, pm_err *e) {
 
 /* Plans and runs the encoders; reads only what never changes after pm_engine_new (the model, the
  * limits, the budget, the test fault), so it may run beside pm_engine_step on another thread. */
-static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, pm_regex **rx, pm_encoded **out,
+static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t need, req_guide *g, pm_encoded **out,
                           pm_err *e) {
     pm_encoded *enc = pm_calloc(1, sizeof *enc, e);
     if (!enc) return e->code;
-    enc->regex = *rx; /* the encoded request owns it from here */
-    *rx = NULL;
     enc->kv.bf16 = eng->o.kv_bf16;
     e->stop = req->should_stop; /* asked between encoder blocks */
     e->stop_user = req->stop_user;
@@ -511,20 +516,15 @@ static int encode_request(const pm_engine *eng, const pm_request *req, pm_plan *
     enc->need = need;
     enc->max_tokens = req->max_tokens;
     if (pm_prepare_finish(eng->m, req, plan, &enc->prep, eng->fault ? &ft : NULL, eng->fault ? NULL : eng->media, e)) {
-        pm_regex_free(enc->regex);
         free(enc);
         return e->code;
     }
     enc->n_embeds = enc->prep.n;
-    /* the schema's graph and the grammar the checks compiled once already: kept this time (a request
-     * refused here is PM_EINVAL, as there) */
-    if ((req->format == PM_FORMAT_JSON_SCHEMA && pm_json_schema_compile(req->json_schema, &enc->schema, e)) ||
-        (req->format == PM_FORMAT_GRAMMAR && pm_grammar_compile(req->grammar, strlen(req->grammar), &enc->grammar, e))) {
-        if (e->code == PM_EUNSUPPORTED) e->code = PM_EINVAL;
-        pm_encoded_free(enc);
-        return e->code;
-    }
-    if (req->prompt_logprobs && pm_prompt_lp_init(&enc->plp, enc->prep.n, req->top_logprobs, e)) {
+    enc->regex = g->regex; /* the encoded request owns the compiled format from here */
+    enc->schema = g->schema;
+    enc->grammar = g->grammar;
+    memset(g, 0, sizeof *g);
+    if (req->prompt_logprobs && pm_prompt_lp_init(&enc->plp, enc->prep.n, req->top_logprobs, req->prompt_logprobs_from, e)) {
         pm_encoded_free(enc);
         return e->code;
     }
@@ -545,12 +545,12 @@ int pm_engine_encode(const pm_engine *eng, const pm_request *req, pm_encoded **o
     pm_plan plan = {0};
     int64_t need = 0;
     *out = NULL;
-    pm_regex *rx = NULL;
-    if (!plan_request(eng, req, &plan, &need, &rx, &e)) {
-        encode_request(eng, req, &plan, need, &rx, out, &e);
+    req_guide g = {0};
+    if (!plan_request(eng, req, &plan, &need, &g, &e)) {
+        encode_request(eng, req, &plan, need, &g, out, &e);
         pm_plan_free(&plan);
     }
-    pm_regex_free(rx);
+    guide_free(&g);
     set_err(err, errlen, &e);
     return e.code;
 }
@@ -658,7 +658,7 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         /* prefilled by the steps: past what the prompt cache holds of it, with the RoPE factors
          * the first step would choose */
         int rope_long = s->n_prompt > eng->m->llm.c.orig_max_pos;
-        if (!pm_prompt_lp_pending(&s->plp) && (s->cached = reuse_prefix(eng, &s->prep, rope_long, &s->kv, e)) > 0) s->rope_long = rope_long;
+        if ((s->cached = reuse_prefix(eng, &s->prep, &s->plp, rope_long, &s->kv, e)) > 0) s->rope_long = rope_long;
         if (s->cached < 0) s->cached = 0; /* not taken: computed by the steps */
         pm_err_clear(e);
     }
@@ -685,7 +685,7 @@ int pm_engine_submit_encoded(pm_engine *eng, pm_encoded *enc, const pm_request *
     else if (enc->seq_id) pm_errf(&e, PM_EINVAL, "a recompute goes back to its sequence (pm_engine_resume), not in as a request");
     else if (req->max_tokens != enc->max_tokens)
         pm_errf(&e, PM_EINVAL, "max_tokens %d differs from the %d the request was encoded with", req->max_tokens, enc->max_tokens);
-    else if (!check_request(req, eng->m->llm.c.vocab, 0, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
+    else if (!check_request(req, eng->m->llm.c.vocab, &e) && admit_encoded(eng, &enc, req, cb, seq_id, &e) == PM_OK) return PM_OK;
     set_err(err, errlen, &e);
     return e.code;
 }
@@ -696,12 +696,12 @@ int pm_engine_submit(pm_engine *eng, const pm_request *req, const pm_callbacks *
     pm_encoded *enc = NULL;
     int64_t need = 0;
     /* the room is checked before any encoder runs */
-    pm_regex *rx = NULL;
-    if (!check_room(eng, 0, &e) && !plan_request(eng, req, &plan, &need, &rx, &e)) {
-        if (!check_room(eng, need, &e) && !encode_request(eng, req, &plan, need, &rx, &enc, &e)) admit_encoded(eng, &enc, req, cb, seq_id, &e);
+    req_guide g = {0};
+    if (!check_room(eng, 0, &e) && !plan_request(eng, req, &plan, &need, &g, &e)) {
+        if (!check_room(eng, need, &e) && !encode_request(eng, req, &plan, need, &g, &enc, &e)) admit_encoded(eng, &enc, req, cb, seq_id, &e);
         pm_plan_free(&plan);
     }
-    pm_regex_free(rx);
+    guide_free(&g);
     pm_encoded_free(enc);
     set_err(err, errlen, &e);
     return e.code;

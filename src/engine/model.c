@@ -138,6 +138,16 @@ const char *pm_model_token_bytes(const pm_model *m, int32_t id, size_t *len) { r
 
 int32_t pm_model_token_id(const pm_model *m, const char *text) { return pm_tok_id(m->tok, text); }
 
+int pm_model_tokenize(const pm_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen) {
+    pm_err e = {0};
+    *ids = NULL;
+    *n = 0;
+    if (!text && len) pm_errf(&e, PM_EINVAL, "tokenize: no text");
+    else pm_tok_encode(m->tok, text ? text : "", len, 1, ids, n, &e);
+    if (e.code && err && errlen) snprintf(err, errlen, "%s", e.msg);
+    return e.code;
+}
+
 void pm_model_get_info(const pm_model *m, pm_model_info *info) {
     memset(info, 0, sizeof *info);
     const pm_llm_config *c = &m->llm.c;

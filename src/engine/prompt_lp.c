@@ -14,8 +14,9 @@ enum { PROMPT_LP_ROWS = 16 };
 
 int64_t pm_prompt_lp_bytes(int n_prompt, int top) { return (int64_t)n_prompt * (1 + top) * (int64_t)sizeof(pm_logprob); }
 
-int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, pm_err *e) {
+int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, int from, pm_err *e) {
     memset(lp, 0, sizeof *lp);
+    if (from < 0) from = 0;
     if (top < 0) top = 0;
     if (top > PM_MAX_TOP_LOGPROBS) top = PM_MAX_TOP_LOGPROBS;
     lp->chosen = pm_calloc((size_t)n_prompt, sizeof *lp->chosen, e);
@@ -26,6 +27,8 @@ int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, pm_err *e) {
     }
     lp->n_prompt = n_prompt;
     lp->top = top;
+    lp->from = from;
+    lp->scored = from > 1 ? from - 1 : 0; /* row p - 1 scores position p: rows before from - 1 need no lm_head */
     return PM_OK;
 }
 
@@ -41,6 +44,10 @@ void pm_prompt_lp_move(pm_prompt_lp *dst, pm_prompt_lp *src) {
 }
 
 int pm_prompt_lp_pending(const pm_prompt_lp *lp) { return lp->chosen && lp->scored < lp->n_prompt - 1; }
+
+int pm_prompt_lp_rows_skippable(const pm_prompt_lp *lp, int n_prompt) {
+    return pm_prompt_lp_pending(lp) ? lp->scored : n_prompt - 1;
+}
 
 int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, pm_err *e) {
     int V = llm->c.vocab, H = llm->c.hidden;
@@ -75,8 +82,10 @@ int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed,
 
 void pm_prompt_lp_report(const pm_prompt_lp *lp, const int32_t *ids, const pm_callbacks *cb) {
     if (!lp->chosen || !cb->on_prompt_logprobs || lp->n_prompt <= 0) return;
-    pm_logprob first = {ids[0], NAN, 0};
-    cb->on_prompt_logprobs(cb->user, 0, first, NULL, 0);
-    for (int p = 1; p <= lp->scored; p++)
+    if (lp->from == 0) {
+        pm_logprob first = {ids[0], NAN, 0};
+        cb->on_prompt_logprobs(cb->user, 0, first, NULL, 0);
+    }
+    for (int p = lp->from > 1 ? lp->from : 1; p <= lp->scored; p++)
         cb->on_prompt_logprobs(cb->user, p, lp->chosen[p], lp->alts ? lp->alts + (size_t)p * lp->top : NULL, lp->n_alts);
 }

@@ -12,7 +12,8 @@
 typedef struct pm_prompt_lp {
     int n_prompt;
     int top;            /* alternatives an entry (0..PM_MAX_TOP_LOGPROBS) */
-    int scored;         /* positions [1, scored] are filled (0: none yet) */
+    int from;           /* the first position reported (pm_request.prompt_logprobs_from) */
+    int scored;         /* positions [max(from, 1), scored] are filled (from - 1 or 0: none yet) */
     pm_logprob *chosen; /* [n_prompt]: entry p is ids[p] given ids[< p]; entry 0 is not scored */
     pm_logprob *alts;   /* [n_prompt * top], most likely first */
     int n_alts;         /* min(top, vocab) */
@@ -20,17 +21,21 @@ typedef struct pm_prompt_lp {
 
 /* Bytes pm_prompt_lp_init allocates (what a sequence holds until its first step). */
 int64_t pm_prompt_lp_bytes(int n_prompt, int top);
-int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, pm_err *e);
+int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, int from, pm_err *e);
 void pm_prompt_lp_free(pm_prompt_lp *lp);
 /* Moves src's scores into dst (empty), leaving src empty. */
 void pm_prompt_lp_move(pm_prompt_lp *dst, pm_prompt_lp *src);
 /* 1 while positions remain to be scored. */
 int pm_prompt_lp_pending(const pm_prompt_lp *lp);
+/* How many of the prompt's first rows need not be computed (what the prompt cache may supply):
+ * all but the last while nothing remains to be scored. */
+int pm_prompt_lp_rows_skippable(const pm_prompt_lp *lp, int n_prompt);
 /* Scores what the rows of positions [p0, p0 + n) predict: positions p0 + 1 .. p0 + n below
  * n_prompt, those not scored before (a recompute runs the rows again). normed is [n, hidden]
  * after the final norm; ids the prompt's ids (a media row's is its placeholder). */
 int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, pm_err *e);
-/* Every entry through cb->on_prompt_logprobs, position 0 first (logprob NAN, no alternatives). */
+/* Every entry from `from` on through cb->on_prompt_logprobs, position 0 first (logprob NAN, no
+ * alternatives) when from is 0. */
 void pm_prompt_lp_report(const pm_prompt_lp *lp, const int32_t *ids, const pm_callbacks *cb);
 
 #endif

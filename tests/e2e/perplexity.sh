@@ -10,8 +10,10 @@
 #  - a text tokenized as `tokenize --raw` counts it; mean NLL = mean of the per-token entries;
 #  - --compare q8 / kv-bf16: the second pass's block, its delta NLL = its NLL - the first's, agreement
 #    within [0, 1], a change of some log-probability, not a large one;
+#  - a text is tokenized as the tokenizer reads it (the shared encode vectors: added tokens whole, a
+#    media placeholder's spelling plain text, as Hugging Face's tokenizer(text));
 #  - bad input refused by name: an id outside the vocabulary, a one-token text, --stride > --ctx,
-#    a media placeholder in the text, a malformed id list.
+#    a malformed id list.
 set -u
 source "$(dirname "$0")/common.bash"
 C=$FIX/phi4mm-tiny/ref/cases/text
@@ -105,6 +107,24 @@ EOF
   else fail "perplexity_compare_$what" "$(cat "$tmp/e.txt") ${out:-}"; fi
 done
 
+# -p TEXT: the scored tokens are the tokenizer's ids of the text (after the first)
+VEC=$FIX/../tokenizer/vectors_encode.jsonl
+for vid in main-enc-0328 main-enc-0332 main-enc-0006; do
+  if out=$("$PY" - "$BIN" "$M" "$VEC" "$vid" 2>&1 <<'EOF'
+import json, subprocess, sys
+binp, model, vec, vid = sys.argv[1:]
+v = next(json.loads(l) for l in open(vec) if json.loads(l)['id'] == vid)
+assert v['mode'] == 'special', v
+r = subprocess.run([binp, 'perplexity', '-m', model, '-p', v['text'], '--json', '--per-token', '--quiet'], capture_output=True, text=True)
+assert r.returncode == 0, r.stderr
+got = [t[1] for t in json.loads(r.stdout)['token_logprobs']]
+assert got == v['ids'][1:], (got, v['ids'])
+print('%d tokens' % len(v['ids']))
+EOF
+  ); then pass "perplexity_tokenizes_text_$vid ($out)"
+  else fail "perplexity_tokenizes_text_$vid" "$out"; fi
+done
+
 bad() { # name, expected message, args...
   local name=$1 want=$2 out rc
   shift 2
@@ -116,7 +136,6 @@ bad() { # name, expected message, args...
 bad id_outside_vocab "token 999999 at index 1 is outside the vocabulary" --ids 1,999999
 bad one_token "the text has 1 token: perplexity needs at least 2" --ids 5
 bad stride_over_ctx "--stride (9) must not exceed --ctx (4)" --ids 1,2 --ctx 4 --stride 9
-bad placeholder "<|image_1|> has no image" -p "a picture <|image_1|> of text"
 bad id_list "--ids: 'x2' at offset 2 is not a token id" --ids 1,x2
 bad no_text "missing -p PROMPT" --ctx 8
 bad compare_value "--compare must be q8, compute-bf16 or kv-bf16, got 'int4'" --ids 1,2 --compare int4

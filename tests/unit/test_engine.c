@@ -1247,7 +1247,7 @@ typedef struct plp_rec {
     pm_engine *eng;
     int n, cap, order_ok, tokens, done;
     pm_finish why;
-    int completion;
+    int completion, cached;
     pm_logprob *chosen, (*top)[3];
     int *n_top;
 } plp_rec;
@@ -1435,6 +1435,76 @@ static void test_prompt_logprobs(void **state) {
     plp_same(&in, &bs);
     free(lids);
     plp_free(&a); plp_free(&b); plp_free(&c16); plp_free(&pre); plp_free(&am); plp_free(&in); plp_free(&bs);
+}
+
+/* prompt_logprobs_from = k: entries k.. only (position 0's unscored one only at k = 0), the same
+ * bits as a whole scoring's; past the prompt nothing is scored and the request still ends; the
+ * prompt cache supplies the rows before k - 1 (whole chunks), none when every position is scored. */
+static void plp_cached(void *u, int positions) { ((plp_rec *)u)->cached = positions; }
+static void test_prompt_logprobs_from(void **state) {
+    fx *f = *state;
+    enum { N = 100 };
+    int32_t *ids = text_ids(N, 23);
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.prefill_chunk = 16;
+    pm_request r = {.ids = ids, .n_ids = N, .prompt_logprobs = 1, .top_logprobs = 3};
+    plp_rec all;
+    plp_init(&all, N);
+    run_plp(f, &r, &o, 0, &all);
+    assert_true(all.order_ok && all.done == 1 && all.n == N);
+    const int from[] = {1, 37, N - 1, N, N + 5};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++) {
+        plp_rec part;
+        plp_init(&part, N);
+        part.n = from[i] < N ? from[i] : N; /* the first position expected (plp_on_prompt checks the order) */
+        int first = part.n;
+        r.prompt_logprobs_from = from[i];
+        run_plp(f, &r, &o, 0, &part);
+        assert_true(part.order_ok && part.done == 1 && part.why == PM_FINISH_LENGTH && part.n == N);
+        for (int p = first; p < N; p++) {
+            assert_memory_equal(&part.chosen[p], &all.chosen[p], sizeof all.chosen[p]);
+            assert_memory_equal(part.top[p], all.top[p], sizeof(pm_logprob) * 3);
+        }
+        plp_free(&part);
+    }
+    r.prompt_logprobs_from = -1;
+    pm_engine *eng;
+    char err[512];
+    int64_t need;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), PM_EINVAL);
+    assert_non_null(strstr(err, "prompt_logprobs_from"));
+    pm_engine_free(eng);
+
+    /* the prompt cache: its first 64 rows answered first, then the whole prompt scored from 50
+     * (rows 49.. computed: 48 from the cache) and from 0 (nothing from it) */
+    o.prefix_cache = 64 << 20;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    pm_request head = {.ids = ids, .n_ids = 64, .max_tokens = 1};
+    done_rec d = {0};
+    pm_callbacks dcb = {.on_done = rec_done, .user = &d};
+    assert_int_equal(pm_engine_submit(eng, &head, &dcb, NULL, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    const int want_cached[2] = {48, 0}, at[2] = {50, 0};
+    for (int k = 0; k < 2; k++) {
+        plp_rec part;
+        plp_init(&part, N);
+        part.n = at[k];
+        part.cached = -1;
+        pm_callbacks cb = {.on_token = plp_on_token, .on_done = plp_on_done, .user = &part, .on_prompt_logprobs = plp_on_prompt,
+                           .on_prompt_cached = plp_cached};
+        r.prompt_logprobs_from = at[k];
+        assert_int_equal(pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err), 0);
+        while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+        assert_true(part.order_ok && part.done == 1 && part.n == N);
+        assert_int_equal(part.cached, want_cached[k]);
+        for (int p = at[k] ? at[k] : 1; p < N; p++) assert_memory_equal(&part.chosen[p], &all.chosen[p], sizeof all.chosen[p]);
+        plp_free(&part);
+    }
+    pm_engine_free(eng);
+    plp_free(&all);
+    free(ids);
 }
 
 /* The KV budget: a request over it is refused, one that does not fit beside a live sequence gets
@@ -2252,6 +2322,7 @@ int main(void) {
         cmocka_unit_test(test_min_tokens),
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_prompt_logprobs),
+        cmocka_unit_test(test_prompt_logprobs_from),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),

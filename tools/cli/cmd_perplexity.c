@@ -1,11 +1,13 @@
 /* cmd_perplexity.c — `phi4mm perplexity -m DIR (-f FILE | -p TEXT | --ids LIST) [options]`: how well
  * the model predicts a text, as exp(mean negative log-likelihood) of its tokens. The text is
- * tokenized as it stands (no chat template) and read in windows of --ctx tokens that start every
- * --stride tokens (Hugging Face's "perplexity of fixed-length models" sliding window): each window
- * scores only the tokens no earlier window scored, so every token but the first is scored once,
- * with at least ctx - stride tokens before it (stride = ctx: disjoint windows, each one's first
- * token unscored). The scores are the engine's prompt log-probabilities (pm_request.
- * prompt_logprobs), windows decoded --batch at a time.
+ * tokenized as the tokenizer reads it (pm_model_tokenize: no chat template, a placeholder's
+ * spelling plain text, longer than the context if need be) and read in windows of --ctx tokens
+ * that start every --stride tokens (Hugging Face's "perplexity of fixed-length models" sliding
+ * window): each window scores only the tokens no earlier window scored, so every token but the
+ * first is scored once, with at least ctx - stride tokens before it (stride = ctx: disjoint
+ * windows, each one's first token unscored). The scores are the engine's prompt log-probabilities
+ * (pm_request.prompt_logprobs, from the window's own tokens on: the context rows cost no lm_head
+ * pass), windows decoded --batch at a time.
  *
  * --compare q8|compute-bf16|kv-bf16 scores the same windows again with one opt-in that leaves
  * the official numbers (int8 weights, bf16 products, a bf16 KV cache) and reports how far it moves
@@ -24,7 +26,7 @@
 static void usage_perplexity(void) {
     fprintf(stderr,
             "usage: phi4mm perplexity -m MODEL_DIR (-f FILE | -p TEXT | --ids LIST) [options]\n"
-            "  perplexity of a text (tokenized as it stands, no chat template) in sliding windows\n"
+            "  perplexity of a text (as the tokenizer reads it: no chat template, no media) in sliding windows\n"
             "  -f, --prompt-file FILE  the text (- : standard input)\n"
             "  -p, --prompt TEXT     or the text itself\n"
             "  --ids LIST            or token ids, separated by commas or spaces\n"
@@ -154,6 +156,7 @@ static int score_all(pm_model *m, const ppl_plan *pl, int kv_bf16, int want_top,
             req.n_ids = (size_t)(end - begin);
             req.max_tokens = 0;
             req.prompt_logprobs = 1;
+            req.prompt_logprobs_from = win[w].first;
             req.top_logprobs = want_top;
             pm_callbacks cb = {.on_done = on_done, .user = &win[w], .on_prompt_logprobs = on_plp};
             char why[512];
@@ -349,16 +352,11 @@ int pm_cmd_perplexity(int argc, char **argv) {
     pm_model *m = NULL;
     if (!rc && pm_model_load_opts(&m, dir, &base.lo, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
     if (!rc) cli_compute_note(cmd, &base.lo, m);
-    if (!rc && !ids_list) {
-        pm_engine *eng = NULL;
+    if (!rc && !ids_list) { /* the tokenizer's own ids: the text may be longer than the context, and hold placeholders' text */
         size_t nn = 0;
-        pm_request req = {0};
-        req.prompt = prompt;
-        if (pm_engine_new(&eng, m, NULL, err, sizeof err) || pm_engine_prompt_ids(eng, &req, &ids, &nn, err, sizeof err))
-            rc = cli_fail(cmd, "the text: %s", err);
+        if (pm_model_tokenize(m, prompt, strlen(prompt), &ids, &nn, err, sizeof err)) rc = cli_fail(cmd, "the text: %s", err);
         else if (nn > 0x7fffffff) rc = cli_fail(cmd, "the text has %zu tokens: too many", nn);
         n = (int)nn;
-        pm_engine_free(eng);
     }
     free(file_text);
     if (!rc && ids_list) { /* named by its place in the list, not in a window */
