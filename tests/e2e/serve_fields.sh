@@ -2,7 +2,9 @@
 # serve_fields.sh — request fields nothing reads, on the tiny fixture model:
 #  - by default a chat or completions body with such fields (a misspelt max_token, OpenAI's user) is
 #    answered, and the response's X-Ignored-Fields header and the log line name them (vLLM logs them);
-#  - a body of fields the server reads (most of the documented ones, with valid values) names none;
+#    so are a Responses body's, a /tokenize or /detokenize body's and a transcription form's;
+#  - a body of fields the server reads (most of the documented ones, with valid values) names none
+#    (chat, responses, tokenize);
 #  - `serve --strict-params` refuses the first with a 400 unknown_parameter naming them (OpenAI's
 #    "Unrecognized request argument supplied"), and still serves the second.
 set -u
@@ -47,6 +49,48 @@ kitchen = {"model": "m", "messages": msgs, "n": 1, "max_completion_tokens": 3, "
            "echo": False}
 st, h, d = call("/v1/chat/completions", kitchen)
 report(tag + "read_fields_not_named", st == 200 and h is None, "%s %r %s" % (st, h, d[:300]))
+
+def refused_or_named(name, st, h, d, want):
+    if strict:
+        e = json.loads(d).get("error", {})
+        report("strict_" + name, st == 400 and e.get("code") == "unknown_parameter" and e.get("param") == want.split(",")[0],
+               "%s %s" % (st, d[:300]))
+    else:
+        report(name, st == 200 and h == want, "%s %r %s" % (st, h, d[:300]))
+
+# the other routes with a JSON body: the Responses API, /tokenize (chat's or completions' fields), /detokenize
+st, h, d = call("/v1/responses", {"input": "Hi", "max_output_tokens": 2, "reasoning": {"effort": "low"}, "service_tier": "auto"})
+refused_or_named("responses_unknown_fields", st, h, d, "reasoning, service_tier")
+resp = {"model": "m", "input": [{"role": "user", "content": "Hi"}], "instructions": "Be brief.", "max_output_tokens": 2,
+        "temperature": 0.5, "top_p": 0.9, "seed": 1, "store": False, "metadata": {"k": "v"}, "user": "me",
+        "text": {"format": {"type": "text"}}, "tools": [], "tool_choice": "none", "parallel_tool_calls": True, "include": [],
+        "top_logprobs": 0, "truncation": "disabled", "stream": False}
+st, h, d = call("/v1/responses", resp)
+report(tag + "responses_read_fields_not_named", st == 200 and h is None, "%s %r %s" % (st, h, d[:300]))
+st, h, d = call("/tokenize", {"prompt": "Hi", "add_special_tokens": True})
+refused_or_named("tokenize_unknown_field", st, h, d, "add_special_tokens")
+st, h, d = call("/tokenize", {"messages": msgs, "model": "m", "add_generation_prompt": True})
+report(tag + "tokenize_read_fields_not_named", st == 200 and h is None, "%s %r %s" % (st, h, d[:300]))
+st, h, d = call("/detokenize", {"tokens": [5, 6], "model": "m", "x": 1})
+refused_or_named("detokenize_unknown_field", st, h, d, "x")
+
+# a transcription's form fields: an unknown one named (once, though sent twice)
+import io, math, struct, wave
+buf = io.BytesIO()
+with wave.open(buf, "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 16000))) for i in range(16000)))
+fields = [("model", "m"), ("max_tokens", "2"), ("response_format", "json"), ("speed", "1"), ("speed", "2")]
+bnd = "----pm"
+body = b"".join(('--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (bnd, k, v)).encode() for k, v in fields)
+body += ('--%s\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n' % bnd).encode()
+body += buf.getvalue() + ("\r\n--%s--\r\n" % bnd).encode()
+c = http.client.HTTPConnection("127.0.0.1", int(port), timeout=120)
+c.request("POST", "/v1/audio/transcriptions", body, {"Content-Type": "multipart/form-data; boundary=" + bnd})
+r = c.getresponse()
+st, h, d = r.status, r.getheader("X-Ignored-Fields"), r.read().decode()
+c.close()
+refused_or_named("transcription_unknown_field", st, h, d, "speed")
 EOF
 }
 

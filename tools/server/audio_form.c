@@ -58,6 +58,23 @@ static int parse_bool(const char *s, int *out) {
     return 0;
 }
 
+int srv_audio_ignored(const srv_part *parts, int n, char *out, size_t cap) {
+    static const char *const read[] = {"file", "model", "prompt", "language", "response_format", "temperature", "stream", "max_tokens",
+                                       "chunking_strategy", "include[]", "include", "timestamp_granularities[]",
+                                       "timestamp_granularities", NULL};
+    const char *const *const lists[] = {read, NULL};
+    int k = 0;
+    if (cap) out[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0; /* a field sent twice is named once */
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(parts[j].name, parts[i].name);
+        if (seen || srv_field_listed(parts[i].name, lists)) continue;
+        k++;
+        if (cap) srv_field_note(parts[i].name, out, cap);
+    }
+    return k;
+}
+
 int srv_audio_parse(const srv_part *parts, int n, int translate, srv_audio_req *out, srv_error *e) {
     memset(out, 0, sizeof *out);
     out->translate = translate;

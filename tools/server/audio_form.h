@@ -42,6 +42,8 @@ typedef struct srv_audio_req {
 
 /* Validates the parts and fills out. Returns 0, or -1 with a 400 in e. Free with srv_audio_req_free. */
 int srv_audio_parse(const srv_part *parts, int n, int translate, srv_audio_req *out, srv_error *e);
+/* The form's fields srv_audio_parse does not read: how many, named in out (srv_field_note). */
+int srv_audio_ignored(const srv_part *parts, int n, char *out, size_t cap);
 void srv_audio_req_free(srv_audio_req *r);
 
 /* Maps an ISO 639-1 code or a language name to its English name ("fr" -> "French"). Returns 0, or

@@ -883,38 +883,48 @@ static const char *const known_fields[] = {
     "allowed_token_ids", "bad_words", "logprobs", "top_logprobs", "prompt_logprobs", "frequency_penalty", "presence_penalty",
     "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos", "response_format", "guided_json", "guided_regex", "guided_choice",
     "guided_grammar", "grammar", "guided_whitespace_pattern", "guided_decoding_backend", "structured_outputs", "functions", "modalities",
-    "cache_salt", "mm_processor_kwargs", "prediction", "tools", "echo"};
-static const char *const chat_fields[] = {"messages", "tool_choice", "parallel_tool_calls", "add_generation_prompt", "continue_final_message"};
-static const char *const completion_fields[] = {"prompt", "suffix", "best_of"};
+    "cache_salt", "mm_processor_kwargs", "prediction", "tools", "echo", NULL};
+static const char *const chat_fields[] = {"messages", "tool_choice", "parallel_tool_calls", "add_generation_prompt", "continue_final_message",
+                                          NULL};
+static const char *const completion_fields[] = {"prompt", "suffix", "best_of", NULL};
 
-static int listed(const char *key, const char *const *list, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(key, list[i])) return 1;
+int srv_field_listed(const char *name, const char *const *const *lists) {
+    for (; *lists; lists++)
+        for (const char *const *f = *lists; *f; f++)
+            if (!strcmp(name, *f)) return 1;
     return 0;
 }
 
-int srv_ignored_fields(const json_t *root, int completions, char *out, size_t cap) {
+void srv_field_note(const char *name, char *out, size_t cap) {
+    size_t len = strlen(out);
+    if (!*name) name = "\"\""; /* an empty name, named */
+    if (len + strlen(name) + 6 < cap) {
+        size_t at = len + (len ? 2 : 0);
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", name);
+        for (size_t i = at; i < len; i++) /* a header value and a log line: printable ASCII only */
+            if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] >= 0x7f) out[i] = '?';
+    } else if (len + 4 < cap && !strstr(out, "...")) {
+        snprintf(out + len, cap - len, "...");
+    }
+}
+
+int srv_unread_fields(const json_t *root, const char *const *const *lists, char *out, size_t cap) {
     const char *key;
     const json_t *v;
     int n = 0;
-    size_t len = 0;
     if (cap) out[0] = 0;
+    if (!json_is_object(root)) return 0;
     json_object_foreach((json_t *)root, key, v) {
-        if (listed(key, known_fields, sizeof known_fields / sizeof *known_fields) ||
-            (completions ? listed(key, completion_fields, sizeof completion_fields / sizeof *completion_fields)
-                         : listed(key, chat_fields, sizeof chat_fields / sizeof *chat_fields)))
-            continue;
+        if (srv_field_listed(key, lists)) continue;
         n++;
-        const char *name = *key ? key : "\"\""; /* an empty name, named (key itself drives the loop) */
-        size_t k = strlen(name);
-        if (len + k + 6 < cap) {
-            size_t at = len + (len ? 2 : 0);
-            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", name);
-            for (size_t i = at; i < len; i++) /* a header value and a log line: printable ASCII only */
-                if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] >= 0x7f) out[i] = '?';
-        } else if (len + 4 < cap && !strstr(out, "...")) len += (size_t)snprintf(out + len, cap - len, "...");
+        if (cap) srv_field_note(key, out, cap);
     }
     return n;
+}
+
+int srv_ignored_fields(const json_t *root, int completions, char *out, size_t cap) {
+    const char *const *const lists[] = {known_fields, completions ? completion_fields : chat_fields, NULL};
+    return srv_unread_fields(root, lists, out, cap);
 }
 
 int srv_chat_parse(const json_t *root, const srv_parse_limits *lim, srv_chat_req *out, srv_error *e) {

@@ -98,6 +98,13 @@ int srv_completion_parse(const json_t *root, int which, srv_chat_req *out, srv_e
  * logs such fields; OpenAI refuses them (serve --strict-params). Bytes outside printable ASCII in
  * a name become '?' (the list goes into a header and a log line); an empty name is `""`. */
 int srv_ignored_fields(const json_t *root, int completions, char *out, size_t cap);
+/* The same for any route: root's fields in none of lists (NULL-terminated lists of NULL-terminated
+ * name lists); 0 when root is no object. */
+int srv_unread_fields(const json_t *root, const char *const *const *lists, char *out, size_t cap);
+/* 1 when name is in one of lists. */
+int srv_field_listed(const char *name, const char *const *const *lists);
+/* Appends name to the list in out (as above: ", " between, "..." once past cap, printable ASCII). */
+void srv_field_note(const char *name, char *out, size_t cap);
 /* How many prompts a /v1/completions body holds (an array of strings or of id arrays: its length;
  * else 1): srv_completion_parse reads prompt `which` of them with the same parameters. */
 int srv_completion_prompts(const json_t *root);

@@ -132,7 +132,7 @@ static void usage(void) {
             "  --retry-after S         Retry-After seconds sent with 503 (default 1)\n"
             "  --model-name NAME       model id reported by /v1/models (default: the directory name)\n"
             "  --quiet                 no per-request log lines\n"
-            "  --strict-params         refuse (400) chat and completions fields nothing reads, as OpenAI does; by\n"
+            "  --strict-params         refuse (400) request fields nothing reads, as OpenAI does; by\n"
             "                          default they are named in an X-Ignored-Fields header and the log line\n");
 }
 

@@ -98,6 +98,11 @@ enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_
  * query parameter's salt (none: entries kept without one). */
 enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc);
 
+/* A body's fields that nothing reads, n of them, named in sc->ignored (X-Ignored-Fields and the log
+ * line, as vLLM logs them): refused with a 400 unknown_parameter under serve --strict-params (as
+ * OpenAI refuses them); 0 otherwise. */
+int srv_refuse_ignored(const srv_ctx *ctx, const srv_conn *sc, int n, srv_error *e);
+
 /* What a request's media may be (counts, bytes, where from) under ctx's options. */
 struct srv_parse_limits srv_request_limits(const srv_ctx *ctx);
 

@@ -32,6 +32,9 @@
  * input; NULL: none). -1 with e set. */
 int srv_responses_to_chat(const json_t *root, const json_t *previous, json_t **chat, json_t **names, srv_error *e);
 
+/* The body's top-level fields nothing reads (srv_unread_fields, chat_parse.h): how many, named in out. */
+int srv_responses_ignored(const json_t *root, char *out, size_t cap);
+
 /* Rewrites e's param and message from the chat body's field names to the responses body's. */
 void srv_responses_rename(const json_t *names, srv_error *e);
 

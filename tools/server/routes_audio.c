@@ -105,6 +105,7 @@ enum MHD_Result srv_route_audio(srv_ctx *ctx, struct MHD_Connection *c, srv_conn
     }
     srv_audio_req r;
     int rc = srv_audio_parse(parts, n, translate, &r, &e);
+    if (!rc) rc = srv_refuse_ignored(ctx, sc, srv_audio_ignored(parts, n, sc->ignored, sizeof sc->ignored), &e);
     if (!rc && ctx->max_context > 0 && r.max_tokens > ctx->max_context)
         rc = srv_bad(&e, "max_tokens", "context_length_exceeded", "max_tokens %d is larger than the model's context of %d tokens",
                      r.max_tokens, ctx->max_context);

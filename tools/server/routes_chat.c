@@ -199,10 +199,8 @@ srv_parse_limits srv_request_limits(const srv_ctx *ctx) {
                               .max_media_bytes = ctx->o.max_body, .media_dir = ctx->o.media_dir};
 }
 
-/* Fields the body holds that nothing reads: named in the response's X-Ignored-Fields header and
- * the log line (vLLM logs them), or refused with --strict-params (as OpenAI refuses them). */
-static int note_ignored(srv_ctx *ctx, srv_conn *sc, const json_t *root, int completions, srv_error *e) {
-    if (!srv_ignored_fields(root, completions, sc->ignored, sizeof sc->ignored) || !ctx->o.strict_params) return 0;
+int srv_refuse_ignored(const srv_ctx *ctx, const srv_conn *sc, int n, srv_error *e) {
+    if (!n || !ctx->o.strict_params) return 0;
     char first[sizeof sc->ignored];
     memcpy(first, sc->ignored, sizeof first);
     first[strcspn(first, ",.")] = 0;
@@ -221,7 +219,7 @@ enum MHD_Result srv_route_chat(srv_ctx *ctx, struct MHD_Connection *c, srv_conn 
     }
     srv_chat_req r;
     int rc = srv_chat_parse(root, &lim, &r, &e);
-    if (!rc) rc = note_ignored(ctx, sc, root, 0, &e);
+    if (!rc) rc = srv_refuse_ignored(ctx, sc, srv_ignored_fields(root, 0, sc->ignored, sizeof sc->ignored), &e);
     json_decref(root);
     srv_fetch_release(ctx, sc);
     return submit(ctx, c, sc, &r, 1, rc, &e, SRV_JOB_CHAT);
@@ -239,7 +237,7 @@ enum MHD_Result srv_route_completions(srv_ctx *ctx, struct MHD_Connection *c, sr
         return srv_respond_error(ctx, c, sc, &e);
     }
     for (int i = 0; i < k && !rc; i++) rc = srv_completion_parse(root, i, &reqs[i], &e);
-    if (!rc) rc = note_ignored(ctx, sc, root, 1, &e);
+    if (!rc) rc = srv_refuse_ignored(ctx, sc, srv_ignored_fields(root, 1, sc->ignored, sizeof sc->ignored), &e);
     json_decref(root);
     if (!rc && k * reqs[0].n > SRV_MAX_CHOICES)
         rc = srv_bad(&e, "n", "invalid_value", "%d prompts x n %d make %d choices, more than the %d a request may have", k, reqs[0].n,

@@ -117,6 +117,7 @@ enum MHD_Result srv_route_responses(srv_ctx *ctx, struct MHD_Connection *c, srv_
     if (!rc && json_is_object(root)) rc = previous_conversation(ctx, root, &prev_id, &prev, &e);
     if (!rc) rc = srv_responses_to_chat(root, prev, &chat, &names, &e);
     if (!rc) rc = check_metadata(root, &e);
+    if (!rc) rc = srv_refuse_ignored(ctx, sc, srv_responses_ignored(root, sc->ignored, sizeof sc->ignored), &e);
     int fetching = rc ? 0 : srv_fetch_media(ctx, c, sc, chat, &lim, &e);
     if (fetching > 0) { /* parked: this runs again once the image URLs are fetched */
         json_decref(prev);

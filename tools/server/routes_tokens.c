@@ -46,6 +46,7 @@ static srv_job *parse_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, 
         srv_bad(e, "messages", "missing_field", "a /tokenize body holds messages (a chat, as /v1/chat/completions takes it) or a prompt");
         return NULL;
     }
+    if (!rc) rc = srv_refuse_ignored(ctx, sc, srv_ignored_fields(root, kind == SRV_JOB_COMPLETION, sc->ignored, sizeof sc->ignored), e);
     srv_job *j = rc ? NULL : srv_chat_job(ctx, &r, kind, 0, 0, e);
     srv_chat_req_free(&r);
     if (j) j->max_tokens = 0;
@@ -91,9 +92,12 @@ enum MHD_Result srv_route_detokenize(srv_ctx *ctx, struct MHD_Connection *c, srv
     if (!root) return srv_respond_error(ctx, c, sc, &e);
     srv_conn_free_body(ctx, sc);
     const json_t *t = json_is_object(root) ? json_object_get(root, "tokens") : NULL;
-    if (!json_is_array(t)) {
+    static const char *const read[] = {"tokens", "model", NULL};
+    const char *const *const lists[] = {read, NULL};
+    int refused = srv_refuse_ignored(ctx, sc, srv_unread_fields(root, lists, sc->ignored, sizeof sc->ignored), &e);
+    if (!refused && !json_is_array(t)) refused = srv_bad(&e, "tokens", "invalid_type", "tokens must be an array of token ids");
+    if (refused) {
         json_decref(root);
-        srv_bad(&e, "tokens", "invalid_type", "tokens must be an array of token ids");
         return srv_respond_error(ctx, c, sc, &e);
     }
     pm_model_info info;
