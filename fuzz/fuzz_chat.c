@@ -130,6 +130,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int n_ign = srv_ignored_fields(root, completions, ign, sizeof ign);
         FUZZ_CHECK(n_ign >= 0 && n_ign <= (int)json_object_size(root) && strlen(ign) < sizeof ign && (n_ign > 0) == (ign[0] != 0));
     }
+    if (json_is_object(root)) { /* the Responses API's */
+        char ign[24];
+        int n_ign = srv_responses_ignored(root, ign, sizeof ign);
+        FUZZ_CHECK(n_ign >= 0 && n_ign <= (int)json_object_size(root) && strlen(ign) < sizeof ign && (n_ign > 0) == (ign[0] != 0));
+    }
     memset(&e, 0, sizeof e);
     int k = srv_completion_prompts(root);
     FUZZ_CHECK(k >= 1 && k <= (int)json_array_size(json_object_get(root, "prompt")) + 1);
