@@ -289,7 +289,7 @@ static int rp_format(const json_t *root, json_t *chat, srv_error *e) {
 }
 
 /* Fields handed to the chat body as they are. */
-static const char *const same_as_chat[] = {"model", "temperature", "top_p", "min_p", "stream", "parallel_tool_calls", "seed", "top_k",
+static const char *const passed_to_chat[] = {"model", "temperature", "top_p", "min_p", "stream", "parallel_tool_calls", "seed", "top_k",
                                            "stop", "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias",
                                            "min_tokens", "ignore_eos", "cache_salt", "mm_processor_kwargs", NULL};
 /* The others this file, routes_responses.c and the store read (or refuse by name). */
@@ -298,7 +298,7 @@ static const char *const responses_own[] = {"input", "instructions", "include", 
                                             "truncation", "store", "previous_response_id", "metadata", "user", NULL};
 
 int srv_responses_ignored(const json_t *root, char *out, size_t cap) {
-    const char *const *const lists[] = {same_as_chat, responses_own, NULL};
+    const char *const *const lists[] = {passed_to_chat, responses_own, NULL};
     return srv_unread_fields(root, lists, out, cap);
 }
 
@@ -308,9 +308,9 @@ int srv_responses_to_chat(const json_t *root, const json_t *previous, json_t **c
     if (rp_refuse(root, e)) return -1;
     json_t *c = json_object(), *nm = json_object(), *msgs = json_array();
     int rc = c && nm && msgs && !json_object_set(c, "messages", msgs) ? 0 : rp_oom(e);
-    for (size_t i = 0; !rc && same_as_chat[i]; i++) {
-        json_t *v = json_object_get(root, same_as_chat[i]);
-        if (v && json_object_set(c, same_as_chat[i], v)) rc = rp_oom(e);
+    for (size_t i = 0; !rc && passed_to_chat[i]; i++) {
+        json_t *v = json_object_get(root, passed_to_chat[i]);
+        if (v && json_object_set(c, passed_to_chat[i], v)) rc = rp_oom(e);
     }
     /* log-probabilities: asked by include or top_logprobs (alternatives each), as chat's */
     const json_t *inc = json_object_get(root, "include"), *tl = json_object_get(root, "top_logprobs");
