@@ -385,6 +385,13 @@ typedef struct pm_callbacks {
      * and those the sampler took (OpenAI's accepted_prediction_tokens; drafted - accepted, its
      * rejected_prediction_tokens). */
     void (*on_prediction)(void *user, int drafted, int accepted);
+    /* With pm_request.prompt_logprobs: called for each position scored (from prompt_logprobs_from
+     * on, 1 at least), in order, with the n_vocab logits that predict it (the row of pos - 1,
+     * before any softmax; valid during the call), as the steps prefill the prompt (pm_engine_submit,
+     * pm_generate), before its on_prompt_logprobs reports. What a scorer needs beyond the top
+     * alternatives (a KL divergence, a distillation target). A request prefilled before its
+     * submission (pm_engine_prefill) has dropped them: pm_engine_submit_encoded refuses it. */
+    void (*on_prompt_logits)(void *user, int pos, const float *logits, int n_vocab);
 } pm_callbacks;
 
 /* ---------------------------------------------------------------- engine */

@@ -478,7 +478,7 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
             goto chunk_out;
         pm_llm_chunk c = {&enc->kv, rows ? rows : enc->prep.embeds + (size_t)p0 * llm->c.hidden, n, enc->prep.adapter, enc->rope_long,
                           p0 + n == n_prompt ? enc->logits : NULL, normed ? &tr : NULL, 0};
-        if (!pm_llm_forward(llm, &c, 1, &e) && normed) pm_prompt_lp_score(&enc->plp, llm, normed, p0, n, enc->prep.ids, &e);
+        if (!pm_llm_forward(llm, &c, 1, &e) && normed) pm_prompt_lp_score(&enc->plp, llm, normed, p0, n, enc->prep.ids, NULL, &e);
     chunk_out:
         free(rows);
         free(normed);
@@ -559,6 +559,9 @@ int pm_engine_encode(const pm_engine *eng, const pm_request *req, pm_encoded **o
 static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *req, const pm_callbacks *cb, int64_t *seq_id, pm_err *e) {
     pm_encoded *enc = *encp;
     if (check_room(eng, enc->need, e)) return e->code;
+    if (cb && cb->on_prompt_logits && pm_prompt_lp_started(&enc->plp))
+        return pm_errf(e, PM_EINVAL, "on_prompt_logits: the prompt was scored before its submission (pm_engine_prefill), which keeps no logits: "
+                                     "submit it with pm_engine_submit");
     const pm_sampling *sp = &req->sampling;
     pm_seq *s = pm_calloc(1, sizeof *s, e);
     if (!s) return e->code;
@@ -806,7 +809,9 @@ int pm_engine_step(pm_engine *eng) {
         if (!s->rope_long && s->n_tokens > llm->c.orig_max_pos) {
             s->rope_long = 1;   /* first time past the switch: recompute everything with long factors */
             s->kv.len = 0;
-            if (eng->o.recompute_beside) { /* beside the steps: its cache goes now, a new one comes back */
+            /* beside the steps: its cache goes now, a new one comes back (not a prompt whose
+             * logits its caller takes: only the steps hand them out) */
+            if (eng->o.recompute_beside && !(s->cb.on_prompt_logits && pm_prompt_lp_pending(&s->plp))) {
                 pm_kv_free(&s->kv);
                 s->kv.bf16 = eng->o.kv_bf16;
                 s->parked = PARK_WAITING;
@@ -850,7 +855,8 @@ int pm_engine_step(pm_engine *eng) {
     }
     for (int i = 0; i < nc; i++) /* the forward moved kv.len past the chunk */
         if (tr[i].final_norm &&
-            pm_prompt_lp_score(&eng->seqs[i]->plp, llm, tr[i].final_norm, eng->seqs[i]->kv.len - ch[i].n, ch[i].n, eng->seqs[i]->tokens, &e))
+            pm_prompt_lp_score(&eng->seqs[i]->plp, llm, tr[i].final_norm, eng->seqs[i]->kv.len - ch[i].n, ch[i].n, eng->seqs[i]->tokens,
+                               &eng->seqs[i]->cb, &e))
             goto fail;
     for (int i = eng->n - 1; i >= 0; i--) {
         pm_seq *s = eng->seqs[i];

@@ -49,7 +49,10 @@ int pm_prompt_lp_rows_skippable(const pm_prompt_lp *lp, int n_prompt) {
     return pm_prompt_lp_pending(lp) ? lp->scored : n_prompt - 1;
 }
 
-int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, pm_err *e) {
+int pm_prompt_lp_started(const pm_prompt_lp *lp) { return lp->chosen && lp->scored > (lp->from > 1 ? lp->from - 1 : 0); }
+
+int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, const pm_callbacks *cb,
+                       pm_err *e) {
     int V = llm->c.vocab, H = llm->c.hidden;
     int j0 = lp->scored - p0, j1 = lp->n_prompt - 1 - p0; /* row j scores position p0 + j + 1 */
     if (j0 < 0) j0 = 0;
@@ -74,6 +77,8 @@ int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed,
             lp->chosen[pos].logprob = t >= 0 && t < V ? (float)(x[t] - lse) : -INFINITY;
             lp->chosen[pos].rank = t >= 0 && t < V ? pm_rank(x, V, t) : V;
         }
+        if (cb && cb->on_prompt_logits)
+            for (int k = 0; k < r; k++) cb->on_prompt_logits(cb->user, p0 + b + k + 1, lg + (size_t)k * V, V);
         lp->scored = p0 + b + r;
     }
     free(lg);

@@ -30,10 +30,14 @@ int pm_prompt_lp_pending(const pm_prompt_lp *lp);
 /* How many of the prompt's first rows need not be computed (what the prompt cache may supply):
  * all but the last while nothing remains to be scored. */
 int pm_prompt_lp_rows_skippable(const pm_prompt_lp *lp, int n_prompt);
+/* 1 once a position has been scored. */
+int pm_prompt_lp_started(const pm_prompt_lp *lp);
 /* Scores what the rows of positions [p0, p0 + n) predict: positions p0 + 1 .. p0 + n below
  * n_prompt, those not scored before (a recompute runs the rows again). normed is [n, hidden]
- * after the final norm; ids the prompt's ids (a media row's is its placeholder). */
-int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, pm_err *e);
+ * after the final norm; ids the prompt's ids (a media row's is its placeholder). cb (NULL: none):
+ * each scored position's logits through cb->on_prompt_logits, in order. */
+int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, const pm_callbacks *cb,
+                       pm_err *e);
 /* Every entry from `from` on through cb->on_prompt_logprobs, position 0 first (logprob NAN, no
  * alternatives) when from is 0. */
 void pm_prompt_lp_report(const pm_prompt_lp *lp, const int32_t *ids, const pm_callbacks *cb);

@@ -133,6 +133,20 @@ double pm_logsumexp(const float *x, int n) {
     return mx + log(s);
 }
 
+void pm_log_softmax(const float *x, int n, float *out) {
+    double lz = pm_logsumexp(x, n);
+    for (int i = 0; i < n; i++) out[i] = (float)((double)x[i] - lz);
+}
+
+double pm_kl_divergence(const float *lp, const float *x, int n) {
+    double lz = pm_logsumexp(x, n), acc = 0;
+    for (int i = 0; i < n; i++) {
+        double p = exp((double)lp[i]);
+        if (p > 0) acc += p * ((double)lp[i] - ((double)x[i] - lz));
+    }
+    return acc > 0 ? acc : 0; /* a rounding below 0 is 0 */
+}
+
 int pm_top_k(const float *x, int n, int k, pm_logprob *out) {
     if (k > PM_MAX_TOP_LOGPROBS) k = PM_MAX_TOP_LOGPROBS;
     if (k > n) k = n;

@@ -54,5 +54,10 @@ double pm_logsumexp(const float *x, int n);
 int pm_top_k(const float *x, int n, int k, pm_logprob *out);
 /* 1 + how many of x[n] are larger than x[t] (vLLM's rank: tokens as likely share one). */
 int32_t pm_rank(const float *x, int n, int32_t t);
+/* out[i] = x[i] - logsumexp(x): log-probabilities of logits x[n]. */
+void pm_log_softmax(const float *x, int n, float *out);
+/* KL(P || Q) = sum_i P_i (log P_i - log Q_i) in nats, P given as log-probabilities lp[n] (a
+ * pm_log_softmax), Q as logits x[n]; terms where P is 0 add nothing; never below 0. */
+double pm_kl_divergence(const float *lp, const float *x, int n);
 
 #endif

@@ -90,20 +90,34 @@ EOF
 else fail perplexity_text_tokens "$(cat "$tmp/e.txt") ${out:-}"; fi
 
 for what in q8 kv-bf16; do
-  if "$BIN" perplexity -m "$M" -p "$text" --ctx 32 --compare $what --json --quiet >"$tmp/q.json" 2>"$tmp/e.txt" &&
+  if "$BIN" perplexity -m "$M" -p "$text" --ctx 32 --compare $what --json --per-token --quiet >"$tmp/q.json" 2>"$tmp/e.txt" &&
      "$BIN" perplexity -m "$M" -p "$text" --ctx 32 --compare $what --quiet >"$tmp/q.txt" 2>>"$tmp/e.txt" &&
      out=$("$PY" - "$tmp/q.json" "$tmp/t.json" "$what" 2>&1 <<'EOF'
-import json, sys
+import json, math, sys
 q, t = (json.load(open(f)) for f in sys.argv[1:3])
 assert q['setup'] == 'bf16' and abs(q['nll'] - t['nll']) < 1e-5, (q['nll'], t['nll'])  # top-1 requested changes nothing
+# the base scored beside the variant (in lockstep) gives the very numbers it gives alone
+assert [e[:3] for e in q['token_logprobs']] == t['token_logprobs'], 'the base moved in lockstep'
+kl = [e[4] for e in q['token_logprobs']]
+for pos, _, lb, lq, d in q['token_logprobs']:  # coarse-graining lowers KL: the text token against the rest
+    p, r = math.exp(lb), math.exp(lq)
+    two = p * (lb - lq) + (1 - p) * (math.log1p(-p) - math.log1p(-r))
+    assert d >= 0 and d >= two - 1e-6 * max(1.0, two), (pos, d, two)
+s = sorted(kl); n = len(s)
+def quant(x):
+    at = x * (n - 1); i = int(at)
+    return s[i] + (at - i) * (s[i + 1] - s[i]) if i + 1 < n else s[-1]
 k = q['compare']
 assert k['setup'] == ('q8' if sys.argv[3] == 'q8' else 'bf16+' + sys.argv[3]), k
 assert abs(k['delta_nll'] - (k['nll'] - q['nll'])) < 1e-5, k
 assert 0 <= k['same_top'] <= 1 and 0 <= k['rms_delta_p'] <= 1 and k['max_abs_delta_logprob'] >= abs(k['delta_nll']) - 1e-6, k
 assert 0 < k['max_abs_delta_logprob'] < 5, k  # it moves the model, a little
 assert abs(k['ppl_ratio'] - k['ppl'] / q['ppl']) < 1e-4 * k['ppl_ratio'], k
+assert 0 < k['kl_mean'] < 1 and abs(k['kl_mean'] - sum(kl) / n) <= 1e-5 * k['kl_mean'] + 1e-9, (k['kl_mean'], sum(kl) / n)
+for name, want in (('kl_median', quant(0.5)), ('kl_p99', quant(0.99)), ('kl_max', s[-1])):
+    assert abs(k[name] - want) <= 1e-4 * want + 1e-9, (name, k[name], want)
 EOF
-  ) && grep -q ' against bf16: PPL ratio' "$tmp/q.txt"; then pass "perplexity_compare_$what"
+  ) && grep -q ' against bf16: PPL ratio' "$tmp/q.txt" && grep -q '^  KL divergence of .* from bf16: mean ' "$tmp/q.txt"; then pass "perplexity_compare_$what"
   else fail "perplexity_compare_$what" "$(cat "$tmp/e.txt") ${out:-}"; fi
 done
 

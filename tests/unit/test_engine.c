@@ -1507,6 +1507,110 @@ static void test_prompt_logprobs_from(void **state) {
     free(ids);
 }
 
+/* on_prompt_logits: every scored position's logits, in order, from prompt_logprobs_from on, before
+ * the reports; their log-softmax at the prompt's token is the reported log-probability and their
+ * largest the first alternative; a prompt past original_max_position gives them too when the
+ * engine recomputes beside the steps (that sequence stays in them); a request prefilled before its
+ * submission is refused. */
+typedef struct logits_rec {
+    plp_rec p; /* first: the plp_* callbacks read the same user pointer as a plp_rec */
+    const int32_t *ids;
+    int first, next, calls, order_ok;
+    float *lp;
+    int32_t *top;
+} logits_rec;
+static void rec_prompt_logits(void *u, int pos, const float *x, int V) {
+    logits_rec *c = u;
+    if (pos != c->next || pos >= c->p.cap || c->p.n != c->first) { /* in order, and all before the first report */
+        c->order_ok = 0;
+        return;
+    }
+    double mx = x[0];
+    int arg = 0;
+    for (int v = 1; v < V; v++)
+        if (x[v] > mx) mx = x[v], arg = v;
+    double z = 0;
+    for (int v = 0; v < V; v++) z += exp((double)x[v] - mx);
+    c->lp[pos] = (float)((double)x[c->ids[pos]] - mx - log(z));
+    c->top[pos] = arg;
+    c->next++;
+    c->calls++;
+}
+static void logits_init(logits_rec *c, const int32_t *ids, int n, int from) {
+    plp_init(&c->p, n);
+    c->p.n = from;
+    c->ids = ids;
+    c->first = c->next = from;
+    c->calls = 0;
+    c->order_ok = 1;
+    c->lp = calloc((size_t)n, sizeof *c->lp);
+    c->top = calloc((size_t)n, sizeof *c->top);
+}
+static void logits_check(logits_rec *c, int n, int from) {
+    assert_true(c->order_ok && c->p.order_ok && c->calls == n - from && c->p.n == n && c->p.done == 1);
+    double worst = 0;
+    for (int p = from; p < n; p++) {
+        double d = fabs(c->lp[p] - c->p.chosen[p].logprob);
+        if (d > worst) worst = d;
+        assert_int_equal(c->top[p], c->p.top[p][0].token);
+    }
+    assert_true(worst < 1e-4);
+    plp_free(&c->p);
+    free(c->lp);
+    free(c->top);
+}
+static void test_prompt_logits(void **state) {
+    fx *f = *state;
+    enum { N = 90, FROM = 30 };
+    int32_t *ids = text_ids(N, 29);
+    pm_request r = {.ids = ids, .n_ids = N, .prompt_logprobs = 1, .top_logprobs = 1, .prompt_logprobs_from = FROM};
+    pm_engine *eng;
+    char err[512];
+    assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
+    logits_rec c;
+    logits_init(&c, ids, N, FROM);
+    pm_callbacks cb = {.on_token = plp_on_token, .on_done = plp_on_done, .user = &c, .on_prompt_logprobs = plp_on_prompt,
+                       .on_prompt_logits = rec_prompt_logits};
+    assert_int_equal(pm_engine_submit(eng, &r, &cb, NULL, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
+    logits_check(&c, N, FROM);
+    /* prefilled before its submission: refused, and nothing called */
+    pm_encoded *enc = NULL;
+    int rc;
+    assert_int_equal(pm_engine_encode(eng, &r, &enc, err, sizeof err), 0);
+    while ((rc = pm_engine_prefill(eng, enc, 32, err, sizeof err)) == 0) {}
+    assert_int_equal(rc, 1);
+    logits_init(&c, ids, N, FROM);
+    assert_int_equal(pm_engine_submit_encoded(eng, enc, &r, &cb, NULL, err, sizeof err), PM_EINVAL);
+    assert_non_null(strstr(err, "on_prompt_logits"));
+    pm_encoded_free(enc);
+    assert_true(c.calls == 0 && c.p.done == 0);
+    plp_free(&c.p);
+    free(c.lp);
+    free(c.top);
+    pm_engine_free(eng);
+
+    /* past original_max_position with the recompute beside: nothing handed out, all given */
+    int L0 = f->m->llm.c.orig_max_pos, LN = L0 + 3;
+    int32_t *lids = text_ids(LN, 31);
+    pm_engine_opts o;
+    pm_engine_opts_default(&o);
+    o.recompute_beside = 1;
+    assert_int_equal(pm_engine_new(&eng, f->m, &o, err, sizeof err), 0);
+    pm_request lr = {.ids = lids, .n_ids = (size_t)LN, .prompt_logprobs = 1, .top_logprobs = 1, .prompt_logprobs_from = L0 - 40};
+    logits_init(&c, lids, LN, L0 - 40);
+    assert_int_equal(pm_engine_submit(eng, &lr, &cb, NULL, err, sizeof err), 0);
+    while (pm_engine_live(eng) > 0) {
+        assert_true(pm_engine_step(eng) >= 0);
+        pm_encoded *taken = NULL;
+        assert_int_equal(pm_engine_take_recompute(eng, &taken, NULL), 0);
+    }
+    logits_check(&c, LN, L0 - 40);
+    pm_engine_free(eng);
+    free(lids);
+    free(ids);
+}
+
 /* The KV budget: a request over it is refused, one that does not fit beside a live sequence gets
  * PM_EBUSY (no callback, nothing reserved) and fits once that sequence has ended; reservations are
  * whole pages of the prompt plus max_tokens and return to 0. */
@@ -2323,6 +2427,7 @@ int main(void) {
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_prompt_logprobs_from),
+        cmocka_unit_test(test_prompt_logits),
         cmocka_unit_test(test_adapter_isolation_in_batch),
         cmocka_unit_test(test_longrope_per_sequence_in_batch),
         cmocka_unit_test(test_cancel_and_bad_requests),

@@ -284,6 +284,24 @@ static void test_ranks(void **state) {
     assert_int_equal(pm_rank(x, V, 11), V);
 }
 
+/* KL(P || Q) against values worked by hand: P = (1/2, 1/2), Q = (0.9, 0.1) given as logits
+ * shifted by 3 (log-softmax takes the shift out): 1/2 ln(5/9) + 1/2 ln 5 = 0.510826 nats (the
+ * other direction, KL(Q || P), is 0.368064); P with a zero entry adds nothing for it; equal
+ * distributions give 0 and never less. */
+static void test_kl_divergence(void **state) {
+    (void)state;
+    float q[2] = {logf(0.9f) + 3, logf(0.1f) + 3}, p[2] = {0, 0}, lp[2], lq[2];
+    pm_log_softmax(p, 2, lp);
+    assert_true(fabsf(lp[0] - logf(0.5f)) < 1e-6f && fabsf(lp[1] - logf(0.5f)) < 1e-6f);
+    assert_true(fabs(pm_kl_divergence(lp, q, 2) - 0.510826) < 1e-5);
+    pm_log_softmax(q, 2, lq);
+    assert_true(fabs(pm_kl_divergence(lq, p, 2) - 0.368064) < 1e-5);
+    float one[3] = {0, -INFINITY, -INFINITY}, x3[3] = {1, 2, 3}; /* P = (1, 0, 0): -log Q_0 */
+    assert_true(fabs(pm_kl_divergence(one, x3, 3) - (log(exp(1.0) + exp(2.0) + exp(3.0)) - 1)) < 1e-5);
+    pm_log_softmax(x3, 3, lq);
+    assert_true(pm_kl_divergence(lq, x3, 3) >= 0 && pm_kl_divergence(lq, x3, 3) < 1e-6);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_penalize_matches_definition),
@@ -293,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_shares),
         cmocka_unit_test(test_min_p),
         cmocka_unit_test(test_ranks),
+        cmocka_unit_test(test_kl_divergence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,8 +12,13 @@
  * --compare q8|compute-bf16|kv-bf16 scores the same windows again with one opt-in that leaves
  * the official numbers (int8 weights, bf16 products, a bf16 KV cache) and reports how far it moves
  * the model (llama.cpp's perplexity statistics): the two perplexities and their ratio, the mean
- * change of a token's log-likelihood, how often the two agree on the most likely next token, and
- * the RMS of the change of the text token's probability. */
+ * change of a token's log-likelihood, how often the two agree on the most likely next token, the
+ * RMS of the change of the text token's probability, and the KL divergence of the variant's next-
+ * token distribution from the base's (mean, median, 99th percentile, largest). The two run in
+ * lockstep, both loaded (the KL needs both whole distributions of a position at once): a step of
+ * the base engine, whose scored rows' log-probabilities wait in a pool (pm_callbacks.
+ * on_prompt_logits; --batch x 512 rows at most, 0.8 MB a row on Phi-4's vocabulary), then the
+ * same step of the variant's, which takes them. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +27,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/sampler.h"
 
 static void usage_perplexity(void) {
     fprintf(stderr,
@@ -33,11 +39,14 @@ static void usage_perplexity(void) {
             "  --ctx N               window length in tokens (default 512)\n"
             "  --stride S            a window every S tokens (default ctx/2; ctx: disjoint windows)\n"
             "  --max-windows K       stop after K windows (default: the whole text)\n"
-            "  --batch B             windows decoded together (default 4)\n"
+            "  --batch B             windows decoded together (default 4; 1 with --compare, whose KL divergence\n"
+            "                        keeps a step's scored rows: up to B x 512 rows of the vocabulary's floats)\n"
             "  --weights bf16|q8     weights to score with (default bf16)\n"
             "  --kv-cache f32|bf16   KV cache elements (default f32)\n"
             "  --compare WHAT        score again with one opt-in changed (q8: --weights q8, compute-bf16:\n"
             "                        --compute bf16, kv-bf16: --kv-cache bf16) and report how far it moves the model\n"
+            "                        (PPL ratio, change of NLL, same top token, RMS change of p, KL divergence);\n"
+            "                        both run in lockstep, loaded together\n"
             "  --compute f32|bf16    products of the prompt rows (default f32)\n"
             "  --json                one JSON object on stdout instead of the summary\n"
             "  --per-token           with --json: each scored token's position, id and log-probability\n"
@@ -50,15 +59,52 @@ typedef struct ppl_scores {
     float *lp;
     int32_t *top;
     unsigned char *scored;
+    float *kl; /* a variant's: KL(base || variant) at each position (NULL: a base) */
     double seconds;
 } ppl_scores;
 
+/* The base's log-probabilities of the rows a step scored, until the variant's step takes them:
+ * pool rows, slot[p] the row of text position p (-1: none). */
+typedef struct ppl_pool {
+    float *rows;
+    int *free_rows, n_free, cap;
+    int *slot;
+    int vocab;
+    int overflow; /* a row found no room, or the variant scored a position the base had not */
+} ppl_pool;
+
 typedef struct ppl_window {
     ppl_scores *s;
+    ppl_pool *pool; /* NULL: no KL; else the base fills it (s->kl NULL) and the variant drains it */
     int begin, first; /* the window's first position in the text; its first local position scored */
     int done, failed;
     char error[256];
 } ppl_window;
+
+static void on_logits(void *user, int pos, const float *x, int V) {
+    ppl_window *w = user;
+    ppl_pool *pl = w->pool;
+    if (!pl || pos < w->first || pos < 1) return;
+    int p = w->begin + pos;
+    if (!w->s->kl) { /* the base: kept for the variant's step */
+        if (!pl->n_free || pl->slot[p] >= 0 || V != pl->vocab) {
+            pl->overflow = 1;
+            return;
+        }
+        int r = pl->free_rows[--pl->n_free];
+        pm_log_softmax(x, V, pl->rows + (size_t)r * V);
+        pl->slot[p] = r;
+    } else { /* the variant: against the base's row, which goes back */
+        int r = pl->slot[p];
+        if (r < 0 || V != pl->vocab) {
+            pl->overflow = 1;
+            return;
+        }
+        w->s->kl[p] = (float)pm_kl_divergence(pl->rows + (size_t)r * V, x, V);
+        pl->slot[p] = -1;
+        pl->free_rows[pl->n_free++] = r;
+    }
+}
 
 static void on_plp(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
     ppl_window *w = user;
@@ -125,57 +171,91 @@ static int errf(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-static int score_all(pm_model *m, const ppl_plan *pl, int kv_bf16, int want_top, const char *label, ppl_scores *s, char *err, size_t errlen) {
-    s->lp = calloc((size_t)pl->n, sizeof *s->lp);
-    s->top = calloc((size_t)pl->n, sizeof *s->top);
-    s->scored = calloc((size_t)pl->n, 1);
-    ppl_window *win = calloc((size_t)pl->windows, sizeof *win);
-    if (!s->lp || !s->top || !s->scored || !win) {
-        free(win);
-        return errf(err, errlen, "out of memory");
-    }
-    pm_engine_opts o;
-    pm_engine_opts_default(&o);
-    o.max_seqs = pl->batch;
-    o.kv_bf16 = kv_bf16;
-    pm_engine *eng = NULL;
-    if (pm_engine_new(&eng, m, &o, err, errlen)) {
-        free(win);
-        return -1;
+/* Scores the windows with one setup (n_setups 1) or two in lockstep (the base's step, then the
+ * variant's, each batch of windows; with the KL divergence through pool). ms[k], kv[k]: setup
+ * k's model and KV cache elements; s[k] its scores. */
+static int score_all(pm_model *const *ms, const int *kv_bf16, int n_setups, const ppl_plan *pl, int want_top, const char *label,
+                     ppl_scores *s, char *err, size_t errlen) {
+    ppl_window *win = calloc((size_t)pl->windows * (size_t)n_setups, sizeof *win);
+    pm_engine *eng[2] = {NULL, NULL};
+    ppl_pool pool = {0};
+    int rc = win ? 0 : errf(err, errlen, "out of memory");
+    for (int k = 0; k < n_setups && !rc; k++) {
+        s[k].lp = calloc((size_t)pl->n, sizeof *s[k].lp);
+        s[k].top = calloc((size_t)pl->n, sizeof *s[k].top);
+        s[k].scored = calloc((size_t)pl->n, 1);
+        if (k) s[k].kl = calloc((size_t)pl->n, sizeof *s[k].kl);
+        if (!s[k].lp || !s[k].top || !s[k].scored || (k && !s[k].kl)) rc = errf(err, errlen, "out of memory");
+        pm_engine_opts o;
+        pm_engine_opts_default(&o);
+        o.max_seqs = pl->batch;
+        o.kv_bf16 = kv_bf16[k];
+        if (!rc && pm_engine_new(&eng[k], ms[k], &o, err, errlen)) rc = -1;
+        if (!rc && k == 1) { /* the pool: a step's scored rows of every window of a batch */
+            pm_model_info mi;
+            pm_model_get_info(ms[0], &mi);
+            pool.vocab = mi.vocab;
+            pool.cap = pl->batch * (o.prefill_chunk > 0 ? o.prefill_chunk : 512);
+            pool.rows = malloc(sizeof(float) * (size_t)pool.cap * (size_t)pool.vocab);
+            pool.free_rows = malloc(sizeof(int) * (size_t)pool.cap);
+            pool.slot = malloc(sizeof(int) * (size_t)pl->n);
+            if (!pool.rows || !pool.free_rows || !pool.slot)
+                rc = errf(err, errlen, "out of memory for the KL divergence's rows (%d x %d floats: lower --batch)", pool.cap, pool.vocab);
+            for (int r = 0; !rc && r < pool.cap; r++) pool.free_rows[r] = pool.cap - 1 - r;
+            pool.n_free = pool.cap;
+            for (int p = 0; !rc && p < pl->n; p++) pool.slot[p] = -1;
+        }
     }
     double t0 = cli_now();
-    int rc = 0, prev_end = 0;
+    int prev_end = 0;
     for (int w0 = 0; w0 < pl->windows && !rc; w0 += pl->batch) {
         int w1 = w0 + pl->batch < pl->windows ? w0 + pl->batch : pl->windows;
         for (int w = w0; w < w1 && !rc; w++) {
             int begin = w * pl->stride, end = begin + pl->ctx < pl->n ? begin + pl->ctx : pl->n;
-            win[w] = (ppl_window){.s = s, .begin = begin, .first = prev_end - begin};
+            for (int k = 0; k < n_setups && !rc; k++) {
+                ppl_window *pw = &win[(size_t)k * pl->windows + w];
+                *pw = (ppl_window){.s = &s[k], .pool = n_setups > 1 ? &pool : NULL, .begin = begin, .first = prev_end - begin};
+                pm_request req = {0};
+                req.ids = pl->ids + begin;
+                req.n_ids = (size_t)(end - begin);
+                req.max_tokens = 0;
+                req.prompt_logprobs = 1;
+                req.prompt_logprobs_from = pw->first;
+                req.top_logprobs = want_top;
+                pm_callbacks cb = {.on_done = on_done, .user = pw, .on_prompt_logprobs = on_plp,
+                                   .on_prompt_logits = n_setups > 1 ? on_logits : NULL};
+                char why[512];
+                if (pm_engine_submit(eng[k], &req, &cb, NULL, why, sizeof why))
+                    rc = errf(err, errlen, "window %d (tokens %d..%d): %s", w + 1, begin, end - 1, why);
+            }
             prev_end = end;
-            pm_request req = {0};
-            req.ids = pl->ids + begin;
-            req.n_ids = (size_t)(end - begin);
-            req.max_tokens = 0;
-            req.prompt_logprobs = 1;
-            req.prompt_logprobs_from = win[w].first;
-            req.top_logprobs = want_top;
-            pm_callbacks cb = {.on_done = on_done, .user = &win[w], .on_prompt_logprobs = on_plp};
-            char why[512];
-            if (pm_engine_submit(eng, &req, &cb, NULL, why, sizeof why)) rc = errf(err, errlen, "window %d (tokens %d..%d): %s", w + 1, begin, end - 1, why);
         }
-        while (pm_engine_live(eng) > 0)
-            if (pm_engine_step(eng) < 0 && !rc) rc = errf(err, errlen, "engine step failed in windows %d..%d", w0 + 1, w1);
-        for (int w = w0; w < w1 && !rc; w++)
-            if (win[w].failed || !win[w].done) rc = errf(err, errlen, "window %d: %s", w + 1, win[w].failed ? win[w].error : "not finished");
+        while (!rc && (pm_engine_live(eng[0]) > 0 || (n_setups > 1 && pm_engine_live(eng[1]) > 0)))
+            for (int k = 0; k < n_setups && !rc; k++) {
+                if (pm_engine_live(eng[k]) <= 0) continue;
+                double t = cli_now();
+                if (pm_engine_step(eng[k]) < 0) rc = errf(err, errlen, "engine step failed in windows %d..%d", w0 + 1, w1);
+                s[k].seconds += cli_now() - t;
+            }
+        for (int k = 0; k < n_setups && !rc; k++)
+            for (int w = w0; w < w1 && !rc; w++) {
+                const ppl_window *pw = &win[(size_t)k * pl->windows + w];
+                if (pw->failed || !pw->done) rc = errf(err, errlen, "window %d: %s", w + 1, pw->failed ? pw->error : "not finished");
+            }
+        if (!rc && pool.overflow) rc = errf(err, errlen, "the KL divergence's rows fell out of step in windows %d..%d", w0 + 1, w1);
         if (!rc && !pl->quiet) {
             double se;
             long k;
-            double nll = nll_mean(s, pl->n, &se, &k);
+            double nll = nll_mean(&s[0], pl->n, &se, &k);
             fprintf(stderr, "\r[perplexity] %s: %d/%d windows, %ld tokens, ppl %.6g", label, w1, pl->windows, k, exp(nll));
         }
     }
     if (!pl->quiet) fprintf(stderr, "\n");
-    s->seconds = cli_now() - t0;
-    pm_engine_free(eng);
+    if (n_setups == 1) s[0].seconds = cli_now() - t0;
+    for (int k = 0; k < n_setups; k++) pm_engine_free(eng[k]);
+    free(pool.rows);
+    free(pool.free_rows);
+    free(pool.slot);
     free(win);
     return rc;
 }
@@ -184,6 +264,7 @@ static void scores_free(ppl_scores *s) {
     free(s->lp);
     free(s->top);
     free(s->scored);
+    free(s->kl);
 }
 
 /* "1,2 3" -> ids; -1 with a message naming the bad entry. */
@@ -215,26 +296,52 @@ static int parse_ids(const char *cmd, const char *list, int32_t **ids, int *n) {
 typedef struct ppl_diff {
     double delta_nll, delta_se; /* mean of the variant's NLL - the base's of the text token, its standard error */
     double max_abs, same_top, rms_dp;
+    double kl_mean, kl_se, kl_median, kl_p99, kl_max; /* KL(base || variant) over the positions */
 } ppl_diff;
 
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of sorted v[0, k) (linear between neighbours). */
+static double quantile(const float *v, long k, double q) {
+    double at = q * (double)(k - 1);
+    long i = (long)at;
+    return i + 1 < k ? v[i] + (at - (double)i) * (v[i + 1] - v[i]) : v[k - 1];
+}
+
 static ppl_diff compare_scores(const ppl_scores *s, const ppl_scores *q, int n) {
-    double d = 0, d2 = 0, dp2 = 0, maxd = 0;
+    double d = 0, d2 = 0, dp2 = 0, maxd = 0, kl = 0, kl2 = 0;
     long k = 0, same = 0;
+    float *kls = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int p = 0; p < n; p++) {
         if (!s->scored[p]) continue;
         double dl = (double)s->lp[p] - q->lp[p], dp = exp(q->lp[p]) - exp(s->lp[p]);
         d += dl, d2 += dl * dl, dp2 += dp * dp;
         if (fabs(dl) > maxd) maxd = fabs(dl);
         same += s->top[p] == q->top[p];
+        if (kls) kls[k] = q->kl[p];
+        kl += q->kl[p], kl2 += (double)q->kl[p] * q->kl[p];
         k++;
     }
     ppl_diff r = {0};
-    if (!k) return r;
-    r.delta_nll = d / k;
-    r.delta_se = k > 1 ? sqrt(fmax(0, (d2 - k * r.delta_nll * r.delta_nll) / (k - 1)) / k) : 0;
-    r.max_abs = maxd;
-    r.same_top = (double)same / k;
-    r.rms_dp = sqrt(dp2 / k);
+    if (k) {
+        r.delta_nll = d / k;
+        r.delta_se = k > 1 ? sqrt(fmax(0, (d2 - k * r.delta_nll * r.delta_nll) / (k - 1)) / k) : 0;
+        r.max_abs = maxd;
+        r.same_top = (double)same / k;
+        r.rms_dp = sqrt(dp2 / k);
+        r.kl_mean = kl / k;
+        r.kl_se = k > 1 ? sqrt(fmax(0, (kl2 - k * r.kl_mean * r.kl_mean) / (k - 1)) / k) : 0;
+    }
+    if (k && kls) {
+        qsort(kls, (size_t)k, sizeof *kls, cmp_float);
+        r.kl_median = quantile(kls, k, 0.5);
+        r.kl_p99 = quantile(kls, k, 0.99);
+        r.kl_max = kls[k - 1];
+    }
+    free(kls);
     return r;
 }
 
@@ -245,10 +352,12 @@ static void print_json(const ppl_plan *pl, const ppl_setup *base, const ppl_scor
     printf("{\"tokens\": %d, \"scored\": %ld, \"windows\": %d, \"ctx\": %d, \"stride\": %d, \"setup\": \"%s\", \"nll\": %.6f, \"nll_stderr\": %.6f, "
            "\"ppl\": %.9g, \"ppl_stderr\": %.9g, \"seconds\": %.3f",
            pl->n, k, pl->windows, pl->ctx, pl->stride, base->name, nll, se, exp(nll), exp(nll) * se, s->seconds);
-    if (per_token) {
+    if (per_token) { /* [position, id, log-probability] (with --compare: and the variant's, and the KL divergence there) */
         printf(", \"token_logprobs\": [");
         for (int p = 0, c = 0; p < pl->n; p++)
-            if (s->scored[p]) printf("%s[%d, %d, %.6f]", c++ ? ", " : "", p, (int)pl->ids[p], s->lp[p]);
+            if (!s->scored[p]) continue;
+            else if (q) printf("%s[%d, %d, %.6f, %.6f, %.6g]", c++ ? ", " : "", p, (int)pl->ids[p], s->lp[p], q->lp[p], q->kl[p]);
+            else printf("%s[%d, %d, %.6f]", c++ ? ", " : "", p, (int)pl->ids[p], s->lp[p]);
         printf("]");
     }
     if (q) {
@@ -257,9 +366,10 @@ static void print_json(const ppl_plan *pl, const ppl_setup *base, const ppl_scor
         double qnll = nll_mean(q, pl->n, &qse, &qk);
         ppl_diff df = compare_scores(s, q, pl->n);
         printf(", \"compare\": {\"setup\": \"%s\", \"nll\": %.6f, \"ppl\": %.9g, \"ppl_stderr\": %.9g, \"seconds\": %.3f, \"ppl_ratio\": %.6f, "
-               "\"delta_nll\": %.6f, \"delta_nll_stderr\": %.6f, \"max_abs_delta_logprob\": %.6f, \"same_top\": %.6f, \"rms_delta_p\": %.6f}",
+               "\"delta_nll\": %.6f, \"delta_nll_stderr\": %.6f, \"max_abs_delta_logprob\": %.6f, \"same_top\": %.6f, \"rms_delta_p\": %.6f, "
+               "\"kl_mean\": %.6g, \"kl_stderr\": %.6g, \"kl_median\": %.6g, \"kl_p99\": %.6g, \"kl_max\": %.6g}",
                var->name, qnll, exp(qnll), exp(qnll) * qse, q->seconds, exp(qnll - nll), df.delta_nll, df.delta_se, df.max_abs, df.same_top,
-               df.rms_dp);
+               df.rms_dp, df.kl_mean, df.kl_se, df.kl_median, df.kl_p99, df.kl_max);
     }
     printf("}\n");
 }
@@ -284,6 +394,8 @@ static void print_summary(const ppl_plan *pl, const ppl_setup *base, const ppl_s
     printf("  %s against %s: PPL ratio %.5f, mean delta NLL %+.5f +/- %.5f nats (max |delta log-prob| %.4f), same top token %.2f%%, "
            "RMS delta p %.4f\n",
            var->name, base->name, exp(nll_mean(q, pl->n, &qse, &qk) - nll), df.delta_nll, df.delta_se, df.max_abs, 100.0 * df.same_top, df.rms_dp);
+    printf("  KL divergence of %s from %s: mean %.6g +/- %.2g, median %.6g, 99%% %.6g, max %.6g nats\n", var->name, base->name, df.kl_mean,
+           df.kl_se, df.kl_median, df.kl_p99, df.kl_max);
 }
 
 /* "bf16 weights, f32 products, f32 KV" style names for a setup. */
@@ -295,7 +407,7 @@ static const char *setup_name(const ppl_setup *su, char *buf, size_t len) {
 
 int pm_cmd_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *dir = NULL, *prompt = NULL, *prompt_file = NULL, *ids_list = NULL, *compare = NULL;
-    long ctx = 512, stride = 0, max_windows = 0, batch = 4;
+    long ctx = 512, stride = 0, max_windows = 0, batch = 0;
     int json = 0, per_token = 0, quiet = 0, rc = 0;
     ppl_setup base = {0}, var;
     for (int i = 1; i < argc && !rc; i++) {
@@ -328,6 +440,7 @@ int pm_cmd_perplexity(int argc, char **argv) {
     if (rc) return rc;
     if (!dir) return cli_fail(cmd, "missing -m MODEL_DIR");
     if (!stride) stride = ctx / 2 > 0 ? ctx / 2 : 1;
+    if (!batch) batch = compare ? 1 : 4;
     if (stride > ctx) return cli_fail(cmd, "--stride (%ld) must not exceed --ctx (%ld): tokens between windows would go unscored", stride, ctx);
     if (per_token && !json) return cli_fail(cmd, "--per-token needs --json");
     if (ids_list && (prompt || prompt_file)) return cli_fail(cmd, "give the text (-p / -f) or --ids, not both");
@@ -367,23 +480,25 @@ int pm_cmd_perplexity(int argc, char **argv) {
     }
     if (!rc && n < 2) rc = cli_fail(cmd, "the text has %d token%s: perplexity needs at least 2", n, n == 1 ? "" : "s");
     ppl_plan pl = {.ids = ids, .n = n, .ctx = (int)ctx, .stride = (int)stride, .batch = (int)batch, .quiet = quiet};
-    ppl_scores s = {0}, q = {0};
+    ppl_scores sc[2] = {{0}, {0}};
+    pm_model *ms[2] = {m, m};
+    int kv[2] = {base.kv_bf16, var.kv_bf16};
+    if (!rc && compare && memcmp(&var.lo, &base.lo, sizeof base.lo)) { /* a second load beside the first; a KV change shares it */
+        if (pm_model_load_opts(&ms[1], dir, &var.lo, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
+        else cli_compute_note(cmd, &var.lo, ms[1]);
+    }
     if (!rc) {
         plan_windows(&pl, max_windows);
-        if (score_all(m, &pl, base.kv_bf16, compare != NULL, base.name, &s, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
+        char label[160];
+        snprintf(label, sizeof label, "%s%s%s", base.name, compare ? " and " : "", compare ? var.name : "");
+        if (score_all(ms, kv, compare ? 2 : 1, &pl, compare != NULL, label, sc, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
     }
-    if (!rc && compare && memcmp(&var.lo, &base.lo, sizeof base.lo)) { /* another load; a KV change keeps this one */
-        pm_model_free(m);
-        m = NULL;
-        if (pm_model_load_opts(&m, dir, &var.lo, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
-        else cli_compute_note(cmd, &var.lo, m);
-    }
-    if (!rc && compare && score_all(m, &pl, var.kv_bf16, 1, var.name, &q, err, sizeof err)) rc = cli_fail(cmd, "%s", err);
+    if (ms[1] != m) pm_model_free(ms[1]);
     pm_model_free(m);
-    if (!rc && json) print_json(&pl, &base, &s, per_token, compare ? &var : NULL, compare ? &q : NULL);
-    else if (!rc) print_summary(&pl, &base, &s, compare ? &var : NULL, compare ? &q : NULL);
-    scores_free(&s);
-    scores_free(&q);
+    if (!rc && json) print_json(&pl, &base, &sc[0], per_token, compare ? &var : NULL, compare ? &sc[1] : NULL);
+    else if (!rc) print_summary(&pl, &base, &sc[0], compare ? &var : NULL, compare ? &sc[1] : NULL);
+    scores_free(&sc[0]);
+    scores_free(&sc[1]);
     free(ids);
     return rc;
 }
