@@ -9,7 +9,10 @@
 #    stride = ctx leaves each window's first token unscored; --max-windows stops early;
 #  - a text tokenized as `tokenize --raw` counts it; mean NLL = mean of the per-token entries;
 #  - --compare q8 / kv-bf16: the second pass's block, its delta NLL = its NLL - the first's, agreement
-#    within [0, 1], a change of some log-probability, not a large one;
+#    within [0, 1], a change of some log-probability, not a large one; the base scored in lockstep
+#    gives the numbers it gives alone; each position's KL divergence at least the two-outcome one
+#    (the text token against the rest: coarse-graining lowers KL), its mean, median, 99th
+#    percentile and largest those of the per-token list (the KL's arithmetic: test_sampler);
 #  - a text is tokenized as the tokenizer reads it (the shared encode vectors: added tokens whole, a
 #    media placeholder's spelling plain text, as Hugging Face's tokenizer(text));
 #  - bad input refused by name: an id outside the vocabulary, a one-token text, --stride > --ctx,
