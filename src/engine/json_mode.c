@@ -56,10 +56,13 @@ static int enum_complete(const pm_json_state *s) {
     return 0;
 }
 
+/* A number of a bounded integer (json_schema.h) ends only where its digits are in range. */
+static int number_in_range(const pm_json_state *s) { return !s->str || !s->str->pattern || pm_regex_accepts(s->str->pattern, s->rx); }
+
 int pm_json_done(const pm_json_state *s) {
     if (s->mode == M_DONE) return 1;
     if (s->depth) return 0;
-    return (s->mode == M_NUMBER && number_complete(s->sub)) || (s->mode == M_ENUM && enum_complete(s));
+    return (s->mode == M_NUMBER && number_complete(s->sub) && number_in_range(s)) || (s->mode == M_ENUM && enum_complete(s));
 }
 
 static int is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -128,7 +131,11 @@ static int value_start(pm_json_state *s, unsigned c) {
         s->mode = M_NUMBER;
         s->integer = n->kind == PM_JN_INTEGER;
         s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
-        return 0;
+        s->str = n->pattern ? n : NULL; /* a bounded integer: its digits through the range's DFA */
+        if (!s->str) return 0;
+        char ch = (char)c;
+        s->rx = pm_regex_feed(n->pattern, pm_regex_start(n->pattern), &ch, 1);
+        return s->rx ? 0 : -1;
     default: /* BOOL, NULL: the class of c chose it */
         s->mode = M_LITERAL;
         s->sub = (uint8_t)((c == 't' ? 0 : c == 'f' ? 1 : 2) * 8 + 1);
@@ -338,6 +345,11 @@ static int feed_byte(pm_json_state *s, unsigned c) {
     case M_NUMBER:
     case M_ENUM: {
         int r = s->mode == M_NUMBER ? number_byte(s, c) : enum_byte(s, c);
+        if (s->mode == M_NUMBER && s->str && s->str->pattern) { /* a bounded integer: a digit in range, an end where it is */
+            char ch = (char)c;
+            if (r == 0 && !(s->rx = pm_regex_feed(s->str->pattern, s->rx, &ch, 1))) return -1;
+            if (r == 1 && !number_in_range(s)) return -1;
+        }
         if (r <= 0) return r;
         if (s->mode == M_ENUM) pick_variant(s);
         after_value(s); /* it ended: the byte is the container's (nothing follows a whole value) */

@@ -32,7 +32,7 @@ typedef struct pm_json_frame {
 
 typedef struct pm_json_state {
     const pm_json_node *pending; /* the node of the value expected next */
-    const pm_json_node *str;     /* the string being read (its length limits), NULL for a key */
+    const pm_json_node *str;     /* the string being read (its length limits), NULL for a key; a bounded integer being read */
     uint64_t cand;               /* an enum's values or a listed object's keys still matching */
     uint32_t pos;                /* bytes of them matched */
     uint32_t chars;              /* characters of the string being read */
@@ -46,7 +46,7 @@ typedef struct pm_json_state {
     uint8_t ws;                  /* whitespace bytes in a row */
     uint8_t low;                 /* a \u escape of a high surrogate was read: its low half follows */
     uint16_t hex;                /* the \u escape's value so far */
-    int32_t rx;                  /* a string with a pattern: the DFA state of its text so far (regex.h) */
+    int32_t rx;                  /* a string with a pattern, a bounded integer: the DFA state of its text so far (regex.h) */
     pm_json_frame frames[PM_JSON_MAX_DEPTH];
 } pm_json_state;
 

@@ -3,6 +3,7 @@
 #include "json_schema.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,11 +84,16 @@ static const pm_json_node *compile(pm_json_schema *s, json_t *v, const char *pat
 /* A string's pattern (ECMAScript's, matched anywhere unless anchored: PM_REGEX_SEARCH), over what
  * JSON mode lets a string hold (PM_REGEX_JSON_TEXT; json_mode.c writes no \u escape in it), and
  * its lengths (intersected in), so that every state of it can still end within them. */
-static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, const char *path) {
-    if (!json_is_string(pat)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: pattern must be a string", path);
+static int pattern_room(pm_json_schema *s) {
     pm_regex **grown = realloc(s->patterns, sizeof *grown * (size_t)(s->n_patterns + 1));
     if (!grown) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema");
     s->patterns = grown;
+    return PM_OK;
+}
+
+static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, const char *path) {
+    if (!json_is_string(pat)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: pattern must be a string", path);
+    if (pattern_room(s)) return s->e->code;
     pm_regex *rx = NULL, *len = NULL, *both = NULL;
     pm_err pe = {0};
     const int flags = PM_REGEX_SEARCH | PM_REGEX_ECMA | PM_REGEX_JSON_TEXT;
@@ -119,6 +125,62 @@ static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, cons
     s->patterns[s->n_patterns++] = rx;
     t->pattern = rx;
     return PM_OK;
+}
+
+/* An integer's bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum: numbers; draft 4's
+ * boolean exclusives modify the plain ones) as the DFA of the integers between them, which JSON
+ * mode runs over the digits as it writes them (pm_regex_of_int_range). */
+static int compile_int_range(pm_json_schema *s, json_t *v, pm_json_node *t, const char *path) {
+    static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    long long lo = 0, hi = 0;
+    int has_lo = 0, has_hi = 0;
+    int excl_min = json_is_true(json_object_get(v, "exclusiveMinimum")), excl_max = json_is_true(json_object_get(v, "exclusiveMaximum"));
+    for (int i = 0; i < 4; i++) {
+        json_t *x = json_object_get(v, keys[i]);
+        if (!x || json_is_boolean(x)) {
+            if (x && !(i & 1)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must be a number", path, keys[i]);
+            continue;
+        }
+        if (!json_is_number(x)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must be a number", path, keys[i]);
+        double d = json_number_value(x);
+        if (!(d >= -1e18 && d <= 1e18))
+            return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: %s beyond +/-10^18 is not supported", path, keys[i]);
+        int exclusive = (i & 1) || (i == 0 && excl_min) || (i == 2 && excl_max);
+        /* the integers x >= d (x > d), x <= d (x < d) */
+        long long b = i < 2 ? (exclusive ? (long long)floor(d) + 1 : (long long)ceil(d)) : (exclusive ? (long long)ceil(d) - 1 : (long long)floor(d));
+        if (i < 2 && (!has_lo || b > lo)) lo = b, has_lo = 1;
+        if (i >= 2 && (!has_hi || b < hi)) hi = b, has_hi = 1;
+    }
+    pm_err pe = {0};
+    char *text = pm_regex_of_int_range(lo, has_lo, hi, has_hi, &pe);
+    pm_regex *rx = NULL;
+    if (text && !pattern_room(s)) pm_regex_compile(text, strlen(text), &rx, &pe);
+    free(text);
+    if (!rx) return s->e->code ? s->e->code : pm_errf(s->e, pe.code, "JSON schema at %s: integer bounds: %s", path, pe.msg);
+    if ((s->pattern_work += pm_regex_work(rx)) > PATTERN_WORK) {
+        pm_regex_free(rx);
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: its patterns' automata take too long to build together", path);
+    }
+    s->patterns[s->n_patterns++] = rx;
+    t->pattern = rx;
+    return PM_OK;
+}
+
+/* A list of types with integer in it but not number: the bounds hold for its integers. */
+static int integer_bounded(json_t *type) {
+    if (json_is_string(type)) return !strcmp(json_string_value(type), "integer");
+    int integer = 0, number = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(type, i, t) {
+        integer |= json_is_string(t) && !strcmp(json_string_value(t), "integer");
+        number |= json_is_string(t) && !strcmp(json_string_value(t), "number");
+    }
+    return integer && !number;
+}
+
+static int is_bound(const char *k) {
+    return !strcmp(k, "minimum") || !strcmp(k, "maximum") || !strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum");
 }
 
 static int is_refused(const char *k) {
@@ -367,7 +429,17 @@ static const pm_json_node *typed(pm_json_schema *s, json_t *v, const char *type,
         return t;
     }
     if (!strcmp(type, "number")) return &any_number;
-    if (!strcmp(type, "integer")) return &any_integer;
+    if (!strcmp(type, "integer")) {
+        const char *k;
+        json_t *x;
+        int bounded = 0;
+        json_object_foreach(v, k, x) bounded |= is_bound(k);
+        if (!bounded) return &any_integer;
+        pm_json_node *t = new_node(s, PM_JN_INTEGER);
+        if (!t) return NULL;
+        t->max_len = -1;
+        return compile_int_range(s, v, t, path) ? NULL : t;
+    }
     if (!strcmp(type, "boolean")) return &any_bool;
     if (!strcmp(type, "null")) return &any_null;
     return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: unknown type '%.40s'", path, type), NULL;
@@ -462,9 +534,11 @@ static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *
     json_t *x;
     json_t *ty = json_object_get(v, "type");
     int string_typed = json_is_string(ty) && !strcmp(json_string_value(ty), "string");
-    json_object_foreach(v, k, x) if (is_refused(k) && !(string_typed && !strcmp(k, "pattern")))
-        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: the keyword '%s' is not supported (JSON mode could not hold the answer to it)",
-                       path, k), NULL;
+    int bounds_held = integer_bounded(ty) && !json_object_get(v, "enum") && !json_object_get(v, "const");
+    json_object_foreach(v, k, x) if (is_refused(k) && !(string_typed && !strcmp(k, "pattern")) && !(bounds_held && is_bound(k)))
+        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: the keyword '%s' is not supported%s", path, k,
+                       is_bound(k) ? " beside a type other than integer (an integer's bounds are held; a number's are not)"
+                                   : " (JSON mode could not hold the answer to it)"), NULL;
     json_t *ref = json_object_get(v, "$ref"), *all = json_object_get(v, "allOf"), *type = json_object_get(v, "type");
     json_t *any = json_object_get(v, "anyOf") ? json_object_get(v, "anyOf") : json_object_get(v, "oneOf");
     if (json_object_get(v, "anyOf") && json_object_get(v, "oneOf"))

@@ -71,6 +71,10 @@ size_t pm_regex_work(const pm_regex *rx);
 /* The alternation of the literal strings choices[0, n) (vLLM's guided_choice), each escaped:
  * a NUL-terminated pattern to free(), or NULL (e set). */
 char *pm_regex_of_choices(const char *const *choices, int n, pm_err *e);
+/* The decimal integers x with lo <= x (when has_lo) and x <= hi (when has_hi) in JSON's canonical
+ * form (no '+', no leading zero, no "-0") as a pattern to free(), or NULL (e set: bounds beyond
+ * +/-10^18 are PM_EUNSUPPORTED, an empty range PM_EINVAL). regex_range.c. */
+char *pm_regex_of_int_range(long long lo, int has_lo, long long hi, int has_hi, pm_err *e);
 
 struct pm_tokenizer;
 /* The vocabulary as the mask reads it, built once per engine (immutable after): the usable tokens

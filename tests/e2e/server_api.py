@@ -545,10 +545,25 @@ def main():
     except ValueError:
         ok = False
     report("chat json_schema: a value of the schema, as the CLI's --json-schema", ok, "%s / %r" % (str(d)[:300], ref))
-    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}
+    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}
     st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=bad))
-    report("json_schema with minimum: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
-           and "minimum" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
+    report("json_schema with multipleOf: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
+           and "multipleOf" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
+    # an integer's bounds (Pydantic's Field(ge=, le=)): sampled answers are whole objects whose value lies in the range
+    rng = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": -5, "maximum": 12}, "m": {"type": "integer", "exclusiveMinimum": 100}}, "required": ["n", "m"]}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=rng, temperature=1.5, seed=11, n=4, max_tokens=60))
+    vals, ok = [], st == 200
+    for c in d.get("choices", []) if ok else []:
+        if c["finish_reason"] != "stop":  # cut by max_tokens (the random model writes much whitespace): a prefix
+            continue
+        try:
+            v = json.loads(c["message"]["content"])
+            vals.append((v["n"], v["m"]))
+            ok = ok and type(v["n"]) is int and -5 <= v["n"] <= 12 and type(v["m"]) is int and v["m"] > 100
+        except (ValueError, KeyError, TypeError):
+            ok = False
+    report("json_schema with an integer's minimum / maximum: sampled answers in range", ok and len(vals) >= 3, "%s %r %s" % (st, vals, str(d)[:300]))
     # vLLM's guided decoding: a choice is one of the list, as the CLI's --choice gives it, streamed the
     # same; sampled answers to a pattern are whole matches (Python's re judges), the first the CLI's
     # --regex with the same seed; /v1/completions takes structured_outputs; bad patterns, grammars: 400

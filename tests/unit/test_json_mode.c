@@ -208,6 +208,17 @@ static void test_schemas(void **state) {
         {"{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":\"^[0-9]{1,3}$\"}},"
          "\"required\":[\"code\"]}",
          {"{\"code\":\"123\"}", "{\"code\":\"7\"}"}, {"{\"code\":\"12"}, {"{\"code\":\"1234\"}", "{\"code\":\"12a\"}", "{\"code\":\"\"}"}},
+        /* an integer's bounds: the digits held to the range as they come, the end only inside it */
+        {"{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},\"required\":[\"age\"]}",
+         {"{\"age\":0}", "{\"age\":7}", "{\"age\":150}", "{\"age\":99 }"}, {"{\"age\":15", "{\"age\":1"},
+         {"{\"age\":151}", "{\"age\":-1}", "{\"age\":1500", "{\"age\":-0}", "{\"age\":00}", "{\"age\":1.5}", "{\"age\":2e1}"}},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":-3.5,\"exclusiveMaximum\":10}", {"-3", "0", "9"}, {"-"},
+         {"-4", "10", "-10", "100"}},
+        {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true}", {"6", "123456789012345678901234"}, {"1"}, {"5", "0", "-6"}},
+        {"{\"type\":[\"integer\",\"null\"],\"maximum\":-2}", {"-2", "-1000", "null"}, {"-"}, {"-1", "0", "5"}},
+        {"{\"type\":\"integer\",\"minimum\":10}", {"10", "99999999999999999999"}, {"1"}, {"9", "-10"}},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":10}}}", {"{\"n\":10}", "{\"n\":25 }"}, {"{\"n\":1"},
+         {"{\"n\":1}", "{\"n\":9 }", "{\"n\":2,"}}, /* a prefix of the range ended by what follows it */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pm_json_schema *sch = compile_ok(cases[i].schema);
@@ -233,6 +244,12 @@ static void test_schema_refusals(void **state) {
         {"{\"type\":\"string\",\"pattern\":\"^ab+$\",\"maxLength\":1}", "no string of the pattern has such a length"},
         {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":2000}", "above 1000"},
         {"{\"properties\":{\"a\":{\"minimum\":1}}}", "#/properties/a"},
+        {"{\"type\":\"number\",\"maximum\":1}", "a number's are not"},
+        {"{\"type\":[\"integer\",\"string\"],\"multipleOf\":2}", "'multipleOf'"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies between 5 and 4"},
+        {"{\"type\":\"integer\",\"minimum\":\"1\"}", "minimum must be a number"},
+        {"{\"type\":\"integer\",\"maximum\":1e19}", "beyond +/-10^18"},
+        {"{\"type\":\"integer\",\"minimum\":1,\"enum\":[1,2]}", "'minimum'"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"x\"]}]}", "both admit a string"},
         {"{\"type\":[\"integer\",\"number\"]}", "both admit a number"},
         {"{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\"}]}", "tell them apart"},
@@ -292,6 +309,9 @@ static void test_mask(void **state) {
     pm_json_schema *sch = compile_ok("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3},"
                                      "\"e\":{\"enum\":[\"ab\",\"abc\",5]},\"n\":{\"type\":\"number\"}},\"required\":[\"s\",\"e\"]}");
     pm_json_schema *num = compile_ok("{\"type\":\"integer\"}");
+    pm_json_schema *range = compile_ok("{\"type\":\"integer\",\"minimum\":-20,\"maximum\":35}");
+    pm_json_schema *age = compile_ok("{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
+                                     "\"n\":{\"type\":\"integer\"}}}");
     pm_json_schema *pat = compile_ok("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2}[0-9]+$\"},"
                                      "\"tag\":{\"type\":\"string\",\"pattern\":\"x\",\"maxLength\":6}}}");
     pm_json_schema *calls = compile_ok("{\"type\":\"array\",\"items\":{\"anyOf\":[{\"properties\":{\"name\":{\"const\":\"get\"},\"arguments\":"
@@ -318,6 +338,9 @@ static void test_mask(void **state) {
         {pm_json_schema_root(calls), "[{\"name\": \"get\", \"arguments\": {"},
         {pm_json_schema_root(pat), "{\"id\": \""}, {pm_json_schema_root(pat), "{\"id\": \"ab"}, {pm_json_schema_root(pat), "{\"id\": \"ab1"},
         {pm_json_schema_root(pat), "{\"tag\": \"ab"}, {pm_json_schema_root(pat), "{\"tag\": \"abcd"}, {pm_json_schema_root(pat), "{\"tag\": \"abcde"},
+        {pm_json_schema_root(range), ""}, {pm_json_schema_root(range), "3"}, {pm_json_schema_root(range), "-2"},
+        {pm_json_schema_root(range), "-"}, {pm_json_schema_root(age), "{\"age\": "}, {pm_json_schema_root(age), "{\"age\": 1"},
+        {pm_json_schema_root(age), "{\"age\": 15"}, {pm_json_schema_root(age), "{\"age\": 150, \"n\": 1"},
         {pm_json_any_object(), "{\"x\": {}}"},
     };
     size_t n_cases = sizeof cases / sizeof cases[0];
@@ -349,6 +372,8 @@ static void test_mask(void **state) {
     }
     pm_json_schema_free(sch);
     pm_json_schema_free(num);
+    pm_json_schema_free(range);
+    pm_json_schema_free(age);
     pm_json_schema_free(pat);
     pm_json_schema_free(calls);
     free(lg);

@@ -231,6 +231,67 @@ static void test_mask(void **state) {
     pm_tok_free(tok);
 }
 
+/* Integer ranges (pm_regex_of_int_range): for bounds on either side, one-sided and none, negative,
+ * zero and 18-digit ones, every integer near the bounds and near 0 and each power of ten's edges
+ * matches exactly when it lies in the range (the arithmetic is the oracle), in JSON's canonical
+ * form only; an empty range and bounds past 10^18 are refused. */
+static int range_case(long long lo, int has_lo, long long hi, int has_hi, long long x) {
+    return (!has_lo || x >= lo) && (!has_hi || x <= hi);
+}
+static void check_range(long long lo, int has_lo, long long hi, int has_hi) {
+    pm_err e = {0};
+    char *p = pm_regex_of_int_range(lo, has_lo, hi, has_hi, &e);
+    if (!p) fail_msg("range [%lld %d, %lld %d]: %s", lo, has_lo, hi, has_hi, e.msg);
+    pm_regex *rx = NULL;
+    if (pm_regex_compile(p, strlen(p), &rx, &e)) fail_msg("range pattern %s: %s", p, e.msg);
+    long long probe[4096];
+    int n = 0;
+    long long centers[3] = {lo, hi, 0};
+    for (int c = 0; c < 3; c++)
+        for (long long d = -120; d <= 120; d++) probe[n++] = centers[c] + d;
+    for (long long t = 1; t <= 100000000000000000LL; t *= 10) /* each power of ten's edges, both signs */
+        for (long long d = -2; d <= 2; d++) probe[n++] = t + d, probe[n++] = -(t + d);
+    for (int i = 0; i < n; i++) {
+        char s[32];
+        snprintf(s, sizeof s, "%lld", probe[i]);
+        int want = range_case(lo, has_lo, hi, has_hi, probe[i]);
+        if (pm_regex_fullmatch(rx, s, strlen(s)) != want)
+            fail_msg("range [%lld %d, %lld %d]: %s %s (pattern %s)", lo, has_lo, hi, has_hi, s, want ? "refused" : "taken", p);
+    }
+    /* never a non-canonical spelling */
+    const char *odd[] = {"", "-", "+1", "-0", "00", "01", "-01", "1.0", "1e2", " 1"};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) assert_false(pm_regex_fullmatch(rx, odd[i], strlen(odd[i])));
+    /* past 19 digits: only an open end takes them */
+    assert_int_equal(pm_regex_fullmatch(rx, "12345678901234567890", 20), !has_hi);
+    assert_int_equal(pm_regex_fullmatch(rx, "-12345678901234567890", 21), !has_lo);
+    pm_regex_free(rx);
+    free(p);
+}
+static void test_int_ranges(void **state) {
+    (void)state;
+    const long long b[] = {0, 1, 5, 9, 10, 13, 99, 100, 101, 123, 4567, 99999, 100000, 987654321, 999999999999999999LL, 1000000000000000000LL};
+    int nb = (int)(sizeof b / sizeof *b);
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < nb; j++)
+            for (int si = -1; si <= 1; si += 2)
+                for (int sj = -1; sj <= 1; sj += 2) {
+                    long long lo = si * b[i], hi = sj * b[j];
+                    if (lo <= hi) check_range(lo, 1, hi, 1);
+                }
+    for (int i = 0; i < nb; i++)
+        for (int si = -1; si <= 1; si += 2) {
+            check_range(si * b[i], 1, 0, 0);
+            check_range(0, 0, si * b[i], 1);
+        }
+    check_range(0, 0, 0, 0);
+    pm_err e = {0};
+    assert_null(pm_regex_of_int_range(5, 1, 4, 1, &e));
+    assert_int_equal(e.code, PM_EINVAL);
+    pm_err e2 = {0};
+    assert_null(pm_regex_of_int_range(0, 0, 1000000000000000001LL, 1, &e2));
+    assert_int_equal(e2.code, PM_EUNSUPPORTED);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fullmatch),
@@ -239,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_choices),
         cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_int_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
