@@ -127,36 +127,38 @@ static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, cons
     return PM_OK;
 }
 
-/* An integer's bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum: numbers; draft 4's
- * boolean exclusives modify the plain ones) as the DFA of the integers between them, which JSON
- * mode runs over the digits as it writes them (pm_regex_of_int_range). */
-static int compile_int_range(pm_json_schema *s, json_t *v, pm_json_node *t, const char *path) {
+/* A number's or an integer's bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum: numbers;
+ * draft 4's boolean exclusives modify the plain ones; the tighter of two on a side) as the DFA of the
+ * values between them, which JSON mode runs over the digits as it writes them: an integer's in JSON's
+ * form (pm_regex_of_int_range), a number's without an exponent (pm_regex_number_range). */
+static int compile_bounds(pm_json_schema *s, json_t *v, pm_json_node *t, int integer, const char *path) {
     static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
-    long long lo = 0, hi = 0;
-    int has_lo = 0, has_hi = 0;
+    double lo = 0, hi = 0;
+    int has_lo = 0, has_hi = 0, lo_x = 0, hi_x = 0;
     int excl_min = json_is_true(json_object_get(v, "exclusiveMinimum")), excl_max = json_is_true(json_object_get(v, "exclusiveMaximum"));
     for (int i = 0; i < 4; i++) {
         json_t *x = json_object_get(v, keys[i]);
-        if (!x || json_is_boolean(x)) {
-            if (x && !(i & 1)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must be a number", path, keys[i]);
-            continue;
-        }
+        if (!x || (json_is_boolean(x) && (i & 1))) continue;
         if (!json_is_number(x)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must be a number", path, keys[i]);
         double d = json_number_value(x);
         if (!(d >= -1e18 && d <= 1e18))
             return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: %s beyond +/-10^18 is not supported", path, keys[i]);
         int exclusive = (i & 1) || (i == 0 && excl_min) || (i == 2 && excl_max);
-        /* the integers x >= d (x > d), x <= d (x < d) */
-        long long b = i < 2 ? (exclusive ? (long long)floor(d) + 1 : (long long)ceil(d)) : (exclusive ? (long long)ceil(d) - 1 : (long long)floor(d));
-        if (i < 2 && (!has_lo || b > lo)) lo = b, has_lo = 1;
-        if (i >= 2 && (!has_hi || b < hi)) hi = b, has_hi = 1;
+        if (i < 2 && (!has_lo || d > lo || (d == lo && exclusive))) lo = d, lo_x = exclusive, has_lo = 1;
+        if (i >= 2 && (!has_hi || d < hi || (d == hi && exclusive))) hi = d, hi_x = exclusive, has_hi = 1;
     }
     pm_err pe = {0};
-    char *text = pm_regex_of_int_range(lo, has_lo, hi, has_hi, &pe);
     pm_regex *rx = NULL;
-    if (text && !pattern_room(s)) pm_regex_compile(text, strlen(text), &rx, &pe);
-    free(text);
-    if (!rx) return s->e->code ? s->e->code : pm_errf(s->e, pe.code, "JSON schema at %s: integer bounds: %s", path, pe.msg);
+    if (pattern_room(s)) return s->e->code;
+    if (integer) { /* the integers x >= lo (x > lo), x <= hi (x < hi) */
+        long long a = lo_x ? (long long)floor(lo) + 1 : (long long)ceil(lo), b = hi_x ? (long long)ceil(hi) - 1 : (long long)floor(hi);
+        char *text = pm_regex_of_int_range(a, has_lo, b, has_hi, &pe);
+        if (text) pm_regex_compile(text, strlen(text), &rx, &pe);
+        free(text);
+    } else {
+        pm_regex_number_range(lo, has_lo, lo_x, hi, has_hi, hi_x, &rx, &pe);
+    }
+    if (!rx) return pm_errf(s->e, pe.code, "JSON schema at %s: %s bounds: %s", path, integer ? "integer" : "number", pe.msg);
     if ((s->pattern_work += pm_regex_work(rx)) > PATTERN_WORK) {
         pm_regex_free(rx);
         return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: its patterns' automata take too long to build together", path);
@@ -166,9 +168,9 @@ static int compile_int_range(pm_json_schema *s, json_t *v, pm_json_node *t, cons
     return PM_OK;
 }
 
-/* A list of types with integer in it but not number: the bounds hold for its integers. */
-static int integer_bounded(json_t *type) {
-    if (json_is_string(type)) return !strcmp(json_string_value(type), "integer");
+/* A type (or a list of them) with one of integer and number: the bounds hold for its numbers. */
+static int bounds_typed(json_t *type) {
+    if (json_is_string(type)) return !strcmp(json_string_value(type), "integer") || !strcmp(json_string_value(type), "number");
     int integer = 0, number = 0;
     size_t i;
     json_t *t;
@@ -176,7 +178,7 @@ static int integer_bounded(json_t *type) {
         integer |= json_is_string(t) && !strcmp(json_string_value(t), "integer");
         number |= json_is_string(t) && !strcmp(json_string_value(t), "number");
     }
-    return integer && !number;
+    return integer != number;
 }
 
 static int is_bound(const char *k) {
@@ -428,17 +430,16 @@ static const pm_json_node *typed(pm_json_schema *s, json_t *v, const char *type,
         if (pat && compile_pattern(s, pat, t, path)) return NULL;
         return t;
     }
-    if (!strcmp(type, "number")) return &any_number;
-    if (!strcmp(type, "integer")) {
+    if (!strcmp(type, "number") || !strcmp(type, "integer")) {
+        int integer = type[0] == 'i', bounded = 0;
         const char *k;
         json_t *x;
-        int bounded = 0;
         json_object_foreach(v, k, x) bounded |= is_bound(k);
-        if (!bounded) return &any_integer;
-        pm_json_node *t = new_node(s, PM_JN_INTEGER);
+        if (!bounded) return integer ? &any_integer : &any_number;
+        pm_json_node *t = new_node(s, integer ? PM_JN_INTEGER : PM_JN_NUMBER);
         if (!t) return NULL;
         t->max_len = -1;
-        return compile_int_range(s, v, t, path) ? NULL : t;
+        return compile_bounds(s, v, t, integer, path) ? NULL : t;
     }
     if (!strcmp(type, "boolean")) return &any_bool;
     if (!strcmp(type, "null")) return &any_null;
@@ -534,10 +535,10 @@ static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *
     json_t *x;
     json_t *ty = json_object_get(v, "type");
     int string_typed = json_is_string(ty) && !strcmp(json_string_value(ty), "string");
-    int bounds_held = integer_bounded(ty) && !json_object_get(v, "enum") && !json_object_get(v, "const");
+    int bounds_held = bounds_typed(ty) && !json_object_get(v, "enum") && !json_object_get(v, "const");
     json_object_foreach(v, k, x) if (is_refused(k) && !(string_typed && !strcmp(k, "pattern")) && !(bounds_held && is_bound(k)))
         return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: the keyword '%s' is not supported%s", path, k,
-                       is_bound(k) ? " beside a type other than integer (an integer's bounds are held; a number's are not)"
+                       is_bound(k) ? " here (a number's or an integer's bounds are held, beside a type of one of them and no enum)"
                                    : " (JSON mode could not hold the answer to it)"), NULL;
     json_t *ref = json_object_get(v, "$ref"), *all = json_object_get(v, "allOf"), *type = json_object_get(v, "type");
     json_t *any = json_object_get(v, "anyOf") ? json_object_get(v, "anyOf") : json_object_get(v, "oneOf");

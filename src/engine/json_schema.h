@@ -13,14 +13,16 @@
  * minLength, maxLength (in characters; an escape counts one), pattern (of a "type": "string"
  * schema: ECMAScript's dialect as regex.h holds it, matched anywhere in the string's text, escapes
  * decoded, unless anchored; such a string is written without \u escapes; beside lengths up to
- * 1000), minimum / maximum / exclusiveMinimum / exclusiveMaximum of an integer (a DFA of the
- * integers between them over its digits: pm_regex_of_int_range; |bound| <= 10^18), enum, const,
+ * 1000), minimum / maximum / exclusiveMinimum / exclusiveMaximum of an integer or a number (a DFA
+ * of the values between them over its digits: pm_regex_of_int_range, pm_regex_number_range, a
+ * bounded number written without an exponent; |bound| <= 10^18), enum, const,
  * anyOf, oneOf, allOf of one schema, nullable, $ref into the same document ("#/$defs/X",
  * recursion included).
  * Annotations (title, description, default, examples, format, $schema, $id, ...) are read and
  * ignored. A keyword that would constrain what cannot be enforced here (pattern beside a type
- * other than string, minimum beside one other than integer, multipleOf, uniqueItems, prefixItems,
- * not, if, ...) is refused with its path, so an answer never silently breaks its schema. */
+ * other than string, minimum beside enum or a type other than integer or number, multipleOf,
+ * uniqueItems, prefixItems, not, if, ...) is refused with its path, so an answer never silently
+ * breaks its schema. */
 #ifndef PM_JSON_SCHEMA_H
 #define PM_JSON_SCHEMA_H
 
@@ -56,7 +58,7 @@ struct pm_json_node {
     int min_items, max_items;          /* max < 0: none */
     /* STRING */
     int min_len, max_len;              /* max < 0: none */
-    const struct pm_regex *pattern;    /* the text's pattern (search semantics; NULL: none); INTEGER: its bounds' digits (whole match) */
+    const struct pm_regex *pattern;    /* the text's pattern (search semantics; NULL: none); INTEGER, NUMBER: its bounds' digits (whole match) */
     /* ENUM: the values as compact JSON */
     int n_lits;
     const char **lit;

@@ -75,6 +75,12 @@ char *pm_regex_of_choices(const char *const *choices, int n, pm_err *e);
  * form (no '+', no leading zero, no "-0") as a pattern to free(), or NULL (e set: bounds beyond
  * +/-10^18 are PM_EUNSUPPORTED, an empty range PM_EINVAL). regex_range.c. */
 char *pm_regex_of_int_range(long long lo, int has_lo, long long hi, int has_hi, pm_err *e);
+/* The DFA of the decimal numbers x with lo <= x (lo < x when lo_exclusive; when has_lo) and x <= hi
+ * (x < hi; when has_hi), written without an exponent ([-]I[.F], I without leading zeros; "-0" only
+ * where 0 is taken): what a schema's bounds on a number hold JSON mode's digits to. A bound is taken
+ * as the shortest decimal that reads back as its double (0.1, not 0.1000000000000000055...); beyond
+ * +/-10^18 or finer than 10^-40: PM_EUNSUPPORTED; an empty range: PM_EINVAL. regex_range.c. */
+int pm_regex_number_range(double lo, int has_lo, int lo_exclusive, double hi, int has_hi, int hi_exclusive, pm_regex **out, pm_err *e);
 
 struct pm_tokenizer;
 /* The vocabulary as the mask reads it, built once per engine (immutable after): the usable tokens

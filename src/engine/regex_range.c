@@ -161,3 +161,164 @@ char *pm_regex_of_int_range(long long lo, int has_lo, long long hi, int has_hi, 
     }
     return o.p;
 }
+
+/* ---- decimal numbers (pm_regex_number_range) ---- */
+
+/* A bound as a plain decimal: sign, integer digits, fraction digits (no trailing zeros). */
+typedef struct decimal {
+    int neg;
+    long long ip;
+    char fp[48];
+} decimal;
+
+enum { MAX_FRACTION = 40 };
+
+/* The shortest decimal that reads back as d (what the schema's author wrote, for any they would),
+ * written out without an exponent. */
+static int decimal_of(double d, decimal *o, pm_err *e) {
+    if (!(d >= -1e18 && d <= 1e18)) return pm_errf(e, PM_EUNSUPPORTED, "number bounds beyond +/-10^18 are not supported");
+    char s[64];
+    int p = 1;
+    for (; p <= 17; p++) {
+        snprintf(s, sizeof s, "%.*e", p - 1, d);
+        if (strtod(s, NULL) == d) break;
+    }
+    /* s = [-]D.DDDDe[+-]XX: the digits and where the point goes */
+    memset(o, 0, sizeof *o);
+    const char *c = s;
+    if (*c == '-') o->neg = 1, c++;
+    char digits[24];
+    int n = 0;
+    for (; *c && *c != 'e'; c++)
+        if (*c != '.') digits[n++] = *c;
+    int exp10 = atoi(c + 1), point = exp10 + 1; /* digits before the point */
+    if (n - point > MAX_FRACTION) return pm_errf(e, PM_EUNSUPPORTED, "number bounds finer than 10^-%d are not supported", MAX_FRACTION);
+    for (int i = 0; i < point; i++) o->ip = o->ip * 10 + (i < n ? digits[i] - '0' : 0);
+    int f = 0;
+    for (int i = point < 0 ? point : 0; i < 0; i++) o->fp[f++] = '0';
+    for (int i = point > 0 ? point : 0; i < n; i++) o->fp[f++] = digits[i];
+    while (f > 0 && o->fp[f - 1] == '0') f--;
+    o->fp[f] = 0;
+    if (o->ip == 0 && !f) o->neg = 0; /* -0 is 0 */
+    return PM_OK;
+}
+
+enum { CMP_GE, CMP_GT, CMP_LE, CMP_LT };
+
+/* Fractions F (digits after the point, at least one) against cf (no trailing zeros, non-empty):
+ * at the first digit where they differ F's is larger (smaller), or F runs on past cf (GE, GT: with
+ * a digit above 0 for GT), or F is a prefix of cf followed by zeros (LE; LT: a proper one). */
+static void fraction_cmp(out_buf *o, const char *cf, int op) {
+    int n = (int)strlen(cf), k = 0, up = op == CMP_GE || op == CMP_GT;
+    char set[16];
+    put_char(o, '(');
+    for (int i = 0; i < n; i++) {
+        int d = cf[i] - '0';
+        if (up ? d == 9 : d == 0) continue;
+        if (k++) put_char(o, '|');
+        for (int j = 0; j < i; j++) put_char(o, cf[j]);
+        snprintf(set, sizeof set, up ? "[%d-9]" : "[0-%d]", up ? d + 1 : d - 1);
+        put(o, set);
+        put(o, "[0-9]*");
+    }
+    if (up) {
+        if (k++) put_char(o, '|');
+        put(o, cf);
+        put(o, op == CMP_GE ? "[0-9]*" : "[0-9]*[1-9][0-9]*");
+    } else {
+        for (int len = 1; len <= (op == CMP_LE ? n : n - 1); len++) {
+            if (k++) put_char(o, '|');
+            for (int j = 0; j < len; j++) put_char(o, cf[j]);
+            put(o, "0*");
+        }
+    }
+    put_char(o, ')');
+}
+
+#define ANY_FRACTION "(\\.[0-9]+)?"
+#define ANY_MAGNITUDE "(0|[1-9][0-9]*)(\\.[0-9]+)?"
+
+/* Magnitudes I(.F)? (I without leading zeros) against c (|c|). */
+static void magnitude_cmp(out_buf *o, const decimal *c, int op) {
+    char ip[24];
+    snprintf(ip, sizeof ip, "%lld", c->ip);
+    int k = 0, frac = c->fp[0] != 0;
+    put_char(o, '(');
+    if (op == CMP_GE || op == CMP_GT) { /* a larger integer part, any fraction */
+        put(o, "(");
+        magnitudes(o, c->ip + 1, -1, &k);
+        put(o, ")" ANY_FRACTION "|");
+        put(o, ip);
+        if (op == CMP_GE && !frac) put(o, ANY_FRACTION);
+        else if (!frac) put(o, "\\.0*[1-9][0-9]*");
+        else {
+            put(o, "\\.");
+            fraction_cmp(o, c->fp, op);
+        }
+    } else { /* a smaller integer part, any fraction; the same one with a fraction below (none below an
+              * integer c for LT: callers never ask for m < 0) */
+        int same = frac || op == CMP_LE;
+        if (c->ip > 0) {
+            put(o, "(");
+            magnitudes(o, 0, c->ip - 1, &k);
+            put(o, same ? ")" ANY_FRACTION "|" : ")" ANY_FRACTION);
+        }
+        if (same) put(o, ip);
+        if (same && !frac) put(o, "(\\.0+)?");
+        else if (same) {
+            put(o, "(\\.");
+            fraction_cmp(o, c->fp, op);
+            put(o, ")?");
+        }
+    }
+    put_char(o, ')');
+}
+
+/* The signed numbers x op c, as text without an exponent. */
+static void signed_cmp(out_buf *o, const decimal *c, int op) {
+    int up = op == CMP_GE || op == CMP_GT, zero = c->ip == 0 && !c->fp[0];
+    if (up && !c->neg) magnitude_cmp(o, c, op); /* x >= c >= 0: no sign */
+    else if (up) {                                /* x >= c < 0: any non-negative, or -m with m <= |c| */
+        put(o, "(" ANY_MAGNITUDE "|-");
+        magnitude_cmp(o, c, op == CMP_GE ? CMP_LE : CMP_LT);
+        put_char(o, ')');
+    } else if (!c->neg && !(op == CMP_LT && zero)) { /* x <= c >= 0: any negative, or m <= c */
+        put(o, "(-" ANY_MAGNITUDE "|");
+        magnitude_cmp(o, c, op);
+        put_char(o, ')');
+    } else { /* x <= c < 0 (x < 0): -m with m >= |c| (m > |c|) */
+        put_char(o, '-');
+        magnitude_cmp(o, c, op == CMP_LE ? CMP_GE : CMP_GT);
+    }
+}
+
+static int compile_side(const decimal *c, int op, pm_regex **out, pm_err *e) {
+    out_buf o = {malloc(RANGE_CAP), 0, RANGE_CAP, 0};
+    if (!o.p) return pm_errf(e, PM_ENOMEM, "out of memory for a number range's pattern");
+    o.p[0] = 0;
+    signed_cmp(&o, c, op);
+    int rc = o.full ? pm_errf(e, PM_ESTATE, "a number range's pattern outgrew %d bytes", RANGE_CAP)
+                    : pm_regex_compile(o.p, o.n, out, e);
+    free(o.p);
+    return rc;
+}
+
+int pm_regex_number_range(double lo, int has_lo, int lo_exclusive, double hi, int has_hi, int hi_exclusive, pm_regex **out, pm_err *e) {
+    *out = NULL;
+    decimal a, b;
+    if ((has_lo && decimal_of(lo, &a, e)) || (has_hi && decimal_of(hi, &b, e))) return e->code;
+    if (has_lo && has_hi && (lo > hi || (lo == hi && (lo_exclusive || hi_exclusive))))
+        return pm_errf(e, PM_EINVAL, "no number lies between %.17g and %.17g", lo, hi);
+    pm_regex *x = NULL, *y = NULL;
+    if (has_lo && compile_side(&a, lo_exclusive ? CMP_GT : CMP_GE, &x, e)) return e->code;
+    if (has_hi && compile_side(&b, hi_exclusive ? CMP_LT : CMP_LE, &y, e)) {
+        pm_regex_free(x);
+        return e->code;
+    }
+    if (x && y) {
+        pm_regex_intersect(x, y, out, e);
+        pm_regex_free(x);
+        pm_regex_free(y);
+    } else *out = x ? x : y;
+    return e->code;
+}

@@ -549,21 +549,23 @@ def main():
     st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=bad))
     report("json_schema with multipleOf: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
            and "multipleOf" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
-    # an integer's bounds (Pydantic's Field(ge=, le=)): sampled answers are whole objects whose value lies in the range
+    # bounds (Pydantic's Field(ge=, le=)): sampled answers are whole objects whose values lie in their ranges
     rng = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object", "properties": {
-        "n": {"type": "integer", "minimum": -5, "maximum": 12}, "m": {"type": "integer", "exclusiveMinimum": 100}}, "required": ["n", "m"]}}}
-    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=rng, temperature=1.5, seed=11, n=4, max_tokens=60))
+        "n": {"type": "integer", "minimum": -5, "maximum": 12}, "m": {"type": "integer", "exclusiveMinimum": 100},
+        "p": {"type": "number", "minimum": 0, "exclusiveMaximum": 0.5}}, "required": ["n", "m", "p"]}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=rng, temperature=1.5, seed=11, n=4, max_tokens=80))
     vals, ok = [], st == 200
     for c in d.get("choices", []) if ok else []:
         if c["finish_reason"] != "stop":  # cut by max_tokens (the random model writes much whitespace): a prefix
             continue
         try:
             v = json.loads(c["message"]["content"])
-            vals.append((v["n"], v["m"]))
-            ok = ok and type(v["n"]) is int and -5 <= v["n"] <= 12 and type(v["m"]) is int and v["m"] > 100
+            vals.append((v["n"], v["m"], v["p"]))
+            ok = ok and type(v["n"]) is int and -5 <= v["n"] <= 12 and type(v["m"]) is int and v["m"] > 100 \
+                and type(v["p"]) in (int, float) and 0 <= v["p"] < 0.5
         except (ValueError, KeyError, TypeError):
             ok = False
-    report("json_schema with an integer's minimum / maximum: sampled answers in range", ok and len(vals) >= 3, "%s %r %s" % (st, vals, str(d)[:300]))
+    report("json_schema with an integer's and a number's minimum / maximum: sampled answers in range", ok and len(vals) >= 2, "%s %r %s" % (st, vals, str(d)[:300]))
     # vLLM's guided decoding: a choice is one of the list, as the CLI's --choice gives it, streamed the
     # same; sampled answers to a pattern are whole matches (Python's re judges), the first the CLI's
     # --regex with the same seed; /v1/completions takes structured_outputs; bad patterns, grammars: 400

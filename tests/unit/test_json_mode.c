@@ -217,6 +217,12 @@ static void test_schemas(void **state) {
         {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true}", {"6", "123456789012345678901234"}, {"1"}, {"5", "0", "-6"}},
         {"{\"type\":[\"integer\",\"null\"],\"maximum\":-2}", {"-2", "-1000", "null"}, {"-"}, {"-1", "0", "5"}},
         {"{\"type\":\"integer\",\"minimum\":10}", {"10", "99999999999999999999"}, {"1"}, {"9", "-10"}},
+        /* a number's bounds: written without an exponent, the digits held to the range */
+        {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", {"0", "1", "0.5", "1.000", "0.999"}, {"0.", "1."},
+         {"1.5", "-0.1", "2", "1e0", "0.5e1", "1.0001", "10"}},
+        {"{\"type\":\"object\",\"properties\":{\"p\":{\"type\":[\"number\",\"null\"],\"exclusiveMinimum\":0,\"exclusiveMaximum\":2.5}}}",
+         {"{\"p\":0.001}", "{\"p\":2.49}", "{\"p\":null}", "{\"p\":1}"}, {"{\"p\":0.0", "{\"p\":2"},
+         {"{\"p\":0}", "{\"p\":0.0}", "{\"p\":2.5}", "{\"p\":-1}", "{\"p\":3}", "{\"p\":2.50}"}},
         {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":10}}}", {"{\"n\":10}", "{\"n\":25 }"}, {"{\"n\":1"},
          {"{\"n\":1}", "{\"n\":9 }", "{\"n\":2,"}}, /* a prefix of the range ended by what follows it */
     };
@@ -244,7 +250,9 @@ static void test_schema_refusals(void **state) {
         {"{\"type\":\"string\",\"pattern\":\"^ab+$\",\"maxLength\":1}", "no string of the pattern has such a length"},
         {"{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":2000}", "above 1000"},
         {"{\"properties\":{\"a\":{\"minimum\":1}}}", "#/properties/a"},
-        {"{\"type\":\"number\",\"maximum\":1}", "a number's are not"},
+        {"{\"type\":\"number\",\"maximum\":1,\"enum\":[1]}", "'maximum' is not supported here"},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":1,\"maximum\":1}", "no number lies between 1 and 1"},
+        {"{\"type\":\"number\",\"minimum\":1e-50}", "finer than 10^-40"},
         {"{\"type\":[\"integer\",\"string\"],\"multipleOf\":2}", "'multipleOf'"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies between 5 and 4"},
         {"{\"type\":\"integer\",\"minimum\":\"1\"}", "minimum must be a number"},
@@ -310,6 +318,7 @@ static void test_mask(void **state) {
                                      "\"e\":{\"enum\":[\"ab\",\"abc\",5]},\"n\":{\"type\":\"number\"}},\"required\":[\"s\",\"e\"]}");
     pm_json_schema *num = compile_ok("{\"type\":\"integer\"}");
     pm_json_schema *range = compile_ok("{\"type\":\"integer\",\"minimum\":-20,\"maximum\":35}");
+    pm_json_schema *prob = compile_ok("{\"type\":\"number\",\"minimum\":0,\"exclusiveMaximum\":0.75}");
     pm_json_schema *age = compile_ok("{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
                                      "\"n\":{\"type\":\"integer\"}}}");
     pm_json_schema *pat = compile_ok("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2}[0-9]+$\"},"
@@ -340,6 +349,7 @@ static void test_mask(void **state) {
         {pm_json_schema_root(pat), "{\"tag\": \"ab"}, {pm_json_schema_root(pat), "{\"tag\": \"abcd"}, {pm_json_schema_root(pat), "{\"tag\": \"abcde"},
         {pm_json_schema_root(range), ""}, {pm_json_schema_root(range), "3"}, {pm_json_schema_root(range), "-2"},
         {pm_json_schema_root(range), "-"}, {pm_json_schema_root(age), "{\"age\": "}, {pm_json_schema_root(age), "{\"age\": 1"},
+        {pm_json_schema_root(prob), ""}, {pm_json_schema_root(prob), "0"}, {pm_json_schema_root(prob), "0."}, {pm_json_schema_root(prob), "0.7"},
         {pm_json_schema_root(age), "{\"age\": 15"}, {pm_json_schema_root(age), "{\"age\": 150, \"n\": 1"},
         {pm_json_any_object(), "{\"x\": {}}"},
     };
@@ -373,6 +383,7 @@ static void test_mask(void **state) {
     pm_json_schema_free(sch);
     pm_json_schema_free(num);
     pm_json_schema_free(range);
+    pm_json_schema_free(prob);
     pm_json_schema_free(age);
     pm_json_schema_free(pat);
     pm_json_schema_free(calls);

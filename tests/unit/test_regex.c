@@ -292,6 +292,98 @@ static void test_int_ranges(void **state) {
     assert_int_equal(e2.code, PM_EUNSUPPORTED);
 }
 
+/* Number ranges (pm_regex_number_range): random bounds of a few digits (either side, exclusive or
+ * not, negative, zero, fractions) against numbers written near them and elsewhere; the oracle is
+ * strtod's order (exact for these short decimals): a plain decimal matches exactly when it lies in
+ * the range ("-0" forms: never out of it), an exponent, a leading zero or a bare point never. */
+static uint64_t rng_state = 88172645463325252ULL;
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double random_bound(char *text) {
+    static const char *const ints[] = {"0", "1", "2", "9", "10", "12", "99", "100", "150", "1000"};
+    static const char *const fracs[] = {"", ".5", ".25", ".05", ".001", ".9", ".99", ".1", ".125", ".75"};
+    sprintf(text, "%s%s%s", rng_next() % 3 == 0 ? "-" : "", ints[rng_next() % 10], fracs[rng_next() % 10]);
+    return strtod(text, NULL);
+}
+static void candidate(const char *near, char *out) {
+    static const char *const tails[] = {"", "0", "1", "5", "9", "00", "01", "49", "51", "999"};
+    switch (rng_next() % 4) {
+    case 0: /* the bound itself, and small changes of its last digits */
+        sprintf(out, "%s%s", near, strchr(near, '.') ? tails[rng_next() % 10] : "");
+        break;
+    case 1: { /* another integer part */
+        long long v = (long long)(rng_next() % 2001) - 1000;
+        sprintf(out, "%lld", v);
+        if (rng_next() % 2) sprintf(out + strlen(out), ".%s", tails[1 + rng_next() % 9]);
+        break;
+    }
+    case 2: { /* a digit of the bound changed */
+        strcpy(out, near);
+        size_t n = strlen(out), at = rng_next() % n;
+        if (out[at] >= '0' && out[at] <= '9') out[at] = (char)('0' + rng_next() % 10);
+        break;
+    }
+    default: /* near zero */
+        sprintf(out, "%s0.%s", rng_next() % 2 ? "-" : "", tails[1 + rng_next() % 9]);
+    }
+}
+static int canonical(const char *x) {
+    const char *c = x + (*x == '-');
+    if (!(*c >= '0' && *c <= '9') || (*c == '0' && c[1] >= '0' && c[1] <= '9')) return 0;
+    while (*c >= '0' && *c <= '9') c++;
+    if (*c == '.') {
+        if (!(c[1] >= '0' && c[1] <= '9')) return 0;
+        for (c++; *c >= '0' && *c <= '9';) c++;
+    }
+    return *c == 0;
+}
+static void test_number_ranges(void **state) {
+    (void)state;
+    for (int t = 0; t < 400; t++) {
+        char ls[32], hs[32];
+        double lo = random_bound(ls), hi = random_bound(hs);
+        int has_lo = rng_next() % 4 != 0, has_hi = rng_next() % 4 != 0, lx = rng_next() % 2, hx = rng_next() % 2;
+        if (!has_lo && !has_hi) has_lo = 1;
+        if (has_lo && has_hi && (lo > hi || (lo == hi && (lx || hx)))) {
+            pm_err e = {0};
+            pm_regex *none = NULL;
+            assert_int_equal(pm_regex_number_range(lo, 1, lx, hi, 1, hx, &none, &e), PM_EINVAL);
+            continue;
+        }
+        pm_regex *rx = NULL;
+        pm_err e = {0};
+        if (pm_regex_number_range(lo, has_lo, lx, hi, has_hi, hx, &rx, &e)) fail_msg("[%s, %s]: %s", ls, hs, e.msg);
+        for (int k = 0; k < 300; k++) {
+            char x[64];
+            candidate(k % 2 ? ls : hs, x);
+            double v = strtod(x, NULL);
+            int in = (!has_lo || (lx ? v > lo : v >= lo)) && (!has_hi || (hx ? v < hi : v <= hi));
+            int neg_zero = x[0] == '-' && v == 0, got = pm_regex_fullmatch(rx, x, strlen(x));
+            int want = canonical(x) && in;
+            if (neg_zero ? got && !want : got != want)
+                fail_msg("%s%s, %s%s: '%s' %s", lx ? "(" : "[", has_lo ? ls : "-inf", has_hi ? hs : "inf", hx ? ")" : "]", x,
+                         got ? "taken" : "refused");
+        }
+        const char *never[] = {"1e2", "-1e-2", "01", "1.", ".5", "+1", "", "-"};
+        for (size_t i = 0; i < sizeof never / sizeof *never; i++) assert_false(pm_regex_fullmatch(rx, never[i], strlen(never[i])));
+        pm_regex_free(rx);
+    }
+    /* the shortest decimal of a bound: 0.1 takes "0.1", not only 0.1000000000000000055... and above */
+    pm_regex *rx = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_regex_number_range(0.1, 1, 0, 0.3, 1, 0, &rx, &e), 0);
+    assert_true(pm_regex_fullmatch(rx, "0.1", 3) && pm_regex_fullmatch(rx, "0.3", 3) && pm_regex_fullmatch(rx, "0.30000", 7));
+    assert_false(pm_regex_fullmatch(rx, "0.30001", 7) || pm_regex_fullmatch(rx, "0.09", 4));
+    pm_regex_free(rx);
+    assert_int_equal(pm_regex_number_range(1e-5, 1, 0, 0, 0, 0, &rx, &e), 0);
+    assert_true(pm_regex_fullmatch(rx, "0.00001", 7) && !pm_regex_fullmatch(rx, "0.000009", 8));
+    pm_regex_free(rx);
+    pm_err e2 = {0};
+    assert_int_equal(pm_regex_number_range(0, 0, 0, 2e18, 1, 0, &rx, &e2), PM_EUNSUPPORTED);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fullmatch),
@@ -301,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_choices),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_int_ranges),
+        cmocka_unit_test(test_number_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
