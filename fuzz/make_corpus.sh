@@ -248,6 +248,8 @@ put("json_schema", "object", '{"a": [1, -2.5e+3, true, null, {"b": "\\u00e9\\uD8
 put("json_schema", "bad_schema", b'{"type": "string", "pattern": "x(?=y)"}\x00"x"')
 put("json_schema", "pattern", b'{"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]{2}\\\\d+$"}}}\x00{"id": "ab12"}')
 put("json_schema", "pattern_len", b'{"type": "string", "pattern": "ok|no", "minLength": 2, "maxLength": 9}\x00"xxokxx"')
+put("json_schema", "int_bounds", b'{"type": "object", "properties": {"n": {"type": "integer", "minimum": -20, "exclusiveMaximum": 150}}}\x00{"n": 149}')
+put("json_schema", "number_bounds", b'{"type": ["number", "null"], "exclusiveMinimum": -0.25, "maximum": 12.125}\x00-0.1')
 
 # -- regex: "pattern NUL text"
 for i, (p, t) in enumerate([(r"\d{3}-[a-z]{2,4}( ok)?", "123-ab ok"), (r"(red|green|dark blue)", "dark b"),
