@@ -81,9 +81,6 @@ static void *alloc(pm_json_schema *s, size_t n) {
 
 static const pm_json_node *compile(pm_json_schema *s, json_t *v, const char *path);
 
-/* A string's pattern (ECMAScript's, matched anywhere unless anchored: PM_REGEX_SEARCH), over what
- * JSON mode lets a string hold (PM_REGEX_JSON_TEXT; json_mode.c writes no \u escape in it), and
- * its lengths (intersected in), so that every state of it can still end within them. */
 static int pattern_room(pm_json_schema *s) {
     pm_regex **grown = realloc(s->patterns, sizeof *grown * (size_t)(s->n_patterns + 1));
     if (!grown) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema");
@@ -91,14 +88,61 @@ static int pattern_room(pm_json_schema *s) {
     return PM_OK;
 }
 
-static int compile_pattern(pm_json_schema *s, json_t *pat, pm_json_node *t, const char *path) {
-    if (!json_is_string(pat)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: pattern must be a string", path);
+/* The string formats held (JSON Schema's, RFC 3339 and the like), each as the part of it every
+ * common validator takes: dates of years 0001-9999 and real days (no February 29), times with an
+ * offset and at most 6 fraction digits (Python's datetime), an e-mail address of dot-separated
+ * atoms and a domain with a letters-only top level, labels of at most 63 characters. Other
+ * formats (uri, ipv6, duration, ...) stay annotations. */
+#define FMT_YEAR "([1-9][0-9]{3}|0([1-9][0-9]{2}|0([1-9][0-9]|0[1-9])))"
+#define FMT_DATE FMT_YEAR "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
+#define FMT_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+#define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+#define FMT_OCTET "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+static const char *format_pattern(const char *format) {
+    static const char *const formats[][2] = {
+        {"date", "^" FMT_DATE "$"},
+        {"time", "^" FMT_TIME "$"},
+        {"date-time", "^" FMT_DATE "T" FMT_TIME "$"},
+        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+        {"ipv4", "^(" FMT_OCTET "\\.){3}" FMT_OCTET "$"},
+        {"hostname", "^" FMT_LABEL "(\\." FMT_LABEL ")*$"},
+        {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@(" FMT_LABEL "\\.)+[A-Za-z]{2,63}$"},
+    };
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (!strcmp(format, formats[i][0])) return formats[i][1];
+    return NULL;
+}
+
+/* A string's pattern (ECMAScript's, matched anywhere unless anchored: PM_REGEX_SEARCH) and its
+ * format's (format_pattern; NULL: none), over what JSON mode lets a string hold (PM_REGEX_JSON_TEXT;
+ * json_mode.c writes no \u escape in it), and its lengths (intersected in), so that every state of
+ * it can still end within them. */
+static int compile_pattern(pm_json_schema *s, json_t *pat, const char *format, pm_json_node *t, const char *path) {
+    if (pat && !json_is_string(pat)) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: pattern must be a string", path);
     if (pattern_room(s)) return s->e->code;
     pm_regex *rx = NULL, *len = NULL, *both = NULL;
     pm_err pe = {0};
     const int flags = PM_REGEX_SEARCH | PM_REGEX_ECMA | PM_REGEX_JSON_TEXT;
-    if (pm_regex_compile_flags(json_string_value(pat), json_string_length(pat), flags, &rx, &pe))
+    if (pat && pm_regex_compile_flags(json_string_value(pat), json_string_length(pat), flags, &rx, &pe))
         return pm_errf(s->e, pe.code, "JSON schema at %s: pattern: %s", path, pe.msg);
+    const char *fp = format ? format_pattern(format) : NULL;
+    if (fp) {
+        pm_regex *fx = NULL;
+        int rc = pm_regex_compile_flags(fp, strlen(fp), flags, &fx, &pe);
+        if (!rc && rx) { /* both the pattern and the format */
+            rc = pm_regex_intersect(rx, fx, &both, &pe);
+            pm_regex_free(fx);
+            fx = both;
+            both = NULL;
+        }
+        pm_regex_free(rx);
+        rx = fx;
+        if (rc) {
+            pm_regex_free(rx);
+            return pm_errf(s->e, pe.code, "JSON schema at %s: format '%s'%s: %s", path, format, pat ? " beside its pattern" : "",
+                           strstr(pe.msg, "no text") ? "no string is both" : pe.msg);
+        }
+    }
     if ((s->pattern_work += pm_regex_work(rx)) > PATTERN_WORK) {
         pm_regex_free(rx);
         return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: its patterns' automata take too long to build together (fewer or simpler "
@@ -421,13 +465,14 @@ static const pm_json_node *typed(pm_json_schema *s, json_t *v, const char *type,
         return a ? compile_array(s, v, a, path) : NULL;
     }
     if (!strcmp(type, "string")) {
-        json_t *pat = json_object_get(v, "pattern");
-        if (!json_object_get(v, "minLength") && !json_object_get(v, "maxLength") && !pat) return &any_string;
+        json_t *pat = json_object_get(v, "pattern"), *fmt = json_object_get(v, "format");
+        const char *format = json_is_string(fmt) && format_pattern(json_string_value(fmt)) ? json_string_value(fmt) : NULL;
+        if (!json_object_get(v, "minLength") && !json_object_get(v, "maxLength") && !pat && !format) return &any_string;
         pm_json_node *t = new_node(s, PM_JN_STRING);
         if (!t || get_count(s, v, "minLength", &t->min_len, path) || get_count(s, v, "maxLength", &t->max_len, path)) return NULL;
         if (t->max_len >= 0 && t->max_len < t->min_len)
             return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: maxLength below minLength", path), NULL;
-        if (pat && compile_pattern(s, pat, t, path)) return NULL;
+        if ((pat || format) && compile_pattern(s, pat, format, t, path)) return NULL;
         return t;
     }
     if (!strcmp(type, "number") || !strcmp(type, "integer")) {

@@ -17,6 +17,8 @@ every loop is bounded. Writes the CLI's reference outputs to --expected for the 
 """
 import argparse
 import base64
+import datetime
+import ipaddress
 import http.client
 import json
 import random
@@ -28,6 +30,7 @@ import tempfile
 import sys
 import threading
 import time
+import uuid
 
 TIMEOUT = 120
 results = []
@@ -567,6 +570,22 @@ def main():
             ok = False
     report("json_schema with an integer's and a number's minimum / maximum: sampled answers in range", ok and len(vals) >= 2, "%s %r %s" % (st, vals, str(d)[:300]))
     # vLLM's guided decoding: a choice is one of the list, as the CLI's --choice gives it, streamed the
+    # formats: sampled answers that Python's own parsers take (datetime, uuid, ipaddress)
+    fm = {"type": "json_schema", "json_schema": {"name": "f", "schema": {"type": "object", "properties": {
+        "when": {"type": "string", "format": "date-time"}, "id": {"type": "string", "format": "uuid"},
+        "ip": {"type": "string", "format": "ipv4"}}, "required": ["when", "id", "ip"]}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=fm, temperature=1.5, seed=5, n=4, max_tokens=160))
+    got, ok = [], st == 200
+    for c in d.get("choices", []) if ok else []:
+        if c["finish_reason"] != "stop":
+            continue
+        try:
+            v = json.loads(c["message"]["content"])
+            got.append(v)
+            datetime.datetime.fromisoformat(v["when"]), uuid.UUID(v["id"]), ipaddress.IPv4Address(v["ip"])
+        except (ValueError, KeyError, TypeError):
+            ok = False
+    report("json_schema formats date-time, uuid, ipv4: sampled answers Python's parsers take", ok and len(got) >= 2, "%s %r %s" % (st, got, str(d)[:300]))
     # same; sampled answers to a pattern are whole matches (Python's re judges), the first the CLI's
     # --regex with the same seed; /v1/completions takes structured_outputs; bad patterns, grammars: 400
     colours = ["red", "green", "dark blue", "blue"]
