@@ -98,6 +98,12 @@ static int pattern_room(pm_json_schema *s) {
 #define FMT_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 #define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 #define FMT_OCTET "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+/* ISO 8601 durations: P, then years / months / days (or weeks), then T and hours / minutes /
+ * seconds, at least one part in all and one after a T */
+#define FMT_N "[0-9]+"
+#define FMT_SECS FMT_N "(\\.[0-9]+)?S"
+#define FMT_DPART "(" FMT_N "Y(" FMT_N "M)?(" FMT_N "D)?|" FMT_N "M(" FMT_N "D)?|" FMT_N "D|" FMT_N "W)"
+#define FMT_TPART "T(" FMT_N "H(" FMT_N "M)?(" FMT_SECS ")?|" FMT_N "M(" FMT_SECS ")?|" FMT_SECS ")"
 static const char *format_pattern(const char *format) {
     static const char *const formats[][2] = {
         {"date", "^" FMT_DATE "$"},
@@ -107,6 +113,7 @@ static const char *format_pattern(const char *format) {
         {"ipv4", "^(" FMT_OCTET "\\.){3}" FMT_OCTET "$"},
         {"hostname", "^" FMT_LABEL "(\\." FMT_LABEL ")*$"},
         {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@(" FMT_LABEL "\\.)+[A-Za-z]{2,63}$"},
+        {"duration", "^P(" FMT_DPART "(" FMT_TPART ")?|" FMT_TPART ")$"},
     };
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (!strcmp(format, formats[i][0])) return formats[i][1];

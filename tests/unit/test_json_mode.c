@@ -234,6 +234,8 @@ static void test_schemas(void **state) {
          {"\"-a.com\"", "\"a-.com\"", "\"a..b\"", "\"example.co.uk\""}},
         {"{\"type\":\"string\",\"format\":\"uuid\",\"pattern\":\"^0\"}", {"\"0a3e4567-e89b-12d3-a456-426614174000\""}, {"\"0"},
          {"\"1a3e4567-e89b-12d3-a456-426614174000\""}},
+        {"{\"type\":\"string\",\"format\":\"duration\"}", {"\"P1D\"", "\"PT0.5S\"", "\"P1Y2M3DT4H5M6.7S\"", "\"P2W\"", "\"PT36H\""},
+         {"\"P", "\"P1DT"}, {"\"P\"", "\"PT\"", "\"P1DT\"", "\"P1H\"", "\"1D\"", "\"P1D2Y\""}},
         {"{\"type\":\"string\",\"format\":\"uri\"}", {"\"anything\"", "\"\""}, {"\"x"}, {"1"}}, /* an annotation still */
         /* a number's bounds: written without an exponent, the digits held to the range */
         {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", {"0", "1", "0.5", "1.000", "0.999"}, {"0.", "1."},
