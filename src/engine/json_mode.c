@@ -93,6 +93,9 @@ static int may_close(const pm_json_frame *f) {
     return 1;
 }
 
+/* The schema of an array's item at index i: a tuple's position, then the items'. */
+static const pm_json_node *item_node(const pm_json_node *a, int i) { return i < a->n_prefix ? a->prefix[i] : a->items; }
+
 static int pop(pm_json_state *s, unsigned c) {
     if (!s->depth) return -1;
     pm_json_frame *f = top(s);
@@ -382,7 +385,8 @@ static int feed_byte(pm_json_state *s, unsigned c) {
         return 0;
     case M_ARR_FIRST:
         if (c == ']') return pop(s, c);
-        s->pending = top(s)->node->items;
+        if (!top(s)->node->max_items) return -1; /* maxItems 0 */
+        s->pending = item_node(top(s)->node, 0);
         return value_start(s, c);
     case M_VALUE:
         return value_start(s, c);
@@ -392,7 +396,7 @@ static int feed_byte(pm_json_state *s, unsigned c) {
         if (c != ',') return pop(s, c);
         if (n->kind == PM_JN_ARRAY) {
             if (n->max_items >= 0 && f->count >= n->max_items) return -1;
-            s->pending = n->items;
+            s->pending = item_node(n, f->count);
             s->mode = M_VALUE;
             return 0;
         }

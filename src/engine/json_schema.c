@@ -239,7 +239,7 @@ static int is_bound(const char *k) {
 static int is_refused(const char *k) {
     static const char *const names[] = {"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
                                         "patternProperties", "propertyNames", "minProperties", "maxProperties", "uniqueItems",
-                                        "contains", "minContains", "maxContains", "prefixItems", "additionalItems", "not", "if",
+                                        "contains", "minContains", "maxContains", "not", "if",
                                         "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
                                         "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -446,14 +446,31 @@ static const pm_json_node *compile_object(pm_json_schema *s, json_t *v, pm_json_
     return o;
 }
 
+/* An array: its items' schema, a tuple's positions first (prefixItems; or items as a list, with
+ * additionalItems for the rest: the older spelling), false for no more items than those. */
 static const pm_json_node *compile_array(pm_json_schema *s, json_t *v, pm_json_node *a, const char *path) {
     char sub[MAX_PATH];
-    json_t *items = json_object_get(v, "items");
-    if (items && json_is_array(items))
-        return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: items as a list (tuples) is not supported", path), NULL;
-    snprintf(sub, sizeof sub, "%s/items", path);
-    a->items = items ? compile(s, items, sub) : &any_node;
+    json_t *items = json_object_get(v, "items"), *prefix = json_object_get(v, "prefixItems");
+    const char *prefix_key = "prefixItems", *rest_key = "items";
+    if (json_is_array(items)) { /* the older tuple: items a list, additionalItems the rest */
+        if (prefix) return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: items as a list beside prefixItems", path), NULL;
+        prefix = items, prefix_key = "items";
+        items = json_object_get(v, "additionalItems"), rest_key = "additionalItems";
+    } else if (json_object_get(v, "additionalItems"))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: additionalItems goes with items as a list", path), NULL;
+    if (prefix && (!json_is_array(prefix) || json_array_size(prefix) > PM_JSON_MAX_PROPS))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: %s must be a list of at most %d schemas", path, prefix_key, PM_JSON_MAX_PROPS), NULL;
+    a->n_prefix = prefix ? (int)json_array_size(prefix) : 0;
+    if (a->n_prefix && !(a->prefix = alloc(s, sizeof *a->prefix * (size_t)a->n_prefix))) return NULL;
+    for (int i = 0; i < a->n_prefix; i++) {
+        snprintf(sub, sizeof sub, "%s/%s/%d", path, prefix_key, i);
+        if (!(a->prefix[i] = compile(s, json_array_get(prefix, (size_t)i), sub))) return NULL;
+    }
+    snprintf(sub, sizeof sub, "%s/%s", path, rest_key);
+    int closed = json_is_false(items); /* no items past the tuple's */
+    a->items = items && !closed ? compile(s, items, sub) : &any_node;
     if (!a->items || get_count(s, v, "minItems", &a->min_items, path) || get_count(s, v, "maxItems", &a->max_items, path)) return NULL;
+    if (closed && (a->max_items < 0 || a->max_items > a->n_prefix)) a->max_items = a->n_prefix;
     if (a->max_items >= 0 && a->max_items < a->min_items)
         return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: maxItems below minItems", path), NULL;
     return a;

@@ -9,7 +9,8 @@
  *     that list first the same required property with const / enum values of their own (a
  *     discriminated union: that value picks the branch);
  *   - enum / const: the values written compactly, byte for byte.
- * Enforced: type, properties, required, additionalProperties, items, minItems, maxItems,
+ * Enforced: type, properties, required, additionalProperties, items, prefixItems (and items as a
+ * list with additionalItems, the older spelling of tuples), minItems, maxItems,
  * minLength, maxLength (in characters; an escape counts one), pattern (of a "type": "string"
  * schema: ECMAScript's dialect as regex.h holds it, matched anywhere in the string's text, escapes
  * decoded, unless anchored; such a string is written without \u escapes; beside lengths up to
@@ -20,9 +21,10 @@
  * recursion included).
  * format of a string: date, time, date-time, duration, uuid, ipv4, hostname, email (the part of each
  * validators take: json_schema.c's format_pattern, held as a pattern); other formats, like the
- * annotations (title, description, default, examples, $schema, $id, ...), are read and ignored. A keyword that would constrain what cannot be enforced here (pattern beside a type
+ * annotations (title, description, default, examples, $schema, $id, ...), are read and ignored.
+ * A keyword that would constrain what cannot be enforced here (pattern beside a type
  * other than string, minimum beside enum or a type other than integer or number, multipleOf,
- * uniqueItems, prefixItems, not, if, ...) is refused with its path, so an answer never silently
+ * uniqueItems, contains, not, if, ...) is refused with its path, so an answer never silently
  * breaks its schema. */
 #ifndef PM_JSON_SCHEMA_H
 #define PM_JSON_SCHEMA_H
@@ -54,8 +56,10 @@ struct pm_json_node {
     /* OBJECT of a discriminated union: its one listed property's value (an ENUM) picks, by the
      * literal it matched, the object the rest of the value follows (NULL: not one) */
     const pm_json_node **variant;
-    /* ARRAY */
+    /* ARRAY: item i follows prefix[i] while i < n_prefix (a tuple's), then items */
     const pm_json_node *items;
+    const pm_json_node **prefix;
+    int n_prefix;
     int min_items, max_items;          /* max < 0: none */
     /* STRING */
     int min_len, max_len;              /* max < 0: none */
