@@ -92,7 +92,7 @@ static int pattern_room(pm_json_schema *s) {
  * common validator takes: dates of years 0001-9999 and real days (no February 29), times with an
  * offset and at most 6 fraction digits (Python's datetime), an e-mail address of dot-separated
  * atoms and a domain with a letters-only top level, labels of at most 63 characters. Other
- * formats (uri, ipv6, duration, ...) stay annotations. */
+ * formats (uri, ipv6, ...) stay annotations. */
 #define FMT_YEAR "([1-9][0-9]{3}|0([1-9][0-9]{2}|0([1-9][0-9]|0[1-9])))"
 #define FMT_DATE FMT_YEAR "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
 #define FMT_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
