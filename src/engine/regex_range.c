@@ -1,33 +1,31 @@
-/* regex_range.c — the decimal integers of a range as a regular expression (pm_regex_of_int_range,
- * regex.h): what a JSON schema's minimum / maximum on an integer become, so that JSON mode holds
- * the digits to the range as it writes them.
+/* regex_range.c — ranges of numbers as regular expressions (regex.h): what a JSON schema's
+ * minimum / maximum become, so that JSON mode holds the digits to the range as it writes them.
  *
- * The canonical forms only (JSON's: no '+', no leading zero, no "-0"). A range of magnitudes
- * [a, b] splits by digit count; each count's [lo, hi] (same length) is written digit by digit:
- * equal leading digits are literals, and where they differ the rest is lo's tail up to all nines,
- * the digits strictly between with any tail, and hi's tail down from all zeros. */
+ * Integers (pm_regex_of_int_range), in JSON's canonical forms only (no '+', no leading zero, no
+ * "-0"): a range of magnitudes [a, b] splits by digit count; each count's [lo, hi] (same length)
+ * is written digit by digit: equal leading digits are literals, and where they differ the rest is
+ * lo's tail up to all nines, the digits strictly between with any tail, and hi's tail down from
+ * all zeros. Numbers (pm_regex_number_range), written without an exponent: each side of the range
+ * on its own (integer parts through the integer ranges, fractions compared digit by digit), the
+ * two DFAs intersected. */
 #include "engine/regex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { RANGE_MAX_DIGITS = 19, RANGE_CAP = 1 << 14 };
+#include "tok/utf8.h"
 
+enum { RANGE_MAX_DIGITS = 19 };
+
+/* The pattern being written; the first failure stays in e (pm_err keeps it) and stops the rest. */
 typedef struct out_buf {
-    char *p;
-    size_t n, cap;
-    int full;
+    pm_buf b;
+    pm_err *e;
 } out_buf;
 
 static void put(out_buf *o, const char *s) {
-    size_t k = strlen(s);
-    if (o->n + k + 1 > o->cap) {
-        o->full = 1;
-        return;
-    }
-    memcpy(o->p + o->n, s, k + 1);
-    o->n += k;
+    if (!o->e->code) pm_buf_put(&o->b, s, strlen(s), o->e);
 }
 
 static void put_char(out_buf *o, char c) {
@@ -132,12 +130,7 @@ char *pm_regex_of_int_range(long long lo, int has_lo, long long hi, int has_hi, 
         pm_errf(e, PM_EINVAL, "no integer lies between %lld and %lld", lo, hi);
         return NULL;
     }
-    out_buf o = {malloc(RANGE_CAP), 0, RANGE_CAP, 0};
-    if (!o.p) {
-        pm_errf(e, PM_ENOMEM, "out of memory for an integer range's pattern");
-        return NULL;
-    }
-    o.p[0] = 0;
+    out_buf o = {{0}, e};
     int k = 0;
     put_char(&o, '(');
     if (!has_lo || lo < 0) { /* the negatives: '-' and a magnitude of at least 1 */
@@ -154,12 +147,10 @@ char *pm_regex_of_int_range(long long lo, int has_lo, long long hi, int has_hi, 
         magnitudes(&o, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1, &j);
     }
     put_char(&o, ')');
-    if (o.full) {
-        free(o.p);
-        pm_errf(e, PM_ESTATE, "an integer range's pattern outgrew %d bytes", RANGE_CAP);
-        return NULL;
-    }
-    return o.p;
+    char *p = NULL;
+    if (!e->code) pm_buf_take(&o.b, &p, NULL, e);
+    pm_buf_free(&o.b);
+    return p;
 }
 
 /* ---- decimal numbers (pm_regex_number_range) ---- */
@@ -293,14 +284,11 @@ static void signed_cmp(out_buf *o, const decimal *c, int op) {
 }
 
 static int compile_side(const decimal *c, int op, pm_regex **out, pm_err *e) {
-    out_buf o = {malloc(RANGE_CAP), 0, RANGE_CAP, 0};
-    if (!o.p) return pm_errf(e, PM_ENOMEM, "out of memory for a number range's pattern");
-    o.p[0] = 0;
+    out_buf o = {{0}, e};
     signed_cmp(&o, c, op);
-    int rc = o.full ? pm_errf(e, PM_ESTATE, "a number range's pattern outgrew %d bytes", RANGE_CAP)
-                    : pm_regex_compile(o.p, o.n, out, e);
-    free(o.p);
-    return rc;
+    if (!e->code) pm_regex_compile(o.b.p, o.b.len, out, e);
+    pm_buf_free(&o.b);
+    return e->code;
 }
 
 int pm_regex_number_range(double lo, int has_lo, int lo_exclusive, double hi, int has_hi, int hi_exclusive, pm_regex **out, pm_err *e) {
