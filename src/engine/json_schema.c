@@ -92,12 +92,17 @@ static int pattern_room(pm_json_schema *s) {
  * common validator takes: dates of years 0001-9999 and real days (no February 29), times with an
  * offset and at most 6 fraction digits (Python's datetime), an e-mail address of dot-separated
  * atoms and a domain with a letters-only top level, labels of at most 63 characters. Other
- * formats (uri, ipv6, ...) stay annotations. */
+ * formats (ipv6, uri-reference, ...) stay annotations. */
 #define FMT_YEAR "([1-9][0-9]{3}|0([1-9][0-9]{2}|0([1-9][0-9]|0[1-9])))"
 #define FMT_DATE FMT_YEAR "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
 #define FMT_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 #define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 #define FMT_OCTET "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+/* a URI: http(s) only, a host name with a dot and a letters-only top level or an IPv4 address, a
+ * port, then path, query and fragment of RFC 3986's characters (a percent sign only as %XX) */
+#define FMT_PCHAR "(%[0-9A-Fa-f]{2}|[A-Za-z0-9._~!$&'()*+,;=:@-])"
+#define FMT_URI "https?://((" FMT_LABEL "\\.)+[A-Za-z]{2,63}|(" FMT_OCTET "\\.){3}" FMT_OCTET ")(:[0-9]{1,5})?(/" FMT_PCHAR "*)*" \
+                "(\\?(" FMT_PCHAR "|[/?])*)?(#(" FMT_PCHAR "|[/?])*)?"
 /* ISO 8601 durations: P, then years / months / days (or weeks), then T and hours / minutes /
  * seconds, at least one part in all and one after a T */
 #define FMT_N "[0-9]+"
@@ -114,6 +119,7 @@ static const char *format_pattern(const char *format) {
         {"hostname", "^" FMT_LABEL "(\\." FMT_LABEL ")*$"},
         {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@(" FMT_LABEL "\\.)+[A-Za-z]{2,63}$"},
         {"duration", "^P(" FMT_DPART "(" FMT_TPART ")?|" FMT_TPART ")$"},
+        {"uri", "^" FMT_URI "$"},
     };
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (!strcmp(format, formats[i][0])) return formats[i][1];

@@ -246,7 +246,10 @@ static void test_schemas(void **state) {
          {"\"1a3e4567-e89b-12d3-a456-426614174000\""}},
         {"{\"type\":\"string\",\"format\":\"duration\"}", {"\"P1D\"", "\"PT0.5S\"", "\"P1Y2M3DT4H5M6.7S\"", "\"P2W\"", "\"PT36H\""},
          {"\"P", "\"P1DT"}, {"\"P\"", "\"PT\"", "\"P1DT\"", "\"P1H\"", "\"1D\"", "\"P1D2Y\""}},
-        {"{\"type\":\"string\",\"format\":\"uri\"}", {"\"anything\"", "\"\""}, {"\"x"}, {"1"}}, /* an annotation still */
+        {"{\"type\":\"string\",\"format\":\"uri\"}",
+         {"\"https://example.com\"", "\"http://a.b.io:8080/p/q%20r?x=1&y=/z#top\"", "\"https://10.0.0.1/\"", "\"https://x.org/a(b)\""},
+         {"\"https://example.com:"}, {"\"ftp://x.org\"", "\"https://localhost/\"", "\"https://x.org/a b\"", "\"https://x.org/%zz\"", "\"x.org\""}},
+        {"{\"type\":\"string\",\"format\":\"ipv6\"}", {"\"anything\"", "\"\""}, {"\"x"}, {"1"}}, /* an annotation still */
         /* a number's bounds: written without an exponent, the digits held to the range */
         {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", {"0", "1", "0.5", "1.000", "0.999"}, {"0.", "1."},
          {"1.5", "-0.1", "2", "1e0", "0.5e1", "1.0001", "10"}},
