@@ -92,12 +92,17 @@ static int pattern_room(pm_json_schema *s) {
  * common validator takes: dates of years 0001-9999 and real days (no February 29), times with an
  * offset and at most 6 fraction digits (Python's datetime), an e-mail address of dot-separated
  * atoms and a domain with a letters-only top level, labels of at most 63 characters. Other
- * formats (ipv6, uri-reference, ...) stay annotations. */
+ * formats (uri-reference, iri, ...) stay annotations. */
 #define FMT_YEAR "([1-9][0-9]{3}|0([1-9][0-9]{2}|0([1-9][0-9]|0[1-9])))"
 #define FMT_DATE FMT_YEAR "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
 #define FMT_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 #define FMT_LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 #define FMT_OCTET "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+/* IPv6: eight groups, or fewer around one "::" (no embedded IPv4, no zone) */
+#define FMT_H16 "[0-9a-fA-F]{1,4}"
+#define FMT_IPV6 "((" FMT_H16 ":){7}" FMT_H16 "|(" FMT_H16 ":){1,7}:|(" FMT_H16 ":){1,6}:" FMT_H16 "|(" FMT_H16 ":){1,5}(:" FMT_H16 "){1,2}|" \
+                 "(" FMT_H16 ":){1,4}(:" FMT_H16 "){1,3}|(" FMT_H16 ":){1,3}(:" FMT_H16 "){1,4}|(" FMT_H16 ":){1,2}(:" FMT_H16 "){1,5}|" \
+                 FMT_H16 ":(:" FMT_H16 "){1,6}|:((:" FMT_H16 "){1,7}|:))"
 /* a URI: http(s) only, a host name with a dot and a letters-only top level or an IPv4 address, a
  * port, then path, query and fragment of RFC 3986's characters (a percent sign only as %XX) */
 #define FMT_PCHAR "(%[0-9A-Fa-f]{2}|[A-Za-z0-9._~!$&'()*+,;=:@-])"
@@ -120,6 +125,7 @@ static const char *format_pattern(const char *format) {
         {"email", "^[A-Za-z0-9_%+-]+(\\.[A-Za-z0-9_%+-]+)*@(" FMT_LABEL "\\.)+[A-Za-z]{2,63}$"},
         {"duration", "^P(" FMT_DPART "(" FMT_TPART ")?|" FMT_TPART ")$"},
         {"uri", "^" FMT_URI "$"},
+        {"ipv6", "^" FMT_IPV6 "$"},
     };
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (!strcmp(format, formats[i][0])) return formats[i][1];

@@ -19,7 +19,7 @@
  * bounded number written without an exponent; |bound| <= 10^18), enum, const,
  * anyOf, oneOf, allOf of one schema, nullable, $ref into the same document ("#/$defs/X",
  * recursion included).
- * format of a string: date, time, date-time, duration, uuid, ipv4, hostname, email, uri (the part of each
+ * format of a string: date, time, date-time, duration, uuid, ipv4, ipv6, hostname, email, uri (the part of each
  * validators take: json_schema.c's format_pattern, held as a pattern); other formats, like the
  * annotations (title, description, default, examples, $schema, $id, ...), are read and ignored.
  * A keyword that would constrain what cannot be enforced here (pattern beside a type

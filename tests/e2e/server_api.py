@@ -573,8 +573,8 @@ def main():
     # formats: sampled answers that Python's own parsers take (datetime, uuid, ipaddress)
     fm = {"type": "json_schema", "json_schema": {"name": "f", "schema": {"type": "object", "properties": {
         "when": {"type": "string", "format": "date-time"}, "id": {"type": "string", "format": "uuid"},
-        "ip": {"type": "string", "format": "ipv4"}}, "required": ["when", "id", "ip"]}}}
-    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=fm, temperature=1.5, seed=5, n=4, max_tokens=160))
+        "ip": {"type": "string", "format": "ipv4"}, "ip6": {"type": "string", "format": "ipv6"}}, "required": ["when", "id", "ip", "ip6"]}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=fm, temperature=1.5, seed=5, n=4, max_tokens=200))
     got, ok = [], st == 200
     for c in d.get("choices", []) if ok else []:
         if c["finish_reason"] != "stop":
@@ -582,10 +582,10 @@ def main():
         try:
             v = json.loads(c["message"]["content"])
             got.append(v)
-            datetime.datetime.fromisoformat(v["when"]), uuid.UUID(v["id"]), ipaddress.IPv4Address(v["ip"])
+            datetime.datetime.fromisoformat(v["when"]), uuid.UUID(v["id"]), ipaddress.IPv4Address(v["ip"]), ipaddress.IPv6Address(v["ip6"])
         except (ValueError, KeyError, TypeError):
             ok = False
-    report("json_schema formats date-time, uuid, ipv4: sampled answers Python's parsers take", ok and len(got) >= 2, "%s %r %s" % (st, got, str(d)[:300]))
+    report("json_schema formats date-time, uuid, ipv4, ipv6: sampled answers Python's parsers take", ok and len(got) >= 2, "%s %r %s" % (st, got, str(d)[:300]))
     # same; sampled answers to a pattern are whole matches (Python's re judges), the first the CLI's
     # --regex with the same seed; /v1/completions takes structured_outputs; bad patterns, grammars: 400
     colours = ["red", "green", "dark blue", "blue"]

@@ -249,7 +249,9 @@ static void test_schemas(void **state) {
         {"{\"type\":\"string\",\"format\":\"uri\"}",
          {"\"https://example.com\"", "\"http://a.b.io:8080/p/q%20r?x=1&y=/z#top\"", "\"https://10.0.0.1/\"", "\"https://x.org/a(b)\""},
          {"\"https://example.com:"}, {"\"ftp://x.org\"", "\"https://localhost/\"", "\"https://x.org/a b\"", "\"https://x.org/%zz\"", "\"x.org\""}},
-        {"{\"type\":\"string\",\"format\":\"ipv6\"}", {"\"anything\"", "\"\""}, {"\"x"}, {"1"}}, /* an annotation still */
+        {"{\"type\":\"string\",\"format\":\"ipv6\"}", {"\"::\"", "\"::1\"", "\"2001:db8::1\"", "\"1:2:3:4:5:6:7:8\"", "\"fe80::a:b\"", "\"1::\""},
+         {"\"2001:"}, {"\"1:2:3:4:5:6:7:8:9\"", "\":::1\"", "\"1::2::3\"", "\"12345::1\"", "\"g::1\"", "\"1:2:3:4:5:6:7\""}},
+        {"{\"type\":\"string\",\"format\":\"iri\"}", {"\"anything\"", "\"\""}, {"\"x"}, {"1"}}, /* an annotation still */
         /* a number's bounds: written without an exponent, the digits held to the range */
         {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", {"0", "1", "0.5", "1.000", "0.999"}, {"0.", "1."},
          {"1.5", "-0.1", "2", "1e0", "0.5e1", "1.0001", "10"}},
