@@ -56,8 +56,14 @@ static int enum_complete(const pm_json_state *s) {
     return 0;
 }
 
-/* A number of a bounded integer (json_schema.h) ends only where its digits are in range. */
+/* A bounded number or integer (json_schema.h) ends only where its digits are in range... */
 static int number_in_range(const pm_json_state *s) { return !s->str || !s->str->pattern || pm_regex_accepts(s->str->pattern, s->rx); }
+
+/* ... and takes a byte only where its range's DFA goes on (-1: no number of the range follows). */
+static int range_feed(pm_json_state *s, unsigned c) {
+    char ch = (char)c;
+    return (s->rx = pm_regex_feed(s->str->pattern, s->rx, &ch, 1)) ? 0 : -1;
+}
 
 int pm_json_done(const pm_json_state *s) {
     if (s->mode == M_DONE) return 1;
@@ -134,11 +140,10 @@ static int value_start(pm_json_state *s, unsigned c) {
         s->mode = M_NUMBER;
         s->integer = n->kind == PM_JN_INTEGER;
         s->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
-        s->str = n->pattern ? n : NULL; /* a bounded integer: its digits through the range's DFA */
+        s->str = n->pattern ? n : NULL; /* a bounded one: its digits through the range's DFA */
         if (!s->str) return 0;
-        char ch = (char)c;
-        s->rx = pm_regex_feed(n->pattern, pm_regex_start(n->pattern), &ch, 1);
-        return s->rx ? 0 : -1;
+        s->rx = pm_regex_start(n->pattern);
+        return range_feed(s, c);
     default: /* BOOL, NULL: the class of c chose it */
         s->mode = M_LITERAL;
         s->sub = (uint8_t)((c == 't' ? 0 : c == 'f' ? 1 : 2) * 8 + 1);
@@ -348,9 +353,8 @@ static int feed_byte(pm_json_state *s, unsigned c) {
     case M_NUMBER:
     case M_ENUM: {
         int r = s->mode == M_NUMBER ? number_byte(s, c) : enum_byte(s, c);
-        if (s->mode == M_NUMBER && s->str && s->str->pattern) { /* a bounded integer: a digit in range, an end where it is */
-            char ch = (char)c;
-            if (r == 0 && !(s->rx = pm_regex_feed(s->str->pattern, s->rx, &ch, 1))) return -1;
+        if (s->mode == M_NUMBER && s->str && s->str->pattern) { /* a bounded number: a digit in range, an end where it is */
+            if (r == 0 && range_feed(s, c)) return -1;
             if (r == 1 && !number_in_range(s)) return -1;
         }
         if (r <= 0) return r;

@@ -14,6 +14,9 @@ enum { PROMPT_LP_ROWS = 16 };
 
 int64_t pm_prompt_lp_bytes(int n_prompt, int top) { return (int64_t)n_prompt * (1 + top) * (int64_t)sizeof(pm_logprob); }
 
+/* Positions [1, this] need no score: before from (row p - 1 scores position p). */
+static int unscored(int from) { return from > 1 ? from - 1 : 0; }
+
 int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, int from, pm_err *e) {
     memset(lp, 0, sizeof *lp);
     if (from < 0) from = 0;
@@ -28,7 +31,7 @@ int pm_prompt_lp_init(pm_prompt_lp *lp, int n_prompt, int top, int from, pm_err 
     lp->n_prompt = n_prompt;
     lp->top = top;
     lp->from = from;
-    lp->scored = from > 1 ? from - 1 : 0; /* row p - 1 scores position p: rows before from - 1 need no lm_head */
+    lp->scored = unscored(from); /* their rows need no lm_head */
     return PM_OK;
 }
 
@@ -49,7 +52,7 @@ int pm_prompt_lp_rows_skippable(const pm_prompt_lp *lp, int n_prompt) {
     return pm_prompt_lp_pending(lp) ? lp->scored : n_prompt - 1;
 }
 
-int pm_prompt_lp_started(const pm_prompt_lp *lp) { return lp->chosen && lp->scored > (lp->from > 1 ? lp->from - 1 : 0); }
+int pm_prompt_lp_started(const pm_prompt_lp *lp) { return lp->chosen && lp->scored > unscored(lp->from); }
 
 int pm_prompt_lp_score(pm_prompt_lp *lp, const pm_llm *llm, const float *normed, int p0, int n, const int32_t *ids, const pm_callbacks *cb,
                        pm_err *e) {
