@@ -8,9 +8,12 @@
  * (ASCII: [0-9], [A-Za-z0-9_], [ \t\n\v\f\r]), escapes `\n \t \r \f \v \a \0 \xHH \uHHHH
  * \UHHHHHHHH` and escaped punctuation, groups `(...)`, `(?:...)`, `(?P<name>...)`, `(?<name>...)`,
  * alternation, and the quantifiers `* + ? {n} {n,} {,m} {n,m}` (lazy ones too: the set of whole
- * matches is the same). The whole output must match (as vLLM holds it), so `^` / `\A` at the very
- * start and `$` / `\Z` at the very end are accepted and change nothing. Refused with the byte
- * where they stand: back-references, lookaround, word boundaries, inline flags, possessive
+ * matches is the same), and inline flags i (ASCII letters either case, as re.IGNORECASE with
+ * re.ASCII), s (`.` takes line ends too) and m (nothing to change here) scoped to a group,
+ * `(?i:...)`, `(?-i:...)`, or for the whole pattern at its start, `(?i)`. The whole output must match
+ * (as vLLM holds it), so `^` / `\A` at the very start and `$` / `\Z` at the very end are accepted
+ * and change nothing. Refused with the byte where they stand: back-references, lookaround, word
+ * boundaries, the inline flags x, a, u, L, possessive
  * quantifiers, anchors elsewhere, counts above PM_REGEX_MAX_REPEAT, and a pattern whose automaton
  * outgrows PM_REGEX_MAX_NFA / PM_REGEX_MAX_DFA states or takes longer than PM_REGEX_MAX_WORK steps to
  * build (say so rather than hold an answer loosely, or stall the thread that compiles it). */

@@ -18,6 +18,8 @@ typedef struct parser {
     int depth;
     int ecma; /* PM_REGEX_ECMA: ECMAScript's `.` and `\s` */
     pm_err *e;
+    int icase, dotall;        /* the flags i and s where P->p stands ((?i:...), (?s:...)) */
+    const unsigned char *top; /* where the pattern proper begins: after global flags (?i) at its start */
 } parser;
 
 static int at(const parser *P) { return (int)(P->p - P->s); }
@@ -152,10 +154,21 @@ static int set_node(parser *P, rx_set **set) {
     return n;
 }
 
+/* Adds the other case of the ASCII letters in s (flag i: as Python's re.IGNORECASE | re.ASCII). */
+static int case_close(rx_set *s) {
+    for (int i = 0, n = s->n; i < n; i++) {
+        uint32_t lo = s->r[i].lo, hi = s->r[i].hi;
+        if (lo <= 'z' && hi >= 'a' && set_add(s, (lo > 'a' ? lo : 'a') - 32, (hi < 'z' ? hi : 'z') - 32)) return -1;
+        if (lo <= 'Z' && hi >= 'A' && set_add(s, (lo > 'A' ? lo : 'A') + 32, (hi < 'Z' ? hi : 'Z') + 32)) return -1;
+    }
+    set_normalize(s);
+    return 0;
+}
+
 static int literal(parser *P, uint32_t cp) {
     rx_set *s;
     int n = set_node(P, &s);
-    if (n >= 0 && set_add(s, cp, cp)) return oom(P);
+    if (n >= 0 && (set_add(s, cp, cp) || (P->icase && case_close(s)))) return oom(P);
     return n;
 }
 
@@ -278,6 +291,7 @@ static int parse_class(parser *P) {
         }
         if (set_add(s, lo, hi)) return oom(P);
     }
+    if (P->icase && case_close(s)) return oom(P); /* before the negation: [^a] takes neither a nor A */
     if (neg && set_negate(s)) return oom(P);
     set_normalize(s);
     return n;
@@ -322,6 +336,41 @@ static int quantifier(parser *P, int *min, int *max) {
     return 1;
 }
 
+/* Inline flags after "(?" (P->p at the '?'): i (ASCII letters either case) and s (`.` takes line
+ * ends too) on, or off after '-'; m changes nothing here (anchors stand only at the pattern's ends).
+ * "(?flags:" leaves P->p inside the group with its flags set (0: parse it as a group); "(?flags)"
+ * at the pattern's very start sets them for the whole of it (1: nothing to parse). Python's rules:
+ * a flag not both on and off, at least one after '-', global flags only at the start (and not in
+ * ECMAScript, which has only the scoped form). */
+static int inline_flags(parser *P, int start) {
+    int on = 1, seen = 0, icase = P->icase, dotall = P->dotall;
+    for (P->p++; P->p < P->end && *P->p != ':' && *P->p != ')'; P->p++) {
+        int c = *P->p;
+        if (c == '-' && on) {
+            on = 0;
+            continue;
+        }
+        if (c != 'i' && c != 's' && c != 'm')
+            return pm_errf(P->e, strchr("axuL", c) ? PM_EUNSUPPORTED : PM_EINVAL,
+                           "the inline flag '%c' at byte %d is not supported (only i, s and m)", c, at(P));
+        int bit = c == 'i' ? 1 : c == 's' ? 2 : 4;
+        if (seen & (bit << (on ? 3 : 0)))
+            return pm_errf(P->e, PM_EINVAL, "the inline flag '%c' at byte %d is turned both on and off", c, at(P));
+        seen |= bit << (on ? 0 : 3);
+        if (c == 'i') icase = on;
+        if (c == 's') dotall = on;
+    }
+    if (P->p == P->end) return pm_errf(P->e, PM_EINVAL, "the flags group at byte %d is never closed", start);
+    if (!on && !(seen >> 3)) return pm_errf(P->e, PM_EINVAL, "the flags group at byte %d turns nothing off after '-'", start);
+    P->icase = icase, P->dotall = dotall;
+    if (*P->p++ == ':') return 0;
+    if (start != (int)(P->top - P->s) || P->ecma || !on)
+        return pm_errf(P->e, PM_EINVAL, "the global flags at byte %d must stand at the pattern's start%s", start,
+                       P->ecma ? " (and ECMAScript has only the scoped form, (?i:...))" : !on ? " and turn flags on" : "");
+    P->top = P->p;
+    return 1;
+}
+
 /* An atom and its quantifier. */
 static int parse_repeat(parser *P) {
     int start = at(P), a = -1;
@@ -334,6 +383,7 @@ static int parse_repeat(parser *P) {
         P->p++;
         a = literal(P, '{');
     } else if (c == '(') {
+        int icase = P->icase, dotall = P->dotall; /* a scoped group's flags end with it */
         P->p++;
         if (P->p < P->end && *P->p == '?') {
             const unsigned char *q = P->p + 1;
@@ -345,13 +395,17 @@ static int parse_repeat(parser *P) {
                 P->p = g + 1;
             } else if (q < P->end && (*q == '=' || *q == '!' || *q == '<'))
                 return pm_errf(P->e, PM_EUNSUPPORTED, "lookaround (the group at byte %d) is not supported", start);
-            else
+            else if (q < P->end && *q && strchr("imsaxuL-", *q)) {
+                int global = inline_flags(P, start);
+                if (global != 0) return global < 0 ? P->e->code : node(P, RX_EMPTY, -1, -1);
+            } else
                 return pm_errf(P->e, PM_EUNSUPPORTED,
-                               "the group construct at byte %d (inline flags, a named back-reference, a comment...) is not supported",
+                               "the group construct at byte %d (a named back-reference, a comment, a conditional...) is not supported",
                                start);
         }
         if (++P->depth > MAX_DEPTH) return pm_errf(P->e, PM_EINVAL, "groups nest more than %d deep at byte %d", MAX_DEPTH, start);
         a = parse_alt(P);
+        P->icase = icase, P->dotall = dotall;
         P->depth--;
         if (a < 0) return a;
         if (P->p == P->end || *P->p != ')') return pm_errf(P->e, PM_EINVAL, "the group opened at byte %d is never closed", start);
@@ -362,11 +416,13 @@ static int parse_repeat(parser *P) {
     } else if (c == '.') {
         rx_set *s;
         P->p++;
-        a = set_node(P, &s); /* any character but a line end: \n (ECMAScript: \r, U+2028, U+2029 too) */
-        if (a >= 0 && (set_add(s, '\n', '\n') || (P->ecma && (set_add(s, '\r', '\r') || set_add(s, 0x2028, 0x2029))) || set_negate(s)))
+        a = set_node(P, &s); /* any character but a line end: \n (ECMAScript: \r, U+2028, U+2029 too); flag s: any */
+        if (a >= 0 && P->dotall && set_add(s, 0, MAX_CP)) return oom(P);
+        if (a >= 0 && !P->dotall &&
+            (set_add(s, '\n', '\n') || (P->ecma && (set_add(s, '\r', '\r') || set_add(s, 0x2028, 0x2029))) || set_negate(s)))
             return oom(P);
     } else if (c == '^' || c == '$') {
-        int edge = c == '^' ? P->p == P->s : P->p + 1 == P->end;
+        int edge = c == '^' ? P->p == P->top : P->p + 1 == P->end;
         if (!edge)
             return pm_errf(P->e, PM_EUNSUPPORTED,
                            "the anchor '%c' at byte %d is not supported there: the whole output matches the pattern, so anchors "
@@ -378,7 +434,7 @@ static int parse_repeat(parser *P) {
     } else if (c == '\\') {
         P->p++;
         if (P->p < P->end && (*P->p == 'A' || *P->p == 'Z')) {
-            int edge = *P->p == 'A' ? start == 0 : P->p + 1 == P->end;
+            int edge = *P->p == 'A' ? start == (int)(P->top - P->s) : P->p + 1 == P->end;
             if (!edge)
                 return pm_errf(P->e, PM_EUNSUPPORTED, "the anchor \\%c at byte %d is not supported there (only at the pattern's %s)",
                                *P->p, start, *P->p == 'A' ? "start" : "end");
@@ -444,7 +500,7 @@ static int parse_alt(parser *P) {
 int rx_parse(const char *pattern, size_t len, int flags, rx_tree *t, pm_err *e) {
     if (len > PM_REGEX_MAX_PATTERN) return pm_errf(e, PM_EINVAL, "the pattern is longer than %d bytes", PM_REGEX_MAX_PATTERN);
     parser P = {(const unsigned char *)pattern, (const unsigned char *)pattern, (const unsigned char *)pattern + len, t, 0,
-                !!(flags & PM_REGEX_ECMA), e};
+                !!(flags & PM_REGEX_ECMA), e, 0, 0, (const unsigned char *)pattern};
     int root = parse_alt(&P);
     if (root < 0) return e->code ? e->code : pm_errf(e, PM_EINVAL, "the pattern could not be read");
     if (P.p != P.end) return pm_errf(e, PM_EINVAL, "unbalanced parenthesis at byte %d", at(&P));

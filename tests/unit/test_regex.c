@@ -55,6 +55,12 @@ static void test_fullmatch(void **state) {
         {"\\u00e9", "\xc3\xa9", 1}, {"\\x41\\101", "AA", 1}, {"\\x41\\060", "A0", 1}, {"\\.\\*\\?", ".*?", 1},
         {"(?P<year>\\d{4})-(?<m>\\d\\d)", "2026-12", 1}, {"(a|b)*?c", "abac", 1}, {"a+?", "aaa", 1},
         {"(ab|a)(bc|c)", "abc", 1}, {"((a*)*)*b", "aaab", 1}, {"[\\b]", "\b", 1}, {"\\n\\t\\r\\f\\v\\a", "\n\t\r\f\v\a", 1},
+        /* inline flags: i folds ASCII letters only (re.ASCII), before a class's negation; s lets `.` take \n;
+         * scoped ones end with their group, global ones stand at the start */
+        {"(?i:ab)c", "ABc", 1}, {"(?i:ab)c", "abC", 0}, {"(?i:[a-c]+)", "bCa", 1}, {"(?i:[^a])", "A", 0}, {"(?i:[^a])", "b", 1},
+        {"(?i:\xc3\xa9)", "\xc3\x89", 0}, {"(?i)x(?-i:y)z", "XyZ", 1}, {"(?i)x(?-i:y)z", "XYZ", 0}, {"(?i)^ab$", "aB", 1},
+        {"(?s:.)", "\n", 1}, {"(?s:.).", "\n\n", 0}, {"(?is)a.", "A\n", 1}, {"(?i)(?s)a.", "A\n", 1}, {"(?m:a)", "a", 1},
+        {"(?i:a)|b", "B", 0}, {"(?i-s:a.)", "A\n", 0},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         pm_regex *rx = compile_ok(v[i].pattern);
@@ -134,7 +140,12 @@ static void test_refusals(void **state) {
     refused("(a)\\1", PM_EUNSUPPORTED, "back-reference");
     refused("\\400", PM_EINVAL, "octal escape at byte 0");
     refused("a(?!b)", PM_EUNSUPPORTED, "lookaround (the group at byte 1)");
-    refused("(?i)a", PM_EUNSUPPORTED, "group construct at byte 0");
+    refused("(?x)a", PM_EUNSUPPORTED, "inline flag 'x' at byte 2");
+    refused("a(?i)b", PM_EINVAL, "global flags at byte 1 must stand at the pattern's start");
+    refused("(?i-i:a)", PM_EINVAL, "'i' at byte 4 is turned both on and off");
+    refused("(?-:a)", PM_EINVAL, "turns nothing off");
+    refused("(?i", PM_EINVAL, "flags group at byte 0 is never closed");
+    refused("(?#c)a", PM_EUNSUPPORTED, "group construct at byte 0");
     refused("a*+", PM_EUNSUPPORTED, "possessive");
     refused("a^", PM_EUNSUPPORTED, "anchor '^' at byte 1");
     refused("a$b", PM_EUNSUPPORTED, "anchor '$' at byte 1");
