@@ -7,7 +7,7 @@ BUILD   ?= build
 PKGS    := openblas jansson libpcre2-8 sndfile libavformat libavcodec libavutil libmicrohttpd libcurl libpng libjpeg libwebp libgif cmocka
 APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev libpcre2-dev libsndfile1-dev \
             libavformat-dev libavcodec-dev libavutil-dev libmicrohttpd-dev libcurl4-openssl-dev libpng-dev libjpeg-dev libwebp-dev libgif-dev libcmocka-dev
-# tests only: python3-numpy python3-scipy python3-pil python3-torch, nodejs npm, curl, ffmpeg, openssl (test-deps installs the missing groups;
+# tests only: python3-numpy python3-scipy python3-pil python3-torch, python3-lark, nodejs npm, curl, ffmpeg, openssl (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -45,6 +45,7 @@ deps:
 test-deps: deps
 	@missing=""; \
 	/usr/bin/python3 -c 'import numpy, scipy, PIL, torch' 2>/dev/null || missing="python3-numpy python3-scipy python3-pil python3-torch"; \
+	/usr/bin/python3 -c 'import lark' 2>/dev/null || missing="$$missing python3-lark"; \
 	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
 	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \

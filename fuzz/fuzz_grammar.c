@@ -1,4 +1,4 @@
-/* fuzz_grammar.c — libFuzzer harness for grammars (src/engine/grammar.h): the GBNF parser and
+/* fuzz_grammar.c — libFuzzer harness for grammars (src/engine/grammar.h): the GBNF and Lark parsers and
  * lowering take request input (guided_grammar, on the server's HTTP thread), and the parse threads
  * run every step.
  *

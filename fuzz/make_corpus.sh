@@ -257,17 +257,25 @@ put("json_schema", "formats", b'{"type": "object", "properties": {"t": {"type": 
 for i, (p, t) in enumerate([(r"\d{3}-[a-z]{2,4}( ok)?", "123-ab ok"), (r"(red|green|dark blue)", "dark b"),
                             (r"^(?:[^\W\d_]|\s)+$", "été ici"), (r".{0,20}\u00e9", "abcé"), (r"(?P<y>\d{4})-(?<m>\d\d)?", "2026-"),
                             (r"[\x00-\x7fࠀ-\U0010FFFF]*[^a-c]{2,}?", "😀x"), (r"a{,3}b{2,}c+?d*e?", "aabbbcc"), (r"(a|b)*(?!x)", "ab"),
-                            (r"[]a-]\]\\\x41\101\0", "]]\\AA")]):
+                            (r"[]a-]\]\\\x41\101\0", "]]\\AA"), (r"(?i)x(?-i:y[^a])(?s:.)(?is:Q.)", "XyB\nq\n")]):
     put("regex", f"p{i}", p.encode() + b"\x00" + t.encode())
 
-# -- grammar: "GBNF NUL text"
+# -- grammar: "GBNF or Lark NUL text"
 for i, (g, t) in enumerate([('root ::= "[" (item ("," item)*)? "]"\nitem ::= [a-z]+ | root\n', "[ab,[c],[]]"),
                             ('root ::= term ("+" term)*\nterm ::= [0-9]+ | "(" root ")"  # sums\n', "(1+2)+3"),
                             ('root ::= "yes" | "no"', "no"), ('root ::= s\ns ::= "z" s "y" | "z" s "w" | ""\n', "zzzyw"),
                             ('root ::= obj\nobj ::= "{" ws (str ":" ws val ("," ws str ":" ws val)*)? "}"\nval ::= obj | str | [0-9]{1,3}\n'
                              'str ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]*\n', '{"a": {"b":1}}'),
                             ('root ::= . [^a-c]? "\\u00e9"{2,3} x\nx ::= | "\\x41"\n  | "b"\n', "z\u00e9\u00e9A"),
-                            ('root ::= expr\nexpr ::= expr "+" "1" | "1"\n', "1+1")]):
+                            ('root ::= expr\nexpr ::= expr "+" "1" | "1"\n', "1+1"),
+                            ('root ::= (x)* "."\nx ::= "(" x ")" | ""\n', "(())()."),
+                            # Lark's notation
+                            ('?start: sum\n?sum: product | sum "+" product -> add\n?product: atom | product "*" atom\n'
+                             '?atom: NUMBER | "(" sum ")" | NAME\nNAME.2: /[a-z_]\\w*/i\n%import common.NUMBER\n%import common.WS\n%ignore WS\n',
+                             "a * (1.5e3 + b)"),
+                            ('start: "[" [value ("," value)*] "]"\nvalue: ESCAPED_STRING | "true"i | start\n'
+                             '%import common (ESCAPED_STRING, WS_INLINE)\n%ignore WS_INLINE  // spaces\n', '[ "a\\"b", TRUE, []]'),
+                            ('start: A ~ 2..3 B\nA: "a".."c"\nB: /x+/s | C_COMMENT\n%import common.C_COMMENT\n', "ab/* c */")]):
     put("grammar", f"g{i}", g.encode() + b"\x00" + t.encode())
 PY
 echo "make_corpus: $(for d in "$C"/*/; do printf '%s=%s ' "$(basename "$d")" "$(ls "$d" | wc -l)"; done)"

@@ -315,10 +315,11 @@ typedef struct pm_request {
     const char *regex;
     const char *const *choices;
     int n_choices;
-    /* PM_FORMAT_GRAMMAR: a context-free grammar in GBNF (llama.cpp's notation: `root ::= ...`; the
-     * notation, and what is refused: src/engine/grammar.h), held as a pattern is: each step only the
-     * tokens after which the answer can still become a root, the end token only where it is one. A
-     * grammar that is left-recursive or whose parse outgrows the limits is refused at submit
+    /* PM_FORMAT_GRAMMAR: a context-free grammar in GBNF (llama.cpp's notation: `root ::= ...`) or
+     * Lark's (`start: ...`), told apart by the first definition (the notations, and what is
+     * refused: src/engine/grammar.h), held as a pattern is: each step only the tokens after which
+     * the answer can still become a root, the end token only where it is one. A grammar that is
+     * left-recursive (other than directly) or whose parse outgrows the limits is refused at submit
      * (PM_EINVAL); one that turns out too ambiguous while decoding ends the request with an error. */
     const char *grammar;
     /* Lazy (with format JSON_OBJECT or JSON_SCHEMA and json_lazy != 0): the answer is free until

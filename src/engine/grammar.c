@@ -37,6 +37,9 @@ struct pm_grammar_state {
     uint32_t *dd_gen;      /* the set being built: which buf entries it holds, by hash */
     int32_t *dd_idx;
     uint32_t gen;
+    uint32_t *ex_gen;      /* the set being built: the (rule, continuation) pairs it expanded, by hash */
+    int32_t *ex_key;       /* pairs (rule, cont) */
+    uint32_t ex_cap, ex_n, ex_at; /* ex_n: the pairs of set ex_at */
     int base;              /* where the set being built begins in buf */
     long work;
     pm_err *e;
@@ -90,8 +93,41 @@ static void set_begin(pm_grammar_state *st) {
     st->base = st->n_buf;
     if (++st->gen == 0) { /* wrapped: forget every stamp */
         memset(st->dd_gen, 0, sizeof *st->dd_gen * DD_SIZE);
+        memset(st->ex_gen, 0, sizeof *st->ex_gen * st->ex_cap);
         st->gen = 1;
     }
+}
+
+/* 1 when the set being built has expanded rule with continuation cont already (expanding it again
+ * adds nothing: the same threads, the same completions), else 0 and the pair noted: what ends a
+ * cycle of calls that write nothing and push nothing (s ::= x s | "" with x able to be empty);
+ * < 0 out of memory. */
+static int expanded(pm_grammar_state *st, int32_t rule, int32_t cont) {
+    if (st->ex_at != st->gen) st->ex_at = st->gen, st->ex_n = 0;
+    if ((st->ex_n + 1) * 2 > st->ex_cap) { /* grown, this set's pairs kept */
+        uint32_t cap = st->ex_cap * 2, *gen = calloc(cap, sizeof *gen);
+        int32_t *key = malloc(sizeof *key * 2 * cap);
+        if (!gen || !key) {
+            free(gen);
+            free(key);
+            return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+        }
+        for (uint32_t j = 0; j < st->ex_cap; j++) {
+            if (st->ex_gen[j] != st->gen) continue;
+            uint32_t i = hash2(st->ex_key[2 * j], st->ex_key[2 * j + 1]) & (cap - 1);
+            while (gen[i] == st->gen) i = (i + 1) & (cap - 1);
+            gen[i] = st->gen, key[2 * i] = st->ex_key[2 * j], key[2 * i + 1] = st->ex_key[2 * j + 1];
+        }
+        free(st->ex_gen);
+        free(st->ex_key);
+        st->ex_gen = gen, st->ex_key = key, st->ex_cap = cap;
+    }
+    uint32_t i = hash2(rule, cont) & (st->ex_cap - 1);
+    for (; st->ex_gen[i] == st->gen; i = (i + 1) & (st->ex_cap - 1))
+        if (st->ex_key[2 * i] == rule && st->ex_key[2 * i + 1] == cont) return 1;
+    st->ex_gen[i] = st->gen, st->ex_key[2 * i] = rule, st->ex_key[2 * i + 1] = cont;
+    st->ex_n++;
+    return 0;
 }
 
 static int set_add(pm_grammar_state *st, int32_t term, int32_t dfa, int32_t cont) {
@@ -145,6 +181,8 @@ static int closure_at(pm_grammar_state *st, int32_t pos, int32_t parent, int *co
         if (!pm_regex_final(rx, s) && set_add(st, el->arg, s, next)) return st->e->code;
         return pm_regex_accepts(rx, s) ? closure_at(st, pos + 1, parent, complete, depth + 1) : PM_OK;
     }
+    int seen = expanded(st, el->arg, next);
+    if (seen) return seen < 0 ? seen : PM_OK;
     for (int a = g->rule_alt[el->arg]; a < g->rule_alt[el->arg + 1]; a++)
         if (closure_at(st, g->alt_start[a], next, complete, depth + 1)) return st->e->code;
     return PM_OK;
@@ -197,6 +235,8 @@ void pm_grammar_state_free(pm_grammar_state *st) {
     free(st->buf);
     free(st->dd_gen);
     free(st->dd_idx);
+    free(st->ex_gen);
+    free(st->ex_key);
     free(st);
 }
 
@@ -215,7 +255,10 @@ pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e) {
     st->buf = malloc(sizeof *st->buf * (size_t)st->cap_buf);
     st->dd_gen = calloc(DD_SIZE, sizeof *st->dd_gen);
     st->dd_idx = malloc(sizeof *st->dd_idx * DD_SIZE);
-    if (!st->nodes || !st->buf || !st->dd_gen || !st->dd_idx || rehash(st, 1024)) {
+    st->ex_cap = 256;
+    st->ex_gen = calloc(st->ex_cap, sizeof *st->ex_gen);
+    st->ex_key = malloc(sizeof *st->ex_key * 2 * st->ex_cap);
+    if (!st->nodes || !st->buf || !st->dd_gen || !st->dd_idx || !st->ex_gen || !st->ex_key || rehash(st, 1024)) {
         pm_errf(e, PM_ENOMEM, "grammar: out of memory");
         pm_grammar_state_free(st);
         return NULL;

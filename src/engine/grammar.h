@@ -1,5 +1,7 @@
 /* grammar.h — output held to a context-free grammar (vLLM's guided_grammar, llama.cpp's grammar):
- * GBNF, llama.cpp's notation, read left to right.
+ * GBNF, llama.cpp's notation, read left to right, or Lark's (grammar_lark.c says what of it is
+ * read: `start: ...`, rules and TERMINALS, /patterns/, %import common, %ignore), told apart by the
+ * first definition: `name ::=` is GBNF, `name:` (or a leading %directive) Lark.
  *
  *   root   ::= answer ws "."            # a rule: a name, ::=, alternatives separated by |
  *   answer ::= "yes" | "no" | list
@@ -21,9 +23,13 @@
  * set one byte at a time, and keeps the tokens after which some thread lives or the root is
  * complete; the end token only where the root is complete.
  *
+ * A rule's alternatives that begin with a call of the rule itself (`expr ::= expr "+" term |
+ * term`, Lark's usual way) are read as the others followed by a repeat (`term ("+" term)*`): the
+ * same language.
+ *
  * Refused at compile time, with the rule and byte: a syntax error, an undefined or twice-defined
- * rule, no `root`, left recursion (a rule that can reach itself before writing anything: it would
- * never end; write it right-recursively or with *), groups nested over 100 deep, more than 4
+ * rule, no `root` (Lark: `start`), other left recursion (a rule that reaches itself through others
+ * before writing anything: it would never end; write it right-recursively or with *), groups nested over 100 deep, more than 4
  * postfixes on one item, repeats above PM_GRAMMAR_MAX_REPEAT, more than
  * PM_GRAMMAR_MAX_RULES rules after expansion, a terminal the regex limits refuse, and terminals that
  * take longer than PM_GRAMMAR_MAX_WORK to build together (a request's grammar is compiled on a
@@ -52,10 +58,12 @@ enum {
 typedef struct pm_grammar pm_grammar;
 typedef struct pm_grammar_state pm_grammar_state;
 
-/* Compiles GBNF text[0, len); otherwise PM_EINVAL naming the rule and byte offset (PM_EUNSUPPORTED
- * for valid notation it does not hold an answer to: left recursion, a terminal the regex engine
- * refuses). */
+/* Compiles GBNF or Lark text[0, len); otherwise PM_EINVAL naming the rule and byte offset
+ * (PM_EUNSUPPORTED for valid notation it does not hold an answer to: left recursion, a terminal
+ * the regex engine refuses, Lark's templates and %declare). */
 int pm_grammar_compile(const char *text, size_t len, pm_grammar **out, pm_err *e);
+/* Whether pm_grammar_compile reads text[0, len) as Lark. */
+int pm_grammar_is_lark(const char *text, size_t len);
 void pm_grammar_free(pm_grammar *g);
 /* Rules (those written and those its groups and repeats became) and terminal DFAs, for tests. */
 void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals);

@@ -10,55 +10,8 @@
 
 #include "engine/grammar.h"
 #include "engine/grammar_internal.h"
+#include "engine/grammar_tree.h"
 #include "tok/utf8.h"
-
-/* MAX_DEPTH: groups within groups; MAX_POSTFIX: postfixes on one item (x*+?...); MAX_FOLD: rules
- * inlined within rules (each a call deeper on the C stack, and a group deeper in the pattern). */
-enum { MAX_DEPTH = 100, MAX_POSTFIX = 4, MAX_FOLD = 24, MAX_INLINE = 1 << 16, MAX_CP = 0x10FFFF };
-
-typedef enum { A_LIT, A_CLASS, A_ANY, A_REF, A_SEQ, A_ALT, A_REP } a_kind;
-
-typedef struct a_node {
-    a_kind kind;
-    int32_t *v;   /* LIT: code points; CLASS: lo, hi pairs; SEQ, ALT: children; REP: the child in v[0] */
-    int n, cap;
-    int neg;      /* CLASS: [^...] */
-    int ref;      /* REF: the rule */
-    int min, max; /* REP: counts, max < 0 unbounded */
-    size_t at;    /* byte offset in the text */
-} a_node;
-
-typedef struct b_alt {
-    g_elem *el;
-    int n, cap;
-} b_alt;
-
-typedef struct b_rule {
-    char *name;
-    int body;             /* tree node; -1: not defined (or a rule made from alternatives) */
-    size_t def_at, ref_at; /* where it is defined, and first named */
-    int regular;          /* -1 not known yet, 2 being decided, 0 no, 1 yes (its text in rx) */
-    char *rx;
-    size_t rx_len;
-    int queued;           /* lowered (or queued to be) */
-    b_alt *alts;
-    int n_alts, cap_alts;
-} b_rule;
-
-/* A growing string. */
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-/* Names (or patterns) to their index: open addressing over index + 1, so that a grammar of many rules
- * and terminals is read in linear time. */
-typedef struct str_index {
-    int32_t *slot;
-    uint32_t cap; /* a power of two, at least twice the entries */
-    int n;
-} str_index;
 
 static uint32_t str_hash(const char *s, size_t n) {
     uint32_t h = 2166136261u;
@@ -66,22 +19,8 @@ static uint32_t str_hash(const char *s, size_t n) {
     return h;
 }
 
-typedef struct gp {
-    const char *s;
-    size_t len, p;
-    a_node *nodes;
-    int n_nodes, cap_nodes;
-    b_rule *rules;
-    int n_rules, cap_rules;
-    str_index rule_names; /* the written rules by name */
-    str_index term_texts; /* the terminals by pattern */
-    struct sbuf *terms; /* the terminals' patterns */
-    int n_terms, cap_terms;
-    int n_elems;
-    pm_err *e;
-} gp;
 
-static void sb_put(sbuf *b, const char *s, size_t n) {
+void gp_sb_put(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t c = b->cap ? b->cap : 64;
@@ -99,9 +38,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     b->s[b->n] = 0;
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+void gp_sb_str(sbuf *b, const char *s) { gp_sb_put(b, s, strlen(s)); }
 
-static int grow(void **a, int *cap, int n, size_t elt) {
+int gp_grow(void **a, int *cap, int n, size_t elt) {
     if (n < *cap) return 0;
     int c = *cap ? *cap * 2 : 16;
     void *t = realloc(*a, elt * (size_t)c);
@@ -111,8 +50,7 @@ static int grow(void **a, int *cap, int n, size_t elt) {
     return 0;
 }
 
-static int fail_at(gp *P, size_t at, const char *fmt, ...) PM_PRINTF(3, 4);
-static int fail_at(gp *P, size_t at, const char *fmt, ...) {
+int gp_fail(gp *P, size_t at, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -121,10 +59,10 @@ static int fail_at(gp *P, size_t at, const char *fmt, ...) {
     return pm_errf(P->e, PM_EINVAL, "grammar: %s at byte %zu", msg, at);
 }
 
-static int oom(gp *P) { return pm_errf(P->e, PM_ENOMEM, "grammar: out of memory"); }
+int gp_oom(gp *P) { return pm_errf(P->e, PM_ENOMEM, "grammar: out of memory"); }
 
-static int new_node(gp *P, a_kind kind) {
-    if (grow((void **)&P->nodes, &P->cap_nodes, P->n_nodes, sizeof *P->nodes)) return oom(P);
+int gp_node(gp *P, a_kind kind) {
+    if (gp_grow((void **)&P->nodes, &P->cap_nodes, P->n_nodes, sizeof *P->nodes)) return gp_oom(P);
     a_node *n = &P->nodes[P->n_nodes];
     memset(n, 0, sizeof *n);
     n->kind = kind;
@@ -132,9 +70,9 @@ static int new_node(gp *P, a_kind kind) {
     return P->n_nodes++;
 }
 
-static int node_push(gp *P, int node, int32_t v) {
+int gp_push(gp *P, int node, int32_t v) {
     a_node *n = &P->nodes[node];
-    if (grow((void **)&n->v, &n->cap, n->n, sizeof *n->v)) return oom(P);
+    if (gp_grow((void **)&n->v, &n->cap, n->n, sizeof *n->v)) return gp_oom(P);
     n->v[n->n++] = v;
     return PM_OK;
 }
@@ -161,18 +99,18 @@ static int is_name_char(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c
 static int utf8_char(gp *P, uint32_t *cp) {
     const uint8_t *s = (const uint8_t *)P->s + P->p;
     size_t left = P->len - P->p, len;
-    if (!pm_utf8_valid_prefix(s, left < 4 ? left : 4)) return fail_at(P, P->p, "invalid UTF-8");
+    if (!pm_utf8_valid_prefix(s, left < 4 ? left : 4)) return gp_fail(P, P->p, "invalid UTF-8");
     *cp = pm_utf8_decode(s, left, &len);
     P->p += len;
     return PM_OK;
 }
 
 /* A character of a literal or a class, escapes decoded. */
-static int char_of(gp *P, uint32_t *cp) {
+int gp_char(gp *P, uint32_t *cp) {
     if (peek(P) != '\\') return utf8_char(P, cp);
     size_t at = P->p++;
     int c = peek(P);
-    if (c < 0) return fail_at(P, at, "unfinished escape");
+    if (c < 0) return gp_fail(P, at, "unfinished escape");
     P->p++;
     switch (c) {
     case 'n': *cp = '\n'; return PM_OK;
@@ -184,10 +122,10 @@ static int char_of(gp *P, uint32_t *cp) {
         for (int i = 0; i < digits; i++, P->p++) {
             int h = peek(P);
             int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-            if (d < 0) return fail_at(P, at, "\\%c needs %d hex digits", c, digits);
+            if (d < 0) return gp_fail(P, at, "\\%c needs %d hex digits", c, digits);
             v = v << 4 | (uint32_t)d;
         }
-        if (v > MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) return fail_at(P, at, "\\%c escape U+%X is not a character", c, (unsigned)v);
+        if (v > MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) return gp_fail(P, at, "\\%c escape U+%X is not a character", c, (unsigned)v);
         *cp = v;
         return PM_OK;
     }
@@ -196,7 +134,7 @@ static int char_of(gp *P, uint32_t *cp) {
             *cp = (uint32_t)c;
             return PM_OK;
         }
-        return fail_at(P, at, "unknown escape \\%c", c);
+        return gp_fail(P, at, "unknown escape \\%c", c);
     }
 }
 
@@ -222,7 +160,7 @@ static int str_room(gp *P, str_index *ix, str_key key) {
     if (ix->cap && (uint32_t)(ix->n + 1) * 2 <= ix->cap) return PM_OK;
     uint32_t cap = ix->cap ? ix->cap * 2 : 256;
     int32_t *slot = calloc(cap, sizeof *slot);
-    if (!slot) return oom(P);
+    if (!slot) return gp_oom(P);
     for (uint32_t j = 0; j < ix->cap; j++) {
         if (!ix->slot[j]) continue;
         size_t len;
@@ -242,16 +180,16 @@ static const char *rule_key(const gp *P, int i, size_t *len) {
     return P->rules[i].name;
 }
 
-static int rule_index(gp *P, const char *name, size_t n, size_t at) {
+int gp_rule(gp *P, const char *name, size_t n, size_t at) {
     uint32_t slot;
     if (str_room(P, &P->rule_names, rule_key)) return P->e->code;
     int found = str_find(P, &P->rule_names, rule_key, name, n, &slot);
     if (found >= 0) return found;
-    if (P->n_rules >= PM_GRAMMAR_MAX_RULES) return fail_at(P, at, "more than %d rules", PM_GRAMMAR_MAX_RULES);
-    if (grow((void **)&P->rules, &P->cap_rules, P->n_rules, sizeof *P->rules)) return oom(P);
+    if (P->n_rules >= PM_GRAMMAR_MAX_RULES) return gp_fail(P, at, "more than %d rules", PM_GRAMMAR_MAX_RULES);
+    if (gp_grow((void **)&P->rules, &P->cap_rules, P->n_rules, sizeof *P->rules)) return gp_oom(P);
     b_rule *r = &P->rules[P->n_rules];
     memset(r, 0, sizeof *r);
-    if (!(r->name = malloc(n + 1))) return oom(P);
+    if (!(r->name = malloc(n + 1))) return gp_oom(P);
     memcpy(r->name, name, n);
     r->name[n] = 0;
     r->body = -1;
@@ -266,51 +204,51 @@ static int parse_item(gp *P, int nested, int depth) {
     int c = peek(P), node;
     size_t at = P->p;
     if (c == '"') {
-        if ((node = new_node(P, A_LIT)) < 0) return node;
+        if ((node = gp_node(P, A_LIT)) < 0) return node;
         P->p++;
         while (peek(P) != '"') {
             uint32_t cp;
-            if (at_end(P) || peek(P) == '\n') return fail_at(P, at, "unterminated literal");
-            if (char_of(P, &cp) || node_push(P, node, (int32_t)cp)) return P->e->code;
+            if (at_end(P) || peek(P) == '\n') return gp_fail(P, at, "unterminated literal");
+            if (gp_char(P, &cp) || gp_push(P, node, (int32_t)cp)) return P->e->code;
         }
         P->p++;
     } else if (c == '[') {
-        if ((node = new_node(P, A_CLASS)) < 0) return node;
+        if ((node = gp_node(P, A_CLASS)) < 0) return node;
         P->p++;
         if (peek(P) == '^') P->nodes[node].neg = 1, P->p++;
         while (peek(P) != ']') {
             uint32_t lo, hi;
-            if (at_end(P) || peek(P) == '\n') return fail_at(P, at, "unterminated character class");
-            if (char_of(P, &lo)) return P->e->code;
+            if (at_end(P) || peek(P) == '\n') return gp_fail(P, at, "unterminated character class");
+            if (gp_char(P, &lo)) return P->e->code;
             hi = lo;
             if (peek(P) == '-' && P->p + 1 < P->len && P->s[P->p + 1] != ']' && P->s[P->p + 1] != '\n') {
                 P->p++;
-                if (char_of(P, &hi)) return P->e->code;
-                if (hi < lo) return fail_at(P, at, "range U+%X-U+%X is reversed", (unsigned)lo, (unsigned)hi);
+                if (gp_char(P, &hi)) return P->e->code;
+                if (hi < lo) return gp_fail(P, at, "range U+%X-U+%X is reversed", (unsigned)lo, (unsigned)hi);
             }
-            if (node_push(P, node, (int32_t)lo) || node_push(P, node, (int32_t)hi)) return P->e->code;
+            if (gp_push(P, node, (int32_t)lo) || gp_push(P, node, (int32_t)hi)) return P->e->code;
         }
         P->p++;
-        if (!P->nodes[node].n) return fail_at(P, at, "empty character class");
+        if (!P->nodes[node].n) return gp_fail(P, at, "empty character class");
     } else if (c == '.') {
-        if ((node = new_node(P, A_ANY)) < 0) return node;
+        if ((node = gp_node(P, A_ANY)) < 0) return node;
         P->p++;
     } else if (c == '(') {
-        if (depth >= MAX_DEPTH) return fail_at(P, at, "groups nested deeper than %d", MAX_DEPTH);
+        if (depth >= MAX_DEPTH) return gp_fail(P, at, "groups nested deeper than %d", MAX_DEPTH);
         P->p++;
         skip_space(P, 1);
         if ((node = parse_alternates(P, 1, depth + 1)) < 0) return node;
         skip_space(P, 1);
-        if (peek(P) != ')') return fail_at(P, P->p, "expected ')' closing the group at byte %zu", at);
+        if (peek(P) != ')') return gp_fail(P, P->p, "expected ')' closing the group at byte %zu", at);
         P->p++;
     } else if (is_name_char(c)) {
         size_t s = P->p;
         while (is_name_char(peek(P))) P->p++;
-        int r = rule_index(P, P->s + s, P->p - s, s);
-        if (r < 0 || (node = new_node(P, A_REF)) < 0) return P->e->code;
+        int r = gp_rule(P, P->s + s, P->p - s, s);
+        if (r < 0 || (node = gp_node(P, A_REF)) < 0) return P->e->code;
         P->nodes[node].ref = r;
         P->nodes[node].at = s;
-    } else return fail_at(P, at, c < 0 ? "expected an item, found the end" : "unexpected '%c'", c);
+    } else return gp_fail(P, at, c < 0 ? "expected an item, found the end" : "unexpected '%c'", c);
     /* postfixes */
     for (int k = 0;; k++) {
         skip_space(P, nested);
@@ -326,7 +264,7 @@ static int parse_item(gp *P, int nested, int depth) {
             skip_space(P, nested);
             if (peek(P) >= '0' && peek(P) <= '9')
                 for (a = 0; peek(P) >= '0' && peek(P) <= '9' && a <= PM_GRAMMAR_MAX_REPEAT; P->p++) a = a * 10 + (peek(P) - '0');
-            if (a < 0) return fail_at(P, pat, "expected a count after '{'");
+            if (a < 0) return gp_fail(P, pat, "expected a count after '{'");
             b = a;
             skip_space(P, nested);
             if (peek(P) == ',') {
@@ -337,16 +275,16 @@ static int parse_item(gp *P, int nested, int depth) {
                     for (b = 0; peek(P) >= '0' && peek(P) <= '9' && b <= PM_GRAMMAR_MAX_REPEAT; P->p++) b = b * 10 + (peek(P) - '0');
                 skip_space(P, nested);
             }
-            if (peek(P) != '}') return fail_at(P, pat, "expected '}' closing the count");
+            if (peek(P) != '}') return gp_fail(P, pat, "expected '}' closing the count");
             P->p++;
             if (a > PM_GRAMMAR_MAX_REPEAT || b > PM_GRAMMAR_MAX_REPEAT)
-                return fail_at(P, pat, "a count above %d", PM_GRAMMAR_MAX_REPEAT);
-            if (b >= 0 && b < a) return fail_at(P, pat, "{%ld,%ld}: the larger count first", a, b);
+                return gp_fail(P, pat, "a count above %d", PM_GRAMMAR_MAX_REPEAT);
+            if (b >= 0 && b < a) return gp_fail(P, pat, "{%ld,%ld}: the larger count first", a, b);
             min = (int)a, max = (int)b;
         } else return node;
-        if (k == MAX_POSTFIX) return fail_at(P, pat, "more than %d postfixes in a row", MAX_POSTFIX);
-        int rep = new_node(P, A_REP);
-        if (rep < 0 || node_push(P, rep, node)) return P->e->code;
+        if (k == MAX_POSTFIX) return gp_fail(P, pat, "more than %d postfixes in a row", MAX_POSTFIX);
+        int rep = gp_node(P, A_REP);
+        if (rep < 0 || gp_push(P, rep, node)) return P->e->code;
         P->nodes[rep].min = min;
         P->nodes[rep].max = max;
         P->nodes[rep].at = pat;
@@ -356,23 +294,23 @@ static int parse_item(gp *P, int nested, int depth) {
 
 /* Items until '|', ')', the end, or (outside groups) the end of the line. */
 static int parse_sequence(gp *P, int nested, int depth) {
-    int seq = new_node(P, A_SEQ);
+    int seq = gp_node(P, A_SEQ);
     if (seq < 0) return seq;
     for (;;) {
         skip_space(P, nested);
         int c = peek(P);
         if (c < 0 || c == '|' || c == ')' || c == '\n' || c == '\r') return seq;
         int item = parse_item(P, nested, depth);
-        if (item < 0 || node_push(P, seq, item)) return P->e->code;
+        if (item < 0 || gp_push(P, seq, item)) return P->e->code;
     }
 }
 
 static int parse_alternates(gp *P, int nested, int depth) {
-    int alt = new_node(P, A_ALT);
+    int alt = gp_node(P, A_ALT);
     if (alt < 0) return alt;
     for (;;) {
         int seq = parse_sequence(P, nested, depth);
-        if (seq < 0 || node_push(P, alt, seq)) return P->e->code;
+        if (seq < 0 || gp_push(P, alt, seq)) return P->e->code;
         skip_space(P, nested);
         if (peek(P) != '|' && !nested) { /* a rule's next line may go on with "| ..." */
             size_t back = P->p;
@@ -389,15 +327,15 @@ static int parse_rules(gp *P) {
     skip_space(P, 1);
     while (!at_end(P)) {
         size_t at = P->p;
-        if (!is_name_char(peek(P))) return fail_at(P, at, "expected a rule name");
+        if (!is_name_char(peek(P))) return gp_fail(P, at, "expected a rule name");
         while (is_name_char(peek(P))) P->p++;
-        int r = rule_index(P, P->s + at, P->p - at, at);
+        int r = gp_rule(P, P->s + at, P->p - at, at);
         if (r < 0) return r;
         skip_space(P, 0);
         if (P->len - P->p < 3 || memcmp(P->s + P->p, "::=", 3))
-            return fail_at(P, P->p, "expected '::=' after rule name '%s' (a sequence ends with its line outside parentheses)",
+            return gp_fail(P, P->p, "expected '::=' after rule name '%s' (a sequence ends with its line outside parentheses)",
                            P->rules[r].name);
-        if (P->rules[r].body >= 0) return fail_at(P, at, "rule '%s' is defined twice (first at byte %zu)", P->rules[r].name, P->rules[r].def_at);
+        if (P->rules[r].body >= 0) return gp_fail(P, at, "rule '%s' is defined twice (first at byte %zu)", P->rules[r].name, P->rules[r].def_at);
         P->p += 3;
         skip_space(P, 1);
         int body = parse_alternates(P, 0, 0);
@@ -405,7 +343,7 @@ static int parse_rules(gp *P) {
         P->rules[r].body = body;
         P->rules[r].def_at = at;
         skip_space(P, 0);
-        if (peek(P) == ')') return fail_at(P, P->p, "')' without '('");
+        if (peek(P) == ')') return gp_fail(P, P->p, "')' without '('");
         skip_space(P, 1);
     }
     return PM_OK;
@@ -429,10 +367,10 @@ static void put_cp(sbuf *b, uint32_t cp, int in_class) {
     char t[16];
     if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') || (cp == ' ' && !in_class)) {
         t[0] = (char)cp;
-        sb_put(b, t, 1);
+        gp_sb_put(b, t, 1);
     } else {
         snprintf(t, sizeof t, "\\U%08X", (unsigned)cp);
-        sb_str(b, t);
+        gp_sb_str(b, t);
     }
 }
 
@@ -441,22 +379,29 @@ static void node_regex(gp *P, int node, sbuf *b) {
     const a_node *n = &P->nodes[node];
     switch (n->kind) {
     case A_LIT: /* in a concatenation as it is; a repeat or an alternation groups it */
+        if (n->flags & A_ICASE) gp_sb_str(b, "(?i:");
         for (int i = 0; i < n->n; i++) put_cp(b, (uint32_t)n->v[i], 0);
+        if (n->flags & A_ICASE) gp_sb_str(b, ")");
+        break;
+    case A_RX: /* a group of its own, its flags scoped to it */
+        gp_sb_str(b, n->flags & A_ICASE ? (n->flags & A_DOTALL ? "(?is:" : "(?i:") : n->flags & A_DOTALL ? "(?s:" : "(?:");
+        gp_sb_put(b, n->rx, n->rx_len);
+        gp_sb_str(b, ")");
         break;
     case A_CLASS:
-        sb_str(b, n->neg ? "[^" : "[");
+        gp_sb_str(b, n->neg ? "[^" : "[");
         for (int i = 0; i < n->n; i += 2) {
             put_cp(b, (uint32_t)n->v[i], 1);
             if (n->v[i + 1] != n->v[i]) {
-                sb_str(b, "-");
+                gp_sb_str(b, "-");
                 put_cp(b, (uint32_t)n->v[i + 1], 1);
             }
         }
-        sb_str(b, "]");
+        gp_sb_str(b, "]");
         break;
-    case A_ANY: sb_str(b, "[\\x00-\\U0010FFFF]"); break;
+    case A_ANY: gp_sb_str(b, "[\\x00-\\U0010FFFF]"); break;
     case A_REF: /* a rule's text has no alternation outside a group: as it is */
-        sb_put(b, P->rules[n->ref].rx, P->rules[n->ref].rx_len);
+        gp_sb_put(b, P->rules[n->ref].rx, P->rules[n->ref].rx_len);
         break;
     case A_SEQ: /* its items side by side: each is a group where it needs one */
         for (int i = 0; i < n->n; i++) node_regex(P, n->v[i], b);
@@ -466,21 +411,21 @@ static void node_regex(gp *P, int node, sbuf *b) {
             node_regex(P, n->v[0], b);
             break;
         }
-        sb_str(b, "(?:");
+        gp_sb_str(b, "(?:");
         for (int i = 0; i < n->n; i++) {
-            if (i) sb_str(b, "|");
+            if (i) gp_sb_str(b, "|");
             node_regex(P, n->v[i], b);
         }
-        sb_str(b, ")");
+        gp_sb_str(b, ")");
         break;
     case A_REP: {
         char q[48];
-        sb_str(b, "(?:");
+        gp_sb_str(b, "(?:");
         node_regex(P, n->v[0], b);
         if (n->min == 0 && n->max < 0) snprintf(q, sizeof q, ")*");
         else if (n->max < 0) snprintf(q, sizeof q, "){%d,}", n->min);
         else snprintf(q, sizeof q, "){%d,%d}", n->min, n->max);
-        sb_str(b, q);
+        gp_sb_str(b, q);
         break;
     }
     }
@@ -521,11 +466,11 @@ static int term_index(gp *P, const char *rx, size_t n) {
     if (str_room(P, &P->term_texts, term_key)) return P->e->code;
     int found = str_find(P, &P->term_texts, term_key, rx, n, &slot);
     if (found >= 0) return found;
-    if (grow((void **)&P->terms, &P->cap_terms, P->n_terms, sizeof *P->terms)) return oom(P);
+    if (gp_grow((void **)&P->terms, &P->cap_terms, P->n_terms, sizeof *P->terms)) return gp_oom(P);
     sbuf *t = &P->terms[P->n_terms];
     memset(t, 0, sizeof *t);
-    sb_put(t, rx, n);
-    if (t->oom || !t->s) return oom(P);
+    gp_sb_put(t, rx, n);
+    if (t->oom || !t->s) return gp_oom(P);
     P->term_texts.slot[slot] = P->n_terms + 1;
     P->term_texts.n++;
     return P->n_terms++;
@@ -533,7 +478,7 @@ static int term_index(gp *P, const char *rx, size_t n) {
 
 static int alt_push(gp *P, b_alt *a, int kind, int arg) {
     if (++P->n_elems > PM_GRAMMAR_MAX_RULES * 4) return pm_errf(P->e, PM_EINVAL, "grammar: more than %d elements after expansion", PM_GRAMMAR_MAX_RULES * 4);
-    if (grow((void **)&a->el, &a->cap, a->n, sizeof *a->el)) return oom(P);
+    if (gp_grow((void **)&a->el, &a->cap, a->n, sizeof *a->el)) return gp_oom(P);
     a->el[a->n++] = (g_elem){kind, arg};
     return PM_OK;
 }
@@ -543,11 +488,11 @@ static int helper_rule(gp *P, const char *what, size_t at, int body) {
     char name[64];
     snprintf(name, sizeof name, "(%s at byte %zu)", what, at);
     int n = P->n_rules;
-    if (n >= PM_GRAMMAR_MAX_RULES) return fail_at(P, at, "more than %d rules after expansion", PM_GRAMMAR_MAX_RULES);
-    if (grow((void **)&P->rules, &P->cap_rules, n, sizeof *P->rules)) return oom(P);
+    if (n >= PM_GRAMMAR_MAX_RULES) return gp_fail(P, at, "more than %d rules after expansion", PM_GRAMMAR_MAX_RULES);
+    if (gp_grow((void **)&P->rules, &P->cap_rules, n, sizeof *P->rules)) return gp_oom(P);
     b_rule *r = &P->rules[n];
     memset(r, 0, sizeof *r);
-    if (!(r->name = strdup(name))) return oom(P);
+    if (!(r->name = strdup(name))) return gp_oom(P);
     r->body = body;
     r->regular = 0;
     r->def_at = r->ref_at = at;
@@ -556,8 +501,8 @@ static int helper_rule(gp *P, const char *what, size_t at, int body) {
 
 static b_alt *new_alt(gp *P, int r) {
     b_rule *R = &P->rules[r];
-    if (grow((void **)&R->alts, &R->cap_alts, R->n_alts, sizeof *R->alts)) {
-        oom(P);
+    if (gp_grow((void **)&R->alts, &R->cap_alts, R->n_alts, sizeof *R->alts)) {
+        gp_oom(P);
         return NULL;
     }
     memset(&R->alts[R->n_alts], 0, sizeof *R->alts);
@@ -567,7 +512,7 @@ static b_alt *new_alt(gp *P, int r) {
 /* Appends a pure run's regex as a terminal. */
 static int flush_run(gp *P, int r, int alt, sbuf *run) {
     if (!run->n && !run->oom) return PM_OK;
-    if (run->oom) return oom(P);
+    if (run->oom) return gp_oom(P);
     int t = term_index(P, run->s, run->n);
     run->n = 0;
     return t < 0 ? t : alt_push(P, &P->rules[r].alts[alt], G_TERM, t);
@@ -615,7 +560,7 @@ static int lower_items(gp *P, int r, int alt, int node, sbuf *run) {
     }
     if (node_pure(P, node, 0)) {
         node_regex(P, node, run);
-        return run->oom ? oom(P) : PM_OK;
+        return run->oom ? gp_oom(P) : PM_OK;
     }
     if (flush_run(P, r, alt, run)) return P->e->code;
     n = &P->nodes[node];
@@ -666,35 +611,99 @@ static void find_nullable(const gp *P, const uint8_t *term_null, uint8_t *null) 
     }
 }
 
-/* A rule that can call itself before anything is written (DFS over the calls each alternative makes
- * before its first element that cannot be empty). color: 0 new, 1 on the path, 2 done. */
-static int left_cycle(gp *P, int r, const uint8_t *term_null, const uint8_t *null, uint8_t *color) {
-    if (color[r] == 2) return PM_OK;
-    if (color[r] == 1)
-        return pm_errf(P->e, PM_EUNSUPPORTED,
-                       "grammar: left recursion: rule '%s' can reach itself before writing anything (it would never end; write it "
-                       "right-recursively, e.g. list ::= item (\",\" item)*)",
-                       P->rules[r].name);
-    color[r] = 1;
+/* Left recursion that grows the stack: a cycle of calls made before anything is written (each
+ * after elements that can be empty) in which some call is not in last position, so that going round
+ * it pushes a continuation every time and would never end. A cycle of calls in last position only
+ * (s ::= x s | "" with x able to be empty: what a repeat of such a group becomes) pushes nothing,
+ * and the parse expands each (rule, continuation) once per byte (grammar.c): it is kept. Found as
+ * the strongly connected components of the calls-before-writing graph (Tarjan's algorithm); a
+ * call that is not last between two rules of one component is refused. */
+typedef struct scc {
+    const uint8_t *term_null, *null;
+    int *index, *low, *stack, *comp;
+    uint8_t *on;
+    int counter, sp;
+} scc;
+
+/* Calls alternative A of a rule makes before anything is written: the i-th element is one when
+ * every element before it can be empty; returns the count, fills at (element indexes). */
+static int early_calls(const b_alt *A, const scc *C, int *at) {
+    int k = 0;
+    for (int i = 0; i < A->n; i++) {
+        if (A->el[i].kind == G_TERM) {
+            if (!C->term_null[A->el[i].arg]) break;
+            continue;
+        }
+        at[k++] = i;
+        if (!C->null[A->el[i].arg]) break;
+    }
+    return k;
+}
+
+static void scc_visit(gp *P, int r, scc *C) {
+    C->index[r] = C->low[r] = ++C->counter;
+    C->stack[C->sp++] = r;
+    C->on[r] = 1;
     for (int a = 0; a < P->rules[r].n_alts; a++) {
         const b_alt *A = &P->rules[r].alts[a];
-        for (int i = 0; i < A->n; i++) {
+        for (int i = 0; i < A->n; i++) { /* the early calls, as early_calls finds them */
             if (A->el[i].kind == G_TERM) {
-                if (!term_null[A->el[i].arg]) break;
+                if (!C->term_null[A->el[i].arg]) break;
                 continue;
             }
-            if (left_cycle(P, A->el[i].arg, term_null, null, color)) return P->e->code;
-            if (!null[A->el[i].arg]) break;
+            int c = A->el[i].arg;
+            if (!C->index[c]) {
+                scc_visit(P, c, C);
+                if (C->low[c] < C->low[r]) C->low[r] = C->low[c];
+            } else if (C->on[c] && C->index[c] < C->low[r])
+                C->low[r] = C->index[c];
+            if (!C->null[c]) break;
         }
     }
-    color[r] = 2;
-    return PM_OK;
+    if (C->low[r] != C->index[r]) return;
+    int x;
+    do {
+        x = C->stack[--C->sp];
+        C->on[x] = 0;
+        C->comp[x] = r;
+    } while (x != r);
+}
+
+static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_null, const uint8_t *null) {
+    int n = P->n_rules, maxlen = 1;
+    for (int r = 0; r < n; r++)
+        for (int a = 0; a < P->rules[r].n_alts; a++)
+            if (P->rules[r].alts[a].n > maxlen) maxlen = P->rules[r].alts[a].n;
+    scc C = {term_null, null, calloc((size_t)n, sizeof(int)), calloc((size_t)n, sizeof(int)), calloc((size_t)n, sizeof(int)),
+             calloc((size_t)n, sizeof(int)), calloc((size_t)n, 1), 0, 0};
+    int *at = malloc(sizeof *at * (size_t)maxlen);
+    if (!C.index || !C.low || !C.stack || !C.comp || !C.on || !at) gp_oom(P);
+    for (int qi = 0; qi < nq && !P->e->code; qi++)
+        if (!C.index[queue[qi]]) scc_visit(P, queue[qi], &C);
+    for (int qi = 0; qi < nq && !P->e->code; qi++) {
+        int r = queue[qi];
+        for (int a = 0; a < P->rules[r].n_alts && !P->e->code; a++) {
+            const b_alt *A = &P->rules[r].alts[a];
+            int k = early_calls(A, &C, at);
+            for (int j = 0; j < k; j++) {
+                int c = A->el[at[j]].arg;
+                if (at[j] == A->n - 1 || C.comp[c] != C.comp[r]) continue; /* last: pushes nothing; or no way back */
+                pm_errf(P->e, PM_EUNSUPPORTED,
+                        "grammar: left recursion: rule '%s' can reach itself before writing anything (it would never end; write it "
+                        "right-recursively, e.g. list%s item (\",\" item)*)",
+                        P->rules[c].name, strcmp(P->notation, "Lark") ? " ::=" : ":");
+                break;
+            }
+        }
+    }
+    free(C.index), free(C.low), free(C.stack), free(C.comp), free(C.on), free(at);
+    return P->e->code;
 }
 
 /* ------------------------------------------------------------------ assembly */
 
 static void gp_free(gp *P) {
-    for (int i = 0; i < P->n_nodes; i++) free(P->nodes[i].v);
+    for (int i = 0; i < P->n_nodes; i++) free(P->nodes[i].v), free(P->nodes[i].rx);
     free(P->nodes);
     for (int r = 0; r < P->n_rules; r++) {
         free(P->rules[r].name);
@@ -728,7 +737,7 @@ void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals) {
 /* The rules reachable from root, lowered, then laid out flat. */
 static int assemble(gp *P, int root, pm_grammar **out) {
     int *queue = NULL, nq = 0, capq = 0;
-    if (grow((void **)&queue, &capq, nq, sizeof *queue)) return oom(P);
+    if (gp_grow((void **)&queue, &capq, nq, sizeof *queue)) return gp_oom(P);
     queue[nq++] = root;
     P->rules[root].queued = 1;
     for (int qi = 0; qi < nq; qi++) {
@@ -739,11 +748,11 @@ static int assemble(gp *P, int root, pm_grammar **out) {
                 int c = R->alts[a].el[i].arg;
                 if (R->alts[a].el[i].kind != G_RULE || P->rules[c].queued) continue;
                 if (P->rules[c].body < 0 && !P->rules[c].n_alts) {
-                    fail_at(P, P->rules[c].ref_at, "rule '%s' is used but not defined", P->rules[c].name);
+                    gp_fail(P, P->rules[c].ref_at, "rule '%s' is used but not defined", P->rules[c].name);
                     goto done;
                 }
-                if (grow((void **)&queue, &capq, nq, sizeof *queue)) {
-                    oom(P);
+                if (gp_grow((void **)&queue, &capq, nq, sizeof *queue)) {
+                    gp_oom(P);
                     goto done;
                 }
                 P->rules[c].queued = 1;
@@ -754,16 +763,16 @@ static int assemble(gp *P, int root, pm_grammar **out) {
     if (P->e->code) goto done;
     pm_grammar *g = calloc(1, sizeof *g);
     int *index = malloc(sizeof *index * (size_t)P->n_rules);
-    uint8_t *term_null = calloc((size_t)P->n_terms + 1, 1), *null = calloc((size_t)P->n_rules, 1), *color = calloc((size_t)P->n_rules, 1);
-    if (!g || !index || !term_null || !null || !color) {
-        oom(P);
+    uint8_t *term_null = calloc((size_t)P->n_terms + 1, 1), *null = calloc((size_t)P->n_rules, 1);
+    if (!g || !index || !term_null || !null) {
+        gp_oom(P);
         goto fail;
     }
     *out = g;
     g->terms = calloc((size_t)P->n_terms + 1, sizeof *g->terms);
     g->term_start = calloc((size_t)P->n_terms + 1, sizeof *g->term_start);
     if (!g->terms || !g->term_start) {
-        oom(P);
+        gp_oom(P);
         goto fail;
     }
     size_t work = 0;
@@ -783,8 +792,7 @@ static int assemble(gp *P, int root, pm_grammar **out) {
         term_null[t] = (uint8_t)pm_regex_accepts(g->terms[t], g->term_start[t]);
     }
     find_nullable(P, term_null, null);
-    for (int qi = 0; qi < nq; qi++)
-        if (left_cycle(P, queue[qi], term_null, null, color)) goto fail;
+    if (growing_cycle(P, queue, nq, term_null, null)) goto fail;
     int n_alts = 0, n_elems = 0;
     for (int qi = 0; qi < nq; qi++) {
         index[queue[qi]] = qi;
@@ -795,7 +803,7 @@ static int assemble(gp *P, int root, pm_grammar **out) {
     g->alt_start = malloc(sizeof *g->alt_start * (size_t)(n_alts ? n_alts : 1));
     g->rule_alt = malloc(sizeof *g->rule_alt * (size_t)(nq + 1));
     if (!g->elems || !g->alt_start || !g->rule_alt) {
-        oom(P);
+        gp_oom(P);
         goto fail;
     }
     for (int qi = 0; qi < nq; qi++) {
@@ -822,23 +830,93 @@ fail:
     free(index);
     free(term_null);
     free(null);
-    free(color);
 done:
     free(queue);
     return P->e->code;
 }
 
+/* ------------------------------------------------------------------ left recursion */
+
+/* Rule r's alternatives that begin with a call of r itself (`expr ::= expr "+" term | term`)
+ * rewritten as the others followed by a repeat of what follows those calls (`expr ::= term ("+"
+ * term)*`): the same language, written so that a parse can go left to right. Only the direct form;
+ * a rule that reaches itself through others first is still refused by the checks. */
+static int unleft_rule(gp *P, int r) {
+    int body = P->rules[r].body;
+    if (body < 0 || P->nodes[body].kind != A_ALT) return PM_OK;
+    int n = P->nodes[body].n, rec = 0;
+    for (int i = 0; i < n; i++) {
+        const a_node *alt = &P->nodes[P->nodes[body].v[i]];
+        rec += alt->kind == A_SEQ && alt->n && P->nodes[alt->v[0]].kind == A_REF && P->nodes[alt->v[0]].ref == r;
+    }
+    if (!rec || rec == n) return PM_OK; /* none, or nothing to begin with: the checks say so */
+    int base = gp_node(P, A_ALT), tails = gp_node(P, A_ALT), rep = gp_node(P, A_REP), seq = gp_node(P, A_SEQ), top = gp_node(P, A_ALT);
+    if (top < 0) return P->e->code;
+    for (int i = 0; i < n; i++) {
+        int a = P->nodes[body].v[i];
+        const a_node *alt = &P->nodes[a];
+        if (!(alt->kind == A_SEQ && alt->n && P->nodes[alt->v[0]].kind == A_REF && P->nodes[alt->v[0]].ref == r)) {
+            if (gp_push(P, base, a)) return P->e->code;
+            continue;
+        }
+        int tail = gp_node(P, A_SEQ);
+        if (tail < 0) return tail;
+        P->nodes[tail].at = P->nodes[a].at;
+        for (int k = 1; k < P->nodes[a].n; k++)
+            if (gp_push(P, tail, P->nodes[a].v[k])) return P->e->code;
+        if (gp_push(P, tails, tail)) return P->e->code;
+    }
+    P->nodes[rep].min = 0, P->nodes[rep].max = -1;
+    if (gp_push(P, rep, tails) || gp_push(P, seq, base) || gp_push(P, seq, rep) || gp_push(P, top, seq)) return P->e->code;
+    for (int k = 0; k < 5; k++) P->nodes[top - k].at = P->nodes[body].at;
+    P->rules[r].body = top;
+    return PM_OK;
+}
+
+int gp_finish(gp *P, const char *root, pm_grammar **out) {
+    *out = NULL;
+    int r0 = -1, n = P->n_rules;
+    for (int r = 0; r < n && !P->e->code; r++) {
+        unleft_rule(P, r);
+        if (!strcmp(P->rules[r].name, root)) r0 = r;
+    }
+    if (!P->e->code) {
+        if (r0 < 0 || P->rules[r0].body < 0) pm_errf(P->e, PM_EINVAL, "grammar: no rule '%s' (the whole output is a %s)", root, root);
+        else assemble(P, r0, out);
+    }
+    gp_free(P);
+    return P->e->code;
+}
+
+/* Lark's text begins with a directive (%import ...) or its first definition is `name:` (GBNF's
+ * `name ::=`); comments (# and //) and blank lines before it skipped. */
+static int is_lark(const char *s, size_t len) {
+    size_t p = 0;
+    for (;;) {
+        while (p < len && (s[p] == ' ' || s[p] == '\t' || s[p] == '\r' || s[p] == '\n')) p++;
+        if (p < len && (s[p] == '#' || (s[p] == '/' && p + 1 < len && s[p + 1] == '/')))
+            while (p < len && s[p] != '\n') p++;
+        else break;
+    }
+    if (p < len && s[p] == '%') return 1;
+    while (p < len && (s[p] == '?' || s[p] == '!')) p++;
+    while (p < len && is_name_char((unsigned char)s[p])) p++;
+    if (p < len && s[p] == '.') /* a priority: name.2 */
+        for (p++; p < len && ((s[p] >= '0' && s[p] <= '9') || s[p] == '-'); p++) {}
+    while (p < len && (s[p] == ' ' || s[p] == '\t')) p++;
+    return p < len && s[p] == ':' && !(p + 1 < len && (s[p + 1] == ':' || s[p + 1] == '=')); /* not ::= nor := */
+}
+
+int pm_grammar_is_lark(const char *text, size_t len) { return is_lark(text, len); }
+
 int pm_grammar_compile(const char *text, size_t len, pm_grammar **out, pm_err *e) {
     *out = NULL;
     if (len > PM_GRAMMAR_MAX_TEXT) return pm_errf(e, PM_EINVAL, "grammar: %zu bytes, more than %d", len, PM_GRAMMAR_MAX_TEXT);
-    gp P = {.s = text, .len = len, .e = e};
-    int root = -1;
-    if (!parse_rules(&P)) {
-        for (int r = 0; r < P.n_rules; r++)
-            if (!strcmp(P.rules[r].name, "root")) root = r;
-        if (root < 0 || P.rules[root].body < 0) pm_errf(e, PM_EINVAL, "grammar: no rule 'root' (the whole output is a root)");
-        else assemble(&P, root, out);
+    int lark = is_lark(text, len);
+    gp P = {.s = text, .len = len, .e = e, .notation = lark ? "Lark" : "GBNF"};
+    if (lark ? gp_read_lark(&P) : parse_rules(&P)) {
+        gp_free(&P);
+        return e->code;
     }
-    gp_free(&P);
-    return e->code;
+    return gp_finish(&P, lark ? "(start)" : "root", out);
 }

@@ -612,8 +612,9 @@ def main():
                                       ({"guided_regex": "a(?<=b)"}, "unsupported_value", "guided_regex", "lookaround"),
                                       ({"guided_regex": ".*a.{16}"}, "unsupported_value", "guided_regex", "too large"),
                                       ({"guided_grammar": "root ::= x"}, "invalid_value", "guided_grammar", "rule 'x' is used but not defined"),
-                                      ({"guided_grammar": 'root: "a"'}, "invalid_value", "guided_grammar", "GBNF is read"),
-                                      ({"grammar": 'root ::= root "a" | "b"'}, "unsupported_value", "grammar", "left recursion"),
+                                      ({"guided_grammar": 'root: "a"'}, "invalid_value", "guided_grammar", "no rule 'start' (the whole output is a start) (read as Lark"),
+                                      ({"guided_grammar": 'start: a{x}'}, "unsupported_value", "guided_grammar", "templates"),
+                                      ({"grammar": 'root ::= a "x" | "b"\na ::= root "y"'}, "unsupported_value", "grammar", "left recursion"),
                                       ({"guided_grammar": 'root ::= "a"', "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
                                       ({"guided_whitespace_pattern": " "}, "unsupported_parameter", "guided_whitespace_pattern", "not supported"),
                                       ({"guided_choice": ["a"], "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
@@ -666,6 +667,37 @@ def main():
         ok = ok and pre and (whole if c["finish_reason"] == "stop" else c["finish_reason"] == "length")
     report("guided_grammar: 4 sampled nested lists, whole where they ended, prefixes where cut; the first the CLI's --grammar",
            ok, "%s %r / %r" % (st, [(c["message"]["content"], c["finish_reason"]) for c in chs] or d, ref))
+    # guided_grammar in Lark's notation (left recursion, %import common, %ignore): sampled answers
+    # that ended are whole by Lark's own Earley parser (dynamic_complete: read character by character)
+    larkg = ('?start: sum\n?sum: product | sum "+" product -> add\n?product: atom | product "*" atom\n'
+             '?atom: NUMBER | "(" sum ")"\n%import common.INT -> NUMBER\n%import common.WS_INLINE\n%ignore WS_INLINE\n')
+    try:
+        import lark
+        ref_parser = lark.Lark(larkg, parser="earley", lexer="dynamic_complete")
+    except Exception as ex:  # python3-lark is a test dependency (make test-deps)
+        ref_parser, why = None, repr(ex)
+    def lark_ok(t, whole):  # whole: Lark parses it; else a prefix: closing what is open makes one it parses
+        k = t.count("(") - t.count(")")
+        for u in ([t] if whole else [t + ")" * k, t + "1" + ")" * k]):
+            try:
+                ref_parser.parse(u)
+                return True
+            except lark.exceptions.LarkError:
+                pass
+        return False
+
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, guided_grammar=larkg, temperature=1.5, seed=7, n=4, max_tokens=24))
+    chs = d.get("choices", []) if st == 200 else []
+    ok = ref_parser is not None and st == 200 and len(chs) == 4
+    for c in chs if ok else []:
+        ok = ok and c["finish_reason"] in ("stop", "length") and lark_ok(c["message"]["content"], c["finish_reason"] == "stop")
+    # and a grammar whose answer must end: a terminal with flag i, then only the end token
+    st2, _, d2 = A.json("POST", "/v1/chat/completions", dict(jm_text, guided_grammar='start: ANSWER\nANSWER: "yes"i | "no"\n',
+                                                               temperature=1.5, seed=7, n=4, max_tokens=8))
+    chs2 = d2.get("choices", []) if st2 == 200 else []
+    ok = ok and len(chs2) == 4 and all(c["finish_reason"] == "stop" and re.fullmatch("(?i:yes)|no", c["message"]["content"]) for c in chs2)
+    report("guided_grammar in Lark's notation: 4 sampled sums whole or prefixes by Lark's own parser; yes/no answers whole",
+           ok, "%s %r %r" % (st, [(c["message"]["content"], c["finish_reason"]) for c in chs] or d, chs2 or d2))
     ok = True
     for key, val in (("structured_outputs", {"grammar": 'root ::= "yes" | "no" | "maybe " [0-9]'}), ("grammar", 'root ::= "yes" | "no"')):
         st, _, d = A.json("POST", "/v1/completions", {"prompt": "Is it?", "max_tokens": 8, "temperature": 1.0, "seed": 3, key: val})

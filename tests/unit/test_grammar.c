@@ -87,6 +87,97 @@ static void test_verdicts(void **state) {
                    json, sizeof json / sizeof json[0]);
 }
 
+/* A rule's alternatives that begin with the rule itself read as the others then a repeat. */
+static void test_left_recursion_rewritten(void **state) {
+    (void)state;
+    static const verdict sum[] = {{"1", 1}, {"1+1", 1}, {"1+1+1", 1}, {"+1", 0}, {"1+", 0}, {"", 0}, {"2", 1}, {"1+2+1", 1}};
+    check_verdicts("root ::= expr\nexpr ::= expr \"+\" num | num\nnum ::= \"1\" | \"2\"\n", sum, sizeof sum / sizeof sum[0]);
+    /* two recursive alternatives, one that calls the rule again further on, an empty base */
+    static const verdict mix[] = {{"", 1}, {"a", 1}, {"ab", 1}, {"a(a)", 1}, {"a(ab)b", 1}, {"(", 0}, {"a(", 0}, {"ba", 1}, {")", 0}, {"b", 1}};
+    check_verdicts("root ::= e\ne ::= e \"a\" | e \"(\" e \")\" | e \"b\" | \"\"\n", mix, sizeof mix / sizeof mix[0]);
+    /* a repeat of a group that can be empty around calls: a cycle of last-position calls, kept (each
+     * (rule, continuation) expanded once a byte), where it was refused as left recursion before */
+    static const verdict nul[] = {{".", 1}, {"().", 1}, {"(())().", 1}, {"(.", 0}, {"", 0}, {"()", 0}, {")(.", 0}};
+    check_verdicts("root ::= (x)* \".\"\nx ::= \"(\" x \")\" | \"\"\n", nul, sizeof nul / sizeof nul[0]);
+    static const verdict nul2[] = {{"", 1}, {"a", 1}, {"ba", 1}, {"bbb", 1}, {"c", 0}, {"ab", 1}};
+    check_verdicts("root ::= (x? y?)+\nx ::= \"a\" x?\ny ::= \"b\" | \"\"\n", nul2, sizeof nul2 / sizeof nul2[0]);
+    char deep[4096]; /* long texts stay linear: nothing piles up on the stacks */
+    for (int i = 0; i < 4000; i++) deep[i] = i % 2 ? ')' : '(';
+    deep[4000] = '.', deep[4001] = 0;
+    pm_grammar *g = compile_ok("root ::= (x)* \".\"\nx ::= \"(\" x \")\" | \"\"\n");
+    pm_err e = {0};
+    assert_int_equal(pm_grammar_fullmatch(g, deep, 4001, &e), 1);
+    pm_grammar_free(g);
+}
+
+static void refused(const char *text, int code, const char *needle);
+
+/* Lark's notation: told apart from GBNF by its first definition, read into the same grammar. */
+static void test_lark(void **state) {
+    (void)state;
+    const char *json_like = "start: \"[\" [value (\",\" value)*] \"]\"\n"
+                            "value: NUMBER | ESCAPED_STRING | \"true\"i\n"
+                            "%import common.NUMBER\n%import common.ESCAPED_STRING\n%import common.WS\n%ignore WS\n";
+    assert_true(pm_grammar_is_lark(json_like, strlen(json_like)));
+    assert_false(pm_grammar_is_lark("root ::= \"a\"\n", 13));
+    static const verdict json[] = {{"[]", 1}, {"[ 1 , 2.5e3 ]", 1}, {"[\"a\\\"b\"]", 1}, {"[TRUE]", 1}, {"[True , true]", 1},
+                                   {"[1,]", 0}, {" [1] ", 1}, {"[1 2]", 0}, {"[\"a\"b\"]", 0}, {"[\"a\nb\"]", 0}, {"[\t\n1\r]", 1}};
+    check_verdicts(json_like, json, sizeof json / sizeof json[0]);
+    /* left recursion (Lark's usual way), tree marks, aliases, a priority, a range, ~, a pattern with flag i */
+    static const verdict calc[] = {{"1+2*3", 1}, {"a - (b+ 12)", 1}, {"1234", 0}, {"Foo*-2", 1}, {"1+", 0},
+                                   {" ( x ) ", 1}, {"_x9", 1}, {"9x", 0}, {"--1", 1}, {"", 0}};
+    check_verdicts("?start: sum\n"
+                   "?sum: product\n"
+                   "    | sum \"+\" product   -> add\n"
+                   "    | sum \"-\" product   -> sub\n"
+                   "?product: atom | product \"*\" atom\n"
+                   "?atom: NUMBER | \"-\" atom | NAME | \"(\" sum \")\"\n"
+                   "NAME.2: /[a-z_]\\w*/i\n"
+                   "NUMBER: DIGIT~1..3\n"
+                   "DIGIT: \"0\"..\"9\"\n"
+                   "%ignore \" \"\n",
+                   calc, sizeof calc / sizeof calc[0]);
+    /* comments, a definition going on with "|" after a comment line, a pattern, an exact count */
+    static const verdict lines[] = {{"xy", 1}, {"xyyy", 1}, {"zz", 1}, {"z", 0}, {"x", 0}, {"x y", 0}};
+    check_verdicts("// a comment\nstart: a b   # another\n  // between\n     | c\na: \"x\"\nb: /y+/\nc: \"z\" ~ 2\n", lines,
+                   sizeof lines / sizeof lines[0]);
+    /* an import list and an alias */
+    static const verdict imp[] = {{"a1=5", 1}, {"abc", 1}, {"a1", 0}, {"_x=12", 1}, {"x=-1", 0}};
+    check_verdicts("%import common (INT, WORD)\n%import common.CNAME -> ID\nstart: ID \"=\" INT | WORD\n", imp, sizeof imp / sizeof imp[0]);
+    /* pattern flags: s lets `.` take a line end; the common comments end where the lexer ends them */
+    static const verdict dot_s[] = {{"a\nb", 1}, {"axb", 1}};
+    check_verdicts("start: /a.b/s\n", dot_s, 2);
+    static const verdict dot[] = {{"a\nb", 0}, {"axb", 1}};
+    check_verdicts("start: /a.b/\n", dot, 2);
+    static const verdict cc[] = {{"/* x */", 1}, {"/* a */ b */", 0}, {"/**/", 1}, {"/* ** */", 1}, {"/*/", 0}, {"/* a\n*/", 1}};
+    check_verdicts("%import common.C_COMMENT\nstart: C_COMMENT\n", cc, sizeof cc / sizeof cc[0]);
+    /* ignored items between the tokens of rules, never inside a terminal */
+    static const verdict ign[] = {{"ab", 1}, {"a b", 1}, {"a  /*c*/ b ", 1}, {"a", 0}, {"aa b", 0}};
+    check_verdicts("start: A \"b\"\nA: \"a\"\n%import common.C_COMMENT\n%ignore \" \"\n%ignore C_COMMENT\n", ign, sizeof ign / sizeof ign[0]);
+}
+
+static void test_lark_refusals(void **state) {
+    (void)state;
+    refused("start: a{x}\n", PM_EUNSUPPORTED, "templates (a{...} at byte 7)");
+    refused("%import python.NAME\nstart: NAME\n", PM_EUNSUPPORTED, "only Lark's `common`");
+    refused("%declare X\nstart: X\n", PM_EUNSUPPORTED, "%declare at byte 0 is not read");
+    refused("start: \"a\"\nstart: \"b\"\n", PM_EINVAL, "'start' is defined twice (first at byte 0)");
+    refused("begin: \"a\"\n", PM_EINVAL, "no rule 'start'");
+    refused("start: A\nA: b\nb: \"x\"\n", PM_EINVAL, "a terminal names rule 'b' (terminals are made of literals, patterns and terminals) at byte 12");
+    refused("start: /a(?=b)/\n", PM_EUNSUPPORTED, "the pattern at byte 7: lookaround");
+    refused("start: /^a/\n", PM_EUNSUPPORTED, "has an anchor");
+    refused("start: /a/x\n", PM_EINVAL, "the pattern flag 'x'");
+    refused("start: \"a\"**\n", PM_EINVAL, "a second operator");
+    refused("start: \"ab\"..\"z\"\n", PM_EINVAL, "a range");
+    refused("%import common.NOPE\nstart: NOPE\n", PM_EINVAL, "common terminals have no 'NOPE'");
+    refused("start: (\"a\"\n", PM_EINVAL, "expected ')'");
+    refused("start: \"a\" ~ 3..2\n", PM_EINVAL, "the larger count second");
+    refused("start: a\na: a \"x\"\n", PM_EUNSUPPORTED, "list: item");
+    refused("%foo\nstart: \"a\"\n", PM_EINVAL, "unknown directive '%foo'");
+    refused("start: \"a\" )\n", PM_EINVAL, "')' without its opening bracket");
+    refused("start: b\n", PM_EINVAL, "rule 'b' is used but not defined");
+}
+
 static void test_regular_folds(void **state) {
     (void)state;
     int rules, terms;
@@ -115,7 +206,7 @@ static void test_refusals(void **state) {
     refused("root ::= \"a\" b\n", PM_EINVAL, "rule 'b' is used but not defined at byte 13");
     refused("start ::= \"a\"\n", PM_EINVAL, "no rule 'root'");
     refused("root ::= \"a\"\nroot ::= \"b\"\n", PM_EINVAL, "rule 'root' is defined twice (first at byte 0)");
-    refused("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n", PM_EUNSUPPORTED, "left recursion: rule 'expr'");
+    refused("root ::= expr\nexpr ::= expr \"+\" \"1\"\n", PM_EUNSUPPORTED, "left recursion: rule 'expr'"); /* nothing to begin with */
     refused("root ::= a\na ::= b? \"x\" | \"y\"\nb ::= c\nc ::= a \"z\"\n", PM_EUNSUPPORTED, "left recursion");
     refused("root ::= ws root \"x\" | \"y\"\nws ::= [ ]*\n", PM_EUNSUPPORTED, "left recursion: rule 'root'"); /* through an empty prefix */
     refused("root ::= \"a\n", PM_EINVAL, "unterminated literal at byte 9");
@@ -128,7 +219,7 @@ static void test_refusals(void **state) {
     refused("root ::= \"a\"\n  \"b\"\n", PM_EINVAL, "expected a rule name");
     refused("root ::= \"a\" \"\\q\"\n", PM_EINVAL, "unknown escape \\q");
     refused("root ::= \"\\uD800\"\n", PM_EINVAL, "is not a character");
-    refused("root: \"a\"\n", PM_EINVAL, "expected '::=' after rule name 'root'");
+    refused("root := \"a\"\n", PM_EINVAL, "expected '::=' after rule name 'root'");
     refused("root ::= \"a\" )\n", PM_EINVAL, "')' without '('");
     refused("root ::= \"\xff\"\n", PM_EINVAL, "invalid UTF-8 at byte 10");
     /* many terminals, each within the pattern engine's own limit, over the grammar's budget together */
@@ -353,6 +444,9 @@ static void test_large_grammars(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_left_recursion_rewritten),
+        cmocka_unit_test(test_lark),
+        cmocka_unit_test(test_lark_refusals),
         cmocka_unit_test(test_regular_folds),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_mask_matches_regex),

@@ -117,7 +117,7 @@ static void usage_generate(void) {
             "  --regex RE            guided decoding: the whole answer matches the regular expression RE\n"
             "                        (syntax: README)\n"
             "  --choice TEXT         ... is one of the --choice texts (repeatable)\n"
-            "  --grammar FILE        ... is a root of the GBNF grammar in FILE (llama.cpp's notation; README)\n"
+            "  --grammar FILE        ... is a root (Lark: a start) of the GBNF or Lark grammar in FILE (README)\n"
             "  --prediction FILE     text the answer should repeat much of (an edit's original): drafted\n"
             "                        from while the answer follows it, the same tokens in fewer steps\n"
             "  --max-audio-seconds S cap on the request's total audio duration (default 1800)\n"

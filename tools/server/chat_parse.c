@@ -279,7 +279,7 @@ static int set_schema(const json_t *sch, const char *param, srv_chat_req *r, srv
     return 0;
 }
 
-/* The answer held to a pattern (PM_FORMAT_REGEX) or a GBNF grammar (PM_FORMAT_GRAMMAR), text owned
+/* The answer held to a pattern (PM_FORMAT_REGEX) or a GBNF or Lark grammar (PM_FORMAT_GRAMMAR), text owned
  * by r from here, compiled here so that a bad one is a 400 naming the construct (the rule) and its
  * byte. */
 static int set_guide(char *text, pm_format format, const char *param, srv_chat_req *r, srv_error *e) {
@@ -298,11 +298,11 @@ static int set_guide(char *text, pm_format format, const char *param, srv_chat_r
         pm_regex_free(rx);
     }
     if (rc == PM_ENOMEM) return srv_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    if (rc) /* vLLM also reads Lark grammars (name: ...): say which notation this is */
+    if (rc) /* GBNF and Lark are told apart by the first definition: say which notation it was read as */
         return srv_bad(e, param, rc == PM_EUNSUPPORTED ? "unsupported_value" : "invalid_value", "%s%s", pe.msg,
-                       format == PM_FORMAT_GRAMMAR && !strstr(text, "::=")
-                           ? " (GBNF is read: rules are written `name ::= ...`; Lark and EBNF with ':' are not)"
-                           : "");
+                       format != PM_FORMAT_GRAMMAR ? ""
+                       : pm_grammar_is_lark(text, strlen(text)) ? " (read as Lark: its first definition is `name:`)"
+                                                                : " (read as GBNF: its first definition is `name ::=`)");
     return 0;
 }
 
@@ -333,7 +333,7 @@ static int set_choices(const json_t *v, const char *param, srv_chat_req *r, srv_
 }
 
 /* vLLM's guided decoding: guided_json (a schema, as an object or as JSON text), guided_regex,
- * guided_choice, guided_grammar (GBNF; llama.cpp's server calls it grammar), or their newer
+ * guided_choice, guided_grammar (GBNF or Lark; llama.cpp's server calls it grammar), or their newer
  * spelling structured_outputs {json | regex | choice | json_object | grammar}; at most one of them,
  * and not beside a response_format that shapes the answer. A whitespace pattern is refused: no
  * silent loosening of what the client asked to hold. guided_decoding_backend is a choice among
@@ -401,7 +401,7 @@ static int parse_guided(const json_t *root, srv_chat_req *r, srv_error *e) {
     case G_CHOICE: return set_choices(v, keys[given], r, e);
     case G_GRAMMAR:
         if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-            return srv_bad(e, keys[given], "invalid_type", "%s must be a string (a GBNF grammar)", keys[given]);
+            return srv_bad(e, keys[given], "invalid_type", "%s must be a string (a GBNF or Lark grammar)", keys[given]);
         if (json_string_length(v) > PM_GRAMMAR_MAX_TEXT)
             return srv_bad(e, keys[given], "limit_exceeded", "%s holds more than %d bytes", keys[given], PM_GRAMMAR_MAX_TEXT);
         return set_guide(strdup(json_string_value(v)), PM_FORMAT_GRAMMAR, keys[given], r, e);
