@@ -579,9 +579,25 @@ static int lower_rule(gp *P, int r) {
         return t < 0 ? P->e->code : alt_push(P, a, G_TERM, t);
     }
     const a_node *n = &P->nodes[body];
-    int k = n->kind == A_ALT ? n->n : 1;
+    int k = n->kind == A_ALT ? n->n : 1, pure = 0;
+    for (int i = 0; i < k && k > 1; i++) pure += node_pure(P, P->nodes[body].v[i], 0);
+    if (pure > 1) { /* the alternatives that call no rule as one terminal: one parse thread for them, not one each */
+        sbuf run = {0};
+        gp_sb_str(&run, "(?:");
+        for (int i = 0, first = 1; i < k; i++) {
+            if (!node_pure(P, P->nodes[body].v[i], 0)) continue;
+            if (!first) gp_sb_str(&run, "|");
+            node_regex(P, P->nodes[body].v[i], &run);
+            first = 0;
+        }
+        gp_sb_str(&run, ")");
+        int rc = new_alt(P, r) ? flush_run(P, r, P->rules[r].n_alts - 1, &run) : P->e->code;
+        free(run.s);
+        if (rc) return rc;
+    }
     for (int i = 0; i < k; i++) {
         int item = P->nodes[body].kind == A_ALT ? P->nodes[body].v[i] : body;
+        if (pure > 1 && node_pure(P, item, 0)) continue;
         if (!new_alt(P, r)) return P->e->code;
         int alt = P->rules[r].n_alts - 1;
         sbuf run = {0};
