@@ -250,6 +250,7 @@ put("json_schema", "pattern", b'{"type": "object", "properties": {"id": {"type":
 put("json_schema", "pattern_len", b'{"type": "string", "pattern": "ok|no", "minLength": 2, "maxLength": 9}\x00"xxokxx"')
 put("json_schema", "int_bounds", b'{"type": "object", "properties": {"n": {"type": "integer", "minimum": -20, "exclusiveMaximum": 150}}}\x00{"n": 149}')
 put("json_schema", "number_bounds", b'{"type": ["number", "null"], "exclusiveMinimum": -0.25, "maximum": 12.125}\x00-0.1')
+put("json_schema", "multiple_of", b'{"type": "object", "properties": {"k": {"type": "integer", "multipleOf": 7, "maximum": 70}, "q": {"type": "number", "multipleOf": 0.05}}}\x00{"k": 63, "q": -1.15}')
 put("json_schema", "tuple", b'{"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string", "format": "date"}], "items": false}\x00[3, "2024-01-31"]')
 put("json_schema", "formats", b'{"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}, "e": {"type": "string", "format": "email"}}}\x00{"t": "2024-01-31T00:00:00Z"}')
 

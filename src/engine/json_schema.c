@@ -210,10 +210,14 @@ static int compile_bounds(pm_json_schema *s, json_t *v, pm_json_node *t, int int
         if (i < 2 && (!has_lo || d > lo || (d == lo && exclusive))) lo = d, lo_x = exclusive, has_lo = 1;
         if (i >= 2 && (!has_hi || d < hi || (d == hi && exclusive))) hi = d, hi_x = exclusive, has_hi = 1;
     }
+    json_t *mult = json_object_get(v, "multipleOf");
+    if (mult && !(json_is_number(mult) && json_number_value(mult) > 0))
+        return pm_errf(s->e, PM_EINVAL, "JSON schema at %s: multipleOf must be a number above 0", path);
     pm_err pe = {0};
-    pm_regex *rx = NULL;
+    pm_regex *rx = NULL, *mx = NULL;
     if (pattern_room(s)) return s->e->code;
-    if (integer) { /* the integers x >= lo (x > lo), x <= hi (x < hi) */
+    if (!has_lo && !has_hi) { /* multipleOf alone */
+    } else if (integer) { /* the integers x >= lo (x > lo), x <= hi (x < hi) */
         long long a = lo_x ? (long long)floor(lo) + 1 : (long long)ceil(lo), b = hi_x ? (long long)ceil(hi) - 1 : (long long)floor(hi);
         char *text = pm_regex_of_int_range(a, has_lo, b, has_hi, &pe);
         if (text) pm_regex_compile(text, strlen(text), &rx, &pe);
@@ -221,7 +225,21 @@ static int compile_bounds(pm_json_schema *s, json_t *v, pm_json_node *t, int int
     } else {
         pm_regex_number_range(lo, has_lo, lo_x, hi, has_hi, hi_x, &rx, &pe);
     }
-    if (!rx) return pm_errf(s->e, pe.code, "JSON schema at %s: %s bounds: %s", path, integer ? "integer" : "number", pe.msg);
+    if ((has_lo || has_hi) && !rx)
+        return pm_errf(s->e, pe.code, "JSON schema at %s: %s bounds: %s", path, integer ? "integer" : "number", pe.msg);
+    if (mult) { /* the multiples, within the bounds when there are some */
+        if (!pm_regex_multiples(json_number_value(mult), integer, &mx, &pe) && rx) {
+            pm_regex *both = NULL;
+            pm_regex_intersect(rx, mx, &both, &pe);
+            if (!both && pe.code == PM_EINVAL) /* the product matches nothing */
+                snprintf(pe.msg, sizeof pe.msg, "no multiple of %.17g lies within the bounds", json_number_value(mult));
+            pm_regex_free(mx);
+            mx = both;
+        }
+        pm_regex_free(rx);
+        rx = mx;
+        if (!rx) return pm_errf(s->e, pe.code, "JSON schema at %s: multipleOf: %s", path, pe.msg);
+    }
     if ((s->pattern_work += pm_regex_work(rx)) > PATTERN_WORK) {
         pm_regex_free(rx);
         return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: its patterns' automata take too long to build together", path);
@@ -244,8 +262,10 @@ static int bounds_typed(json_t *type) {
     return integer != number;
 }
 
+/* The keywords compile_bounds holds a number's digits to. */
 static int is_bound(const char *k) {
-    return !strcmp(k, "minimum") || !strcmp(k, "maximum") || !strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum");
+    return !strcmp(k, "minimum") || !strcmp(k, "maximum") || !strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum") ||
+           !strcmp(k, "multipleOf");
 }
 
 static int is_refused(const char *k) {
@@ -619,7 +639,7 @@ static const pm_json_node *compile_at(pm_json_schema *s, json_t *v, const char *
     int bounds_held = bounds_typed(ty) && !json_object_get(v, "enum") && !json_object_get(v, "const");
     json_object_foreach(v, k, x) if (is_refused(k) && !(string_typed && !strcmp(k, "pattern")) && !(bounds_held && is_bound(k)))
         return pm_errf(s->e, PM_EUNSUPPORTED, "JSON schema at %s: the keyword '%s' is not supported%s", path, k,
-                       is_bound(k) ? " here (a number's or an integer's bounds are held, beside a type of one of them and no enum)"
+                       is_bound(k) ? " here (a number's or an integer's bounds and multipleOf are held, beside a type of one of them and no enum)"
                                    : " (JSON mode could not hold the answer to it)"), NULL;
     json_t *ref = json_object_get(v, "$ref"), *all = json_object_get(v, "allOf"), *type = json_object_get(v, "type");
     json_t *any = json_object_get(v, "anyOf") ? json_object_get(v, "anyOf") : json_object_get(v, "oneOf");

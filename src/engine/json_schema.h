@@ -16,14 +16,16 @@
  * decoded, unless anchored; such a string is written without \u escapes; beside lengths up to
  * 1000), minimum / maximum / exclusiveMinimum / exclusiveMaximum of an integer or a number (a DFA
  * of the values between them over its digits: pm_regex_of_int_range, pm_regex_number_range, a
- * bounded number written without an exponent; |bound| <= 10^18), enum, const,
+ * bounded number written without an exponent; |bound| <= 10^18), multipleOf of either (a DFA of
+ * the multiples' digits, pm_regex_multiples, intersected with the bounds' one; written without an
+ * exponent too), enum, const,
  * anyOf, oneOf, allOf of one schema, nullable, $ref into the same document ("#/$defs/X",
  * recursion included).
  * format of a string: date, time, date-time, duration, uuid, ipv4, ipv6, hostname, email, uri (the part of each
  * validators take: json_schema.c's format_pattern, held as a pattern); other formats, like the
  * annotations (title, description, default, examples, $schema, $id, ...), are read and ignored.
  * A keyword that would constrain what cannot be enforced here (pattern beside a type
- * other than string, minimum beside enum or a type other than integer or number, multipleOf,
+ * other than string, minimum or multipleOf beside enum or a type other than integer or number,
  * uniqueItems, contains, not, if, ...) is refused with its path, so an answer never silently
  * breaks its schema. */
 #ifndef PM_JSON_SCHEMA_H

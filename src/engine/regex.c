@@ -525,6 +525,32 @@ done:
     return rc;
 }
 
+int pm_regex_of_table(int n_states, int n_classes, const uint8_t cls[256], const int32_t *next, const uint8_t *accept, pm_regex **out,
+                      pm_err *e) {
+    *out = NULL;
+    if (n_states > PM_REGEX_MAX_DFA || (size_t)n_states * n_classes > PM_REGEX_MAX_TABLE)
+        return pm_errf(e, PM_EUNSUPPORTED, "the pattern is too large (its DFA outgrows %d states)", PM_REGEX_MAX_DFA);
+    pm_regex *rx = calloc(1, sizeof *rx);
+    size_t cells = (size_t)n_states * n_classes;
+    if (!rx || !(rx->next = malloc(sizeof *rx->next * cells)) || !(rx->accept = malloc((size_t)n_states)) ||
+        !(rx->final = calloc((size_t)n_states, 1))) {
+        pm_regex_free(rx);
+        return pm_errf(e, PM_ENOMEM, "out of memory for the regular expression's DFA");
+    }
+    rx->n_states = n_states, rx->n_classes = n_classes, rx->work = (size_t)n_states;
+    memcpy(rx->cls, cls, 256);
+    memcpy(rx->next, next, sizeof *rx->next * cells);
+    memcpy(rx->accept, accept, (size_t)n_states);
+    for (int c = 0; c < n_classes; c++) rx->next[c] = 0; /* the dead state stays dead */
+    rx->accept[0] = 0;
+    if (prune(rx, e)) {
+        pm_regex_free(rx);
+        return e->code;
+    }
+    *out = rx;
+    return PM_OK;
+}
+
 void pm_regex_free(pm_regex *rx) {
     if (!rx) return;
     free(rx->next);

@@ -85,6 +85,20 @@ char *pm_regex_of_int_range(long long lo, int has_lo, long long hi, int has_hi, 
  * +/-10^18 or finer than 10^-40: PM_EUNSUPPORTED; an empty range: PM_EINVAL. regex_range.c. */
 int pm_regex_number_range(double lo, int has_lo, int lo_exclusive, double hi, int has_hi, int hi_exclusive, pm_regex **out, pm_err *e);
 
+/* The decimal numbers that are whole multiples of m > 0 (JSON Schema's multipleOf), written as the
+ * bounds above write them ([-]I[.F], no exponent; "-0" taken as 0), or with integer != 0 the
+ * integers among them in canonical form (no '.', no "-0"). m is taken as the shortest decimal that
+ * reads back as its double, M / 10^d: a number is a multiple when it has no digit other than 0
+ * past d fraction digits and its digits as one integer, scaled to d fraction digits, divide by M;
+ * the DFA follows that remainder. M x (d + 3) states at most PM_REGEX_MAX_DFA (else
+ * PM_EUNSUPPORTED, as beyond 10^18 or finer than 10^-40); m <= 0: PM_EINVAL. regex_range.c. */
+int pm_regex_multiples(double m, int integer, pm_regex **out, pm_err *e);
+/* A DFA given as its table: n_states rows of n_classes next states (row 0 the dead state, 1 the
+ * start), cls mapping bytes to classes, accept per state; the states that reach no accepting one
+ * folded into the dead one. For builders of number sets (regex_range.c). */
+int pm_regex_of_table(int n_states, int n_classes, const uint8_t cls[256], const int32_t *next, const uint8_t *accept, pm_regex **out,
+                      pm_err *e);
+
 struct pm_tokenizer;
 /* The vocabulary as the mask reads it, built once per engine (immutable after): the usable tokens
  * (no special token, no unknown id) grouped by first byte, their bytes side by side. */

@@ -310,3 +310,63 @@ int pm_regex_number_range(double lo, int has_lo, int lo_exclusive, double hi, in
     } else *out = x ? x : y;
     return e->code;
 }
+
+/* ---- multiples (pm_regex_multiples) ---- */
+
+int pm_regex_multiples(double m, int integer, pm_regex **out, pm_err *e) {
+    *out = NULL;
+    if (!(m > 0)) return pm_errf(e, PM_EINVAL, "multipleOf must be above 0");
+    decimal dm;
+    if (decimal_of(m, &dm, e)) return e->code;
+    int d = (int)strlen(dm.fp);
+    long long M = dm.ip;
+    for (int i = 0; i < d; i++) M = M * 10 + (dm.fp[i] - '0');
+    /* states: 0 dead, 1 start, 2 after '-', 3 a zero integer part; I(r) the integer part's digits so
+     * far with remainder r; P(r) after the point; F(r, j) j fraction digits (1..d); Z(r) zeros past d */
+    if (M > PM_REGEX_MAX_DFA || (long long)(d + 3) * M + 4 > PM_REGEX_MAX_DFA)
+        return pm_errf(e, PM_EUNSUPPORTED, "multipleOf %.17g is not supported: it needs too large an automaton (%lld x %d states)", m, M,
+                       d + 3);
+    enum { C_OTHER, C_MINUS, C_POINT, C_DIGIT, NC = C_DIGIT + 10 };
+    int R = (int)M, n = 4 + R * (d + 3);
+    int I0 = 4, P0 = I0 + R, F0 = P0 + R, Z0 = F0 + R * d; /* F(r, j) = F0 + (j - 1) * R + r */
+    uint8_t cls[256] = {0};
+    cls['-'] = C_MINUS;
+    cls['.'] = integer ? C_OTHER : C_POINT;
+    for (int c = 0; c < 10; c++) cls['0' + c] = (uint8_t)(C_DIGIT + c);
+    int32_t *next = calloc((size_t)n * NC, sizeof *next);
+    uint8_t *acc = calloc((size_t)n, 1);
+    long long *scale = malloc(sizeof *scale * (size_t)(d + 1)); /* 10^(d - j) mod M */
+    if (!next || !acc || !scale) {
+        free(next), free(acc), free(scale);
+        return pm_errf(e, PM_ENOMEM, "out of memory for the multiples' DFA");
+    }
+    scale[d] = 1 % M;
+    for (int j = d - 1; j >= 0; j--) scale[j] = scale[j + 1] * 10 % M;
+#define T(state, c) next[(size_t)(state) * NC + (c)]
+    T(1, C_MINUS) = 2;
+    T(1, C_DIGIT) = 3;
+    T(2, C_DIGIT) = integer ? 0 : 3; /* "-0": JSON's, but not an integer's canonical form */
+    acc[3] = 1;
+    if (!integer) T(3, C_POINT) = P0;
+    for (int c = 1; c < 10; c++) T(1, C_DIGIT + c) = T(2, C_DIGIT + c) = I0 + (int)(c % M);
+    for (int r = 0; r < R; r++) {
+        acc[I0 + r] = r * scale[0] % M == 0;
+        for (int c = 0; c < 10; c++) T(I0 + r, C_DIGIT + c) = I0 + (int)((r * 10LL + c) % M);
+        if (integer) continue;
+        T(I0 + r, C_POINT) = P0 + r;
+        for (int c = 0; c < 10; c++) /* the first fraction digit */
+            T(P0 + r, C_DIGIT + c) = d ? F0 + (int)((r * 10LL + c) % M) : (c ? 0 : Z0 + r);
+        for (int j = 1; j <= d; j++) {
+            int st = F0 + (j - 1) * R + r;
+            acc[st] = r * scale[j] % M == 0;
+            for (int c = 0; c < 10; c++)
+                T(st, C_DIGIT + c) = j < d ? F0 + j * R + (int)((r * 10LL + c) % M) : (c ? 0 : Z0 + r);
+        }
+        acc[Z0 + r] = r == 0;
+        T(Z0 + r, C_DIGIT) = Z0 + r;
+    }
+#undef T
+    int rc = pm_regex_of_table(n, NC, cls, next, acc, out, e);
+    free(next), free(acc), free(scale);
+    return rc;
+}

@@ -18,6 +18,7 @@ every loop is bounded. Writes the CLI's reference outputs to --expected for the 
 import argparse
 import base64
 import datetime
+import decimal
 import ipaddress
 import http.client
 import json
@@ -548,10 +549,28 @@ def main():
     except ValueError:
         ok = False
     report("chat json_schema: a value of the schema, as the CLI's --json-schema", ok, "%s / %r" % (str(d)[:300], ref))
-    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}
+    bad = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"n": {"type": "array", "uniqueItems": True}}}}}
     st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=bad))
-    report("json_schema with multipleOf: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
-           and "multipleOf" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
+    report("json_schema with uniqueItems: 400 unsupported_value naming it", st == 400 and err_code(d) == "unsupported_value"
+           and "uniqueItems" in d["error"]["message"] and d["error"]["param"] == "response_format.json_schema.schema", str(d)[:300])
+    # multipleOf (Pydantic's Field(multiple_of=)): sampled answers' numbers are whole multiples, read as decimals
+    mul = {"type": "json_schema", "json_schema": {"name": "m", "schema": {"type": "object", "properties": {
+        "k": {"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 99}, "q": {"type": "number", "multipleOf": 0.25, "minimum": -2, "maximum": 2}},
+        "required": ["k", "q"]}}}
+    st, _, d = A.json("POST", "/v1/chat/completions", dict(jm, response_format=mul, temperature=1.5, seed=5, n=4, max_tokens=60))
+    vals, ok = [], st == 200
+    for c in d.get("choices", []) if ok else []:
+        if c["finish_reason"] != "stop":
+            continue
+        try:
+            v = json.loads(c["message"]["content"], parse_float=decimal.Decimal)
+            vals.append((v["k"], str(v["q"])))
+            ok = ok and type(v["k"]) is int and v["k"] % 3 == 0 and 0 <= v["k"] <= 99 and decimal.Decimal(v["q"]) % decimal.Decimal("0.25") == 0 \
+                and -2 <= v["q"] <= 2
+        except (ValueError, KeyError, TypeError):
+            ok = False
+    report("json_schema with multipleOf: sampled answers' numbers whole multiples within their bounds", ok and len(vals) >= 1,
+           "%s %r %s" % (st, vals, str(d)[:300]))
     # bounds (Pydantic's Field(ge=, le=)): sampled answers are whole objects whose values lie in their ranges
     rng = {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object", "properties": {
         "n": {"type": "integer", "minimum": -5, "maximum": 12}, "m": {"type": "integer", "exclusiveMinimum": 100},

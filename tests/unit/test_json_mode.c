@@ -260,6 +260,11 @@ static void test_schemas(void **state) {
          {"{\"p\":0}", "{\"p\":0.0}", "{\"p\":2.5}", "{\"p\":-1}", "{\"p\":3}", "{\"p\":2.50}"}},
         {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":10}}}", {"{\"n\":10}", "{\"n\":25 }"}, {"{\"n\":1"},
          {"{\"n\":1}", "{\"n\":9 }", "{\"n\":2,"}}, /* a prefix of the range ended by what follows it */
+        /* multipleOf: the multiples' digits, within the bounds beside it */
+        {"{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":0,\"maximum\":20}", {"0", "5", "20", "15"}, {"1", "2"},
+         {"3", "25", "-5", "7", "21", "5.0"}},
+        {"{\"type\":\"number\",\"multipleOf\":0.25}", {"0.25", "1", "-2.75", "3.50", "0", "-0.0"}, {"0.2", "1.", "-"},
+         {"0.1", "1e2", "0.125", "2.30", "0.2"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pm_json_schema *sch = compile_ok(cases[i].schema);
@@ -289,7 +294,10 @@ static void test_schema_refusals(void **state) {
         {"{\"type\":\"string\",\"format\":\"uuid\",\"pattern\":\"^z\"}", "format 'uuid' beside its pattern: no string is both"},
         {"{\"type\":\"number\",\"exclusiveMinimum\":1,\"maximum\":1}", "no number lies between 1 and 1"},
         {"{\"type\":\"number\",\"minimum\":1e-50}", "finer than 10^-40"},
-        {"{\"type\":[\"integer\",\"string\"],\"multipleOf\":2}", "'multipleOf'"},
+        {"{\"type\":\"string\",\"multipleOf\":2}", "'multipleOf'"},
+        {"{\"type\":\"integer\",\"multipleOf\":0}", "multipleOf must be a number above 0"},
+        {"{\"type\":\"integer\",\"multipleOf\":7,\"minimum\":1,\"maximum\":6}", "no multiple of 7 lies within the bounds"},
+        {"{\"type\":\"number\",\"multipleOf\":0.00001234567}", "too large an automaton"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer lies between 5 and 4"},
         {"{\"type\":\"integer\",\"minimum\":\"1\"}", "minimum must be a number"},
         {"{\"type\":\"integer\",\"maximum\":1e19}", "beyond +/-10^18"},

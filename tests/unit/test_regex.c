@@ -350,6 +350,65 @@ static int canonical(const char *x) {
     }
     return *c == 0;
 }
+/* pm_regex_multiples against arithmetic: a number written N / 10^f is a multiple of M / 10^d when
+ * N * 10^d is divisible by M * 10^f; the syntax as the bounds' (no exponent, no leading zero). */
+static void test_multiples(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        long long M;
+        int d;
+    } ms[] = {{"3", 3, 0}, {"7", 7, 0}, {"0.5", 5, 1}, {"0.25", 25, 2}, {"0.01", 1, 2}, {"2.5", 25, 1}, {"0.001", 1, 3},
+              {"12", 12, 0}, {"0.3", 3, 1}, {"1", 1, 0}, {"1.75", 175, 2}};
+    char buf[64];
+    unsigned seed = 12345;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        for (int integer = 0; integer < 2; integer++) {
+            pm_regex *rx = NULL;
+            pm_err e = {0};
+            if (pm_regex_multiples(strtod(ms[i].text, NULL), integer, &rx, &e)) fail_msg("multipleOf %s: %s", ms[i].text, e.msg);
+            for (int k = 0; k < 3000; k++) {
+                seed = seed * 1103515245u + 12345u;
+                long long ip = (long long)((seed >> 8) % 2001) - 1000;
+                seed = seed * 1103515245u + 12345u;
+                int f = integer ? 0 : (int)((seed >> 8) % 5), zeros = (int)((seed >> 12) % 3);
+                seed = seed * 1103515245u + 12345u;
+                long long fp = f ? (long long)((seed >> 8) % 10000) % (long long)pow(10, f) : 0;
+                if (k % 7 == 0) fp = 0; /* round values more often: more of them are multiples */
+                int neg = ip < 0 || (ip == 0 && k % 11 == 1 && !integer);
+                int n = snprintf(buf, sizeof buf, "%s%lld", neg ? "-" : "", ip < 0 ? -ip : ip);
+                if (f) n += snprintf(buf + n, sizeof buf - (size_t)n, ".%0*lld%.*s", f, fp, zeros, "000");
+                long long N = (ip < 0 ? -ip : ip), p10 = 1;
+                for (int j = 0; j < f; j++) N *= 10, p10 *= 10;
+                N += fp;
+                int ff = f + (f ? zeros : 0);
+                for (int j = f; j < ff; j++) N *= 10, p10 *= 10;
+                long long lhs = N, rhs = ms[i].M;
+                for (int j = 0; j < ms[i].d; j++) lhs *= 10;
+                rhs *= p10;
+                int want = lhs % rhs == 0;
+                if (pm_regex_fullmatch(rx, buf, (size_t)n) != want)
+                    fail_msg("multipleOf %s%s on %s: wanted %d", ms[i].text, integer ? " (integer)" : "", buf, want);
+            }
+            static const char *const bad[] = {"05", "00", "1.", ".5", "+3", "1e3", "3 ", "--3", "1.0e0", ""};
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) assert_false(pm_regex_fullmatch(rx, bad[b], strlen(bad[b])));
+            assert_int_equal(pm_regex_fullmatch(rx, "-0", 2), !integer); /* JSON's -0; not an integer's canonical form */
+            assert_true(pm_regex_fullmatch(rx, "0", 1));
+            if (integer) assert_false(pm_regex_fullmatch(rx, "0.0", 3));
+            pm_regex_free(rx);
+        }
+    }
+    pm_regex *rx = NULL;
+    pm_err e = {0};
+    assert_int_equal(pm_regex_multiples(0, 0, &rx, &e), PM_EINVAL);
+    e = (pm_err){0};
+    assert_int_equal(pm_regex_multiples(-2, 0, &rx, &e), PM_EINVAL);
+    e = (pm_err){0};
+    assert_int_equal(pm_regex_multiples(1e6 + 1, 1, &rx, &e), PM_EUNSUPPORTED); /* a million states */
+    assert_true(strstr(e.msg, "too large an automaton") != NULL);
+    assert_null(rx);
+}
+
 static void test_number_ranges(void **state) {
     (void)state;
     for (int t = 0; t < 400; t++) {
@@ -405,6 +464,7 @@ int main(void) {
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_int_ranges),
         cmocka_unit_test(test_number_ranges),
+        cmocka_unit_test(test_multiples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -398,7 +398,7 @@ static void test_chat_rejects(void **state) {
         {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":"
          "{\"name\":\"g\"}}", "invalid_value", "tool_choice.function.name"},
         {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
-         "{\"n\":{\"type\":\"integer\",\"multipleOf\":2}}}}}],\"tool_choice\":\"required\"", "unsupported_value", "tools[0].function.parameters"},
+         "{\"n\":{\"type\":\"array\",\"uniqueItems\":true}}}}}],\"tool_choice\":\"required\"", "unsupported_value", "tools[0].function.parameters"},
         {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"response_format\":{\"type\":\"json_object\"}",
          "invalid_value", "response_format"},
         {"\"parallel_tool_calls\":1", "invalid_type", "parallel_tool_calls"},
@@ -473,7 +473,7 @@ static void test_chat_tools(void **state) {
     srv_chat_req_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[{\"type\":\"function\",\"function\":"
                            "{\"name\":\"n\",\"parameters\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\","
-                           "\"multipleOf\":2}}}}}]}", &r, &e), 0);
+                           "\"uniqueItems\":true}}}}}]}", &r, &e), 0);
     assert_int_equal(r.tool_mode, SRV_TOOLS_AUTO);
     assert_int_equal(r.format, PM_FORMAT_TEXT);
     assert_null(r.json_schema);
@@ -930,7 +930,7 @@ static void test_responses_parse(void **state) {
         {"{\"input\":\"Hi\",\"tools\":[{\"type\":\"function\",\"name\":\"a b\"}]}", "invalid_value", "tools[0].name"},
         {"{\"input\":\"Hi\",\"tools\":[{\"type\":\"function\"," WFN "}],\"tool_choice\":{\"type\":\"function\",\"name\":\"nope\"}}",
          "invalid_value", "tool_choice.name"},
-        {"{\"input\":\"Hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{\"type\":\"integer\",\"multipleOf\":2}}}}",
+        {"{\"input\":\"Hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{\"type\":\"array\",\"uniqueItems\":true}}}}",
          "unsupported_value", "text.format.schema"},
         {"{\"input\":\"<|image_1|>Hi\"}", "placeholder_mismatch", "input"},
     };
@@ -1510,7 +1510,7 @@ static void test_guided_params(void **state) {
         {"\"guided_choice\":[\"a\",3]", "invalid_value", "guided_choice", "guided_choice[1]"},
         {"\"guided_choice\":\"a\"", "invalid_value", "guided_choice", "array"},
         {"\"guided_json\":\"{not json\"", "invalid_value", "guided_json", "JSON Schema"},
-        {"\"guided_json\":{\"type\":\"integer\",\"multipleOf\":2}", "unsupported_value", "guided_json", "multipleOf"},
+        {"\"guided_json\":{\"type\":\"array\",\"uniqueItems\":true}", "unsupported_value", "guided_json", "uniqueItems"},
         {"\"guided_grammar\":\"root ::= x\"", "invalid_value", "guided_grammar", "rule 'x' is used but not defined at byte 9 (read as GBNF"},
         {"\"guided_grammar\":\"root ::= root \\\"a\\\"\"", "unsupported_value", "guided_grammar", "left recursion"},
         {"\"guided_grammar\":\"start: x{y}\"", "unsupported_value", "guided_grammar", "templates (x{...} at byte 7) are not read (read as Lark"},
