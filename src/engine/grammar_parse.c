@@ -707,7 +707,7 @@ static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_nu
                 pm_errf(P->e, PM_EUNSUPPORTED,
                         "grammar: left recursion: rule '%s' can reach itself before writing anything (it would never end; write it "
                         "right-recursively, e.g. list%s item (\",\" item)*)",
-                        P->rules[c].name, strcmp(P->notation, "Lark") ? " ::=" : ":");
+                        P->rules[r].name, strcmp(P->notation, "Lark") ? " ::=" : ":");
                 break;
             }
         }

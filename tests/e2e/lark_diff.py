@@ -7,10 +7,11 @@ recursion, groups, [optional], ? * + ~n..m, aliases, ?rule marks) and terminals 
 %import common; for each, texts derived from the grammar, mutations of them and short random
 texts, every whole-output verdict compared. Prints PASS / FAIL lines."""
 import random
-import subprocess
 import sys
 
 import lark
+
+from diff_util import driver, mutate
 
 ALPHA = "abcxyzAB01 -+(),"
 # canned patterns: (Lark spelling, a sampler). Lark 1.1.5 joins the pieces of a terminal without
@@ -154,26 +155,8 @@ class Gen:
         raise ValueError(kind)
 
 
-def mutate(r, s):
-    s = list(s)
-    for _ in range(r.randint(1, 2)):
-        k = r.randrange(3)
-        if k == 0 or not s:
-            s.insert(r.randint(0, len(s)), r.choice(ALPHA))
-        elif k == 1:
-            del s[r.randrange(len(s))]
-        else:
-            s[r.randrange(len(s))] = r.choice(ALPHA)
-    return "".join(s)
-
-
 def main():
-    drv = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(kind, text):
-        drv.stdin.write("%s %s\n" % (kind, text.encode("utf-8").hex()))
-        drv.stdin.flush()
-        return drv.stdout.readline().strip()
+    drv, ask = driver(sys.argv[1])
 
     rnd = random.Random(20261206)
     g = Gen(rnd)
@@ -198,7 +181,7 @@ def main():
             except RecursionError:
                 continue
             texts.add(s)
-            texts.add(mutate(rnd, s))
+            texts.add(mutate(rnd, s, ALPHA))
         for _ in range(4):
             texts.add("".join(rnd.choice(ALPHA) for _ in range(rnd.randint(0, 4))))
         for s in sorted(texts):

@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+from diff_util import driver, mutate
+
 ALPHA = ["a", "b", "c", "0", "7", "_", " ", "-", ".", "\n", "\t", "{", "}", "Z", "\u00e9", "\u20ac", "\U0001F600", "\u03b1"]
 META = set("\\.^$|?*+()[]{}")
 
@@ -107,26 +109,8 @@ class Gen:
         return "|".join(p for p, _ in branches), (lambda: self.r.choice(branches)[1]())
 
 
-def mutate(r, s):
-    s = list(s)
-    for _ in range(r.randint(1, 2)):
-        k = r.randrange(3)
-        if k == 0 or not s:
-            s.insert(r.randint(0, len(s)), r.choice(ALPHA))
-        elif k == 1:
-            del s[r.randrange(len(s))]
-        else:
-            s[r.randrange(len(s))] = r.choice(ALPHA)
-    return "".join(s)
-
-
 def main():
-    drv = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(kind, text):
-        drv.stdin.write("%s %s\n" % (kind, text.encode("utf-8").hex()))
-        drv.stdin.flush()
-        return drv.stdout.readline().strip()
+    drv, ask = driver(sys.argv[1])
 
     rnd = random.Random(20261206)
     g = Gen(rnd)
@@ -150,7 +134,7 @@ def main():
         for _ in range(6):
             s = sample()
             strings.add(s)
-            strings.add(mutate(rnd, s))
+            strings.add(mutate(rnd, s, ALPHA))
         for s in sorted(strings):
             # Python's re backtracks: nested repeats on long texts take exponential time (with flag s,
             # whose `.` takes every character, (?s:.*?|x)+)* took minutes on 10 characters)
@@ -235,7 +219,7 @@ def ecma_search(ask, rnd):
         for _ in range(5):
             s = sample()
             texts.add(s)
-            texts.add(mutate(rnd, s))
+            texts.add(mutate(rnd, s, ALPHA))
             texts.add("".join(rnd.choice(ALPHA) for _ in range(rnd.randint(0, 3))) + s + "".join(rnd.choice(ALPHA + ["\r", "\u2028"]) for _ in range(rnd.randint(0, 3))))
         texts = sorted(t for t in texts if len(t) <= 14)
         node.stdin.write(json.dumps({"p": p, "s": texts}) + "\n")

@@ -8,16 +8,7 @@
 #include <string.h>
 
 #include "engine/regex.h"
-
-static size_t unhex(const char *h, char *out) {
-    size_t n = 0;
-    for (; h[0] && h[1] && h[0] != '\n'; h += 2) {
-        unsigned v;
-        if (sscanf(h, "%2x", &v) != 1) break;
-        out[n++] = (char)v;
-    }
-    return n;
-}
+#include "driver_util.h"
 
 int main(void) {
     static char line[1 << 22], buf[1 << 21];
