@@ -17,9 +17,9 @@ extern "C" {
 /* The library's version: the API is what this header declares at it. pm_version() gives the
  * version of the library linked, which a program built against another header can compare. */
 #define PM_VERSION_MAJOR 0
-#define PM_VERSION_MINOR 38
+#define PM_VERSION_MINOR 39
 #define PM_VERSION_PATCH 0
-#define PM_VERSION "0.38.0"
+#define PM_VERSION "0.39.0"
 const char *pm_version(void);
 
 /* Status codes (negative = failure). */

@@ -1,5 +1,6 @@
-/* grammar_lark.c — Lark's grammar notation (what vLLM's guided_grammar and OpenAI's custom tools
- * take besides GBNF) read into the tree grammar_parse.c lowers (grammar_tree.h).
+/* grammar_lark.c — Lark's grammar notation (which vLLM's guided_grammar takes besides GBNF, and
+ * OpenAI's grammars for custom tools are written in) read into the tree grammar_parse.c lowers
+ * (grammar_tree.h).
  *
  * Rules are `name: ...` (lower case; the tree-shaping marks ?name, !name, _name and aliases `-> x`
  * change nothing here), terminals `NAME: ...` (upper case; they name terminals only); items are
@@ -13,8 +14,10 @@
  * The answer is held to the grammar's language read character by character, as Lark's Earley parser
  * with lexer='dynamic_complete' reads it; Lark's standard lexer, which takes the longest token
  * first, may read some of those answers differently (two names with no space between them).
- * Refused, naming the byte: templates (name{x}), %declare, %override, %extend, imports from other
- * than `common`, patterns with the flags l or x or with anchors, more than one operator on an item. */
+ * Each /pattern/ is a group of its own: `T: /x|yz/ "-"` is (x|yz)-, where Lark 1.1.5 joins the
+ * pieces of a terminal as they are written (x|yz-). Refused, naming the byte: templates (name{x}),
+ * %declare, %override, %extend, imports from other than `common`, patterns with the flags l or x or
+ * with anchors, more than one operator on an item. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
