@@ -318,6 +318,13 @@ static void guide_free(req_guide *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* What the request's answer format holds for its whole life beside the KV cache: its automata,
+ * and for a grammar the most its parse state may come to. */
+static int64_t guide_bytes(const req_guide *g) {
+    return (int64_t)(g->regex ? pm_regex_bytes(g->regex) : 0) + (int64_t)(g->schema ? pm_json_schema_bytes(g->schema) : 0) +
+           (g->grammar ? (int64_t)pm_grammar_bytes(g->grammar) + PM_GRAMMAR_STATE_BYTES : 0);
+}
+
 static int compile_guide(const pm_request *req, req_guide *g, pm_err *e) {
     memset(g, 0, sizeof *g);
     if (req->format == PM_FORMAT_REGEX || req->format == PM_FORMAT_CHOICE) {
@@ -338,12 +345,14 @@ static int compile_guide(const pm_request *req, req_guide *g, pm_err *e) {
 
 /* Plans the request and sizes its reservation: the KV pages of the expanded prompt plus max_tokens
  * positions, and what the sequence holds beside them for its whole life (the prompt's merged
- * embedding rows, kept for a LongRoPE recompute, and its logits): 12 KiB per prompt token and
- * 0.8 MB on Phi-4-mini against 256 KiB per position of cache. */
+ * embedding rows, kept for a LongRoPE recompute, and its logits: 12 KiB per prompt token and
+ * 0.8 MB on Phi-4-mini against 256 KiB per position of cache; its answer format's automata and a
+ * grammar's parse state, up to ~17 MB: guide_bytes). */
 static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, req_guide *g, pm_err *e) {
     req_guide checked; /* compiled only to refuse a bad one where the caller keeps none */
     if (!g) g = &checked;
     if (check_request(req, eng->m->llm.c.vocab, e) || compile_guide(req, g, e)) return e->code;
+    int64_t guide = guide_bytes(g);
     if (g == &checked) guide_free(g);
     if (pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) {
         guide_free(g);
@@ -351,13 +360,14 @@ static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *pl
     }
     const pm_llm_config *c = &eng->m->llm.c;
     int positions = (int)plan->n + req->max_tokens; /* <= max_context: the plan checked it */
-    *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab);
+    *need = (int64_t)pm_kv_bytes(c, positions, eng->o.kv_bf16) + (int64_t)sizeof(float) * ((int64_t)plan->n * c->hidden + c->vocab) + guide;
     if (req->prompt_logprobs) *need += pm_prompt_lp_bytes((int)plan->n, req->top_logprobs);
     if (eng->kv_budget >= 0 && *need > eng->kv_budget) {
         pm_errf(e, PM_ELIMIT,
-                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows, over the engine's KV "
+                "prompt of %zu tokens plus max_tokens %d needs %.1f MiB of KV cache and prompt rows%s, over the engine's KV "
                 "budget of %.1f MiB (lower max_tokens, shorten the prompt, or raise the budget: --kv-budget)",
-                plan->n, req->max_tokens, (double)*need / 1048576.0, (double)eng->kv_budget / 1048576.0);
+                plan->n, req->max_tokens, (double)*need / 1048576.0, guide ? " (and its answer format's automata)" : "",
+                (double)eng->kv_budget / 1048576.0);
         pm_plan_free(plan);
         guide_free(g);
     }

@@ -67,6 +67,11 @@ int pm_grammar_is_lark(const char *text, size_t len);
 void pm_grammar_free(pm_grammar *g);
 /* Rules (those written and those its groups and repeats became) and terminal DFAs, for tests. */
 void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals);
+/* The bytes the compiled grammar holds (its terminals' DFAs and its tables), and the most a parse
+ * state may come to within the limits (its stack nodes and their index, PM_GRAMMAR_MAX_NODES of
+ * each, the thread sets beside): what a request held to a grammar reserves beside its KV cache. */
+size_t pm_grammar_bytes(const pm_grammar *g);
+#define PM_GRAMMAR_STATE_BYTES ((int64_t)PM_GRAMMAR_MAX_NODES * 16 + ((int64_t)1 << 20))
 
 /* Where an output stands: nothing written yet. NULL (e set) when out of memory or the start
  * already outgrows the limits. */

@@ -745,6 +745,13 @@ void pm_grammar_free(pm_grammar *g) {
     free(g);
 }
 
+size_t pm_grammar_bytes(const pm_grammar *g) {
+    size_t n = sizeof *g + sizeof *g->elems * (size_t)g->n_elems + sizeof *g->alt_start * (size_t)g->n_alts +
+               sizeof *g->rule_alt * (size_t)(g->n_rules + 1) + (sizeof *g->terms + sizeof *g->term_start) * (size_t)g->n_terms;
+    for (int t = 0; t < g->n_terms; t++) n += pm_regex_bytes(g->terms[t]);
+    return n;
+}
+
 void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals) {
     *rules = g->n_rules;
     *terminals = g->n_terms;

@@ -59,6 +59,7 @@ struct pm_json_schema {
     json_t *doc;
     void **allocs;       /* everything the nodes point to */
     int n_allocs, cap_allocs;
+    size_t alloc_bytes;  /* their sizes together */
     json_t **memo_key;   /* schema objects compiled so far and their nodes */
     const pm_json_node **memo_node;
     int n_memo;
@@ -76,6 +77,7 @@ static void *alloc(pm_json_schema *s, size_t n) {
     }
     void *p = calloc(1, n ? n : 1);
     if (!p) return pm_errf(s->e, PM_ENOMEM, "out of memory compiling a JSON schema"), NULL;
+    s->alloc_bytes += n;
     return s->allocs[s->n_allocs++] = p;
 }
 
@@ -713,6 +715,12 @@ int pm_json_schema_compile(const char *text, pm_json_schema **out, pm_err *e) {
 }
 
 const pm_json_node *pm_json_schema_root(const pm_json_schema *s) { return s->root; }
+
+size_t pm_json_schema_bytes(const pm_json_schema *s) {
+    size_t n = sizeof *s + s->alloc_bytes + sizeof *s->allocs * (size_t)s->cap_allocs;
+    for (int i = 0; i < s->n_patterns; i++) n += pm_regex_bytes(s->patterns[i]);
+    return n;
+}
 
 void pm_json_schema_free(pm_json_schema *s) {
     if (!s) return;

@@ -87,6 +87,9 @@ typedef struct pm_json_schema pm_json_schema;
  * PM_EUNSUPPORTED for a construct it cannot hold an answer to and PM_EINVAL for a mistake. */
 int pm_json_schema_compile(const char *text, pm_json_schema **out, pm_err *e);
 const pm_json_node *pm_json_schema_root(const pm_json_schema *s);
+/* The bytes its nodes and patterns' DFAs hold: what a request held to it reserves beside its KV
+ * cache (its parsed document, a few times its text, left out). */
+size_t pm_json_schema_bytes(const pm_json_schema *s);
 void pm_json_schema_free(pm_json_schema *s);
 
 #endif

@@ -570,6 +570,9 @@ int32_t pm_regex_feed(const pm_regex *rx, int32_t st, const char *bytes, size_t 
 int pm_regex_accepts(const pm_regex *rx, int32_t st) { return rx->accept[st]; }
 int pm_regex_final(const pm_regex *rx, int32_t st) { return rx->final[st]; }
 int pm_regex_states(const pm_regex *rx) { return rx->n_states; }
+size_t pm_regex_bytes(const pm_regex *rx) {
+    return sizeof *rx + (size_t)rx->n_states * ((size_t)rx->n_classes * sizeof *rx->next + 2);
+}
 
 int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n) { return pm_regex_accepts(rx, pm_regex_feed(rx, 1, s, n)); }
 

@@ -67,6 +67,8 @@ int pm_regex_final(const pm_regex *rx, int32_t st);
 int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n);
 /* DFA states (the dead one included), for tests and limits. */
 int pm_regex_states(const pm_regex *rx);
+/* The bytes it holds (its table and flags): what a request holding it reserves beside its KV cache. */
+size_t pm_regex_bytes(const pm_regex *rx);
 /* The automaton states its compile visited (at most PM_REGEX_MAX_WORK): what a caller compiling
  * many patterns (a grammar's terminals) sums against a budget of its own. */
 size_t pm_regex_work(const pm_regex *rx);

@@ -33,8 +33,10 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "engine/grammar.h"
 #include "engine/json_mode.h"
 #include "engine/kv_budget.h"
+#include "engine/regex.h"
 #include "engine/sampler.h"
 #include "engine/model.h"
 #include "nn/kernels.h"
@@ -1663,6 +1665,14 @@ static void test_kv_budget(void **state) {
     r.max_tokens = 2 * PM_KV_PAGE - 4; /* exactly 2 pages */
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
     assert_int_equal(need, 2 * page + rows);
+    { /* a grammar's parse state counts against the budget: 2 pages beside it are over 3 pages and 2 rows */
+        pm_request rg = r;
+        rg.format = PM_FORMAT_GRAMMAR;
+        rg.grammar = "start: item+\nitem: \"(\" item* \")\" | /[a-z]+/\n";
+        assert_true(page + 2 * rows < PM_GRAMMAR_STATE_BYTES);
+        assert_int_equal(pm_engine_kv_need(eng, &rg, &need, err, sizeof err), PM_ELIMIT);
+        assert_non_null(strstr(err, "and its answer format's automata"));
+    }
     int64_t id;
     assert_int_equal(pm_engine_submit(eng, &r, &cb, &id, err, sizeof err), 0);
     pm_engine_kv_usage(eng, &reserved, &budget);
@@ -1701,6 +1711,25 @@ static void test_kv_budget(void **state) {
     r.max_tokens = 100000;
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
     assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows);
+    { /* an answer format reserves its automata beside, and a grammar the most its parse state may come to */
+        pm_request rg = r;
+        pm_err pe = {0};
+        pm_regex *rx = NULL;
+        pm_grammar *g = NULL;
+        rg.format = PM_FORMAT_REGEX;
+        rg.regex = "[a-z]{3,40}( [0-9]+)?";
+        assert_int_equal(pm_regex_compile(rg.regex, strlen(rg.regex), &rx, &pe), 0);
+        assert_int_equal(pm_engine_kv_need(eng, &rg, &need, err, sizeof err), 0);
+        assert_true(pm_regex_bytes(rx) > (size_t)40 * 3 * 4); /* ~40 states of a row of (at least 3) classes each */
+        assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows + (int64_t)pm_regex_bytes(rx));
+        rg.format = PM_FORMAT_GRAMMAR;
+        rg.grammar = "start: item+\nitem: \"(\" item* \")\" | /[a-z]+/\n";
+        assert_int_equal(pm_grammar_compile(rg.grammar, strlen(rg.grammar), &g, &pe), 0);
+        assert_int_equal(pm_engine_kv_need(eng, &rg, &need, err, sizeof err), 0);
+        assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows + (int64_t)pm_grammar_bytes(g) + PM_GRAMMAR_STATE_BYTES);
+        pm_regex_free(rx);
+        pm_grammar_free(g);
+    }
     pm_engine_free(eng);
 
     /* --kv-cache bf16: half the pages' bytes reserved, and a request runs through on such caches */
