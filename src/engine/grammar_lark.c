@@ -307,15 +307,7 @@ static int expansions(lark *L, int nested, int depth) {
     for (;;) {
         int seq = expansion(L, nested, depth);
         if (seq < 0 || gp_push(P, alt, seq)) return P->e->code;
-        skip_space(P, nested);
-        if (peek(P) != '|' && !nested) { /* a definition's next line may go on with "| ..." */
-            size_t back = P->p;
-            skip_space(P, 1);
-            if (peek(P) != '|') P->p = back;
-        }
-        if (peek(P) != '|') return alt;
-        P->p++;
-        skip_space(P, 1);
+        if (!gp_next_alternative(P, nested, skip_space)) return alt;
     }
 }
 

@@ -311,16 +311,21 @@ static int parse_alternates(gp *P, int nested, int depth) {
     for (;;) {
         int seq = parse_sequence(P, nested, depth);
         if (seq < 0 || gp_push(P, alt, seq)) return P->e->code;
-        skip_space(P, nested);
-        if (peek(P) != '|' && !nested) { /* a rule's next line may go on with "| ..." */
-            size_t back = P->p;
-            skip_space(P, 1);
-            if (peek(P) != '|') P->p = back;
-        }
-        if (peek(P) != '|') return alt;
-        P->p++;
-        skip_space(P, 1);
+        if (!gp_next_alternative(P, nested, skip_space)) return alt;
     }
+}
+
+int gp_next_alternative(gp *P, int nested, void (*skip)(gp *P, int newline_ok)) {
+    skip(P, nested);
+    if (P->p < P->len && P->s[P->p] != '|' && !nested) { /* a rule's next line may go on with "| ..." */
+        size_t back = P->p;
+        skip(P, 1);
+        if (P->p >= P->len || P->s[P->p] != '|') P->p = back;
+    }
+    if (P->p >= P->len || P->s[P->p] != '|') return 0;
+    P->p++;
+    skip(P, 1);
+    return 1;
 }
 
 static int parse_rules(gp *P) {

@@ -93,6 +93,10 @@ int gp_rule(gp *P, const char *name, size_t n, size_t at);
  * punctuation) decoded. */
 int gp_char(gp *P, uint32_t *cp);
 int gp_grow(void **a, int *cap, int n, size_t elt);
+/* After an alternative: 1 when a '|' follows, consumed with the space after it (outside groups also
+ * at the start of a later line: a definition going on), else 0 with P->p where the alternative
+ * ended; skip: the notation's spaces and comments (line ends too when newline_ok). */
+int gp_next_alternative(gp *P, int nested, void (*skip)(gp *P, int newline_ok));
 void gp_sb_put(sbuf *b, const char *s, size_t n);
 void gp_sb_str(sbuf *b, const char *s);
 /* After a reader: every written rule's direct left recursion rewritten as a repeat, then the rules
