@@ -9,7 +9,8 @@
  *     a limit (< 0, with a message); a final state is a root no byte continues;
  *   - feeding it in two pieces anywhere gives the verdict it gives whole (pm_grammar_fullmatch);
  *   - the mask over a small vocabulary of single bytes and pairs allows exactly the tokens that a
- *     feed of their bytes keeps alive, and leaves the state as it was. */
+ *     feed of their bytes keeps alive, and leaves the state as it was;
+ *   - it is the mask of a state without caches (pm_grammar_set_plain), fed the same bytes. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,9 +53,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pm_grammar_vocab *gv = small_vocab(bytes, len);
     float logits[NV];
     uint8_t allow[NV];
+    pm_err pe = {0};
+    pm_grammar_state *plain = pm_grammar_start(g, &pe);
+    if (plain) pm_grammar_set_plain(plain, 1);
+    float plain_logits[NV];
     int alive = 1, limited = 0;
     for (size_t i = 0; i <= n && alive == 1 && i < 64; i++) {
-        for (int v = 0; v < NV; v++) logits[v] = 0;
+        for (int v = 0; v < NV; v++) logits[v] = plain_logits[v] = 0;
         int32_t eos = 0;
         pm_err me = {0};
         if (pm_grammar_mask(st, gv, &eos, 1, logits, allow, &me)) {
@@ -63,6 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         }
         FUZZ_CHECK(!!isinf(logits[0]) == !pm_grammar_accepts(st));
+        if (plain && !pm_grammar_mask(plain, gv, &eos, 1, plain_logits, allow, &pe))
+            for (int v = 0; v < NV; v++) FUZZ_CHECK(!!isinf(logits[v]) == !!isinf(plain_logits[v]));
         for (int v = 1; v < NV; v += 7) { /* the mask's verdict, token by token, from a fresh feed */
             pm_grammar_state *t = pm_grammar_start(g, &me);
             if (!t) break;
@@ -74,6 +81,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (i == n) break;
         alive = pm_grammar_feed(st, text + i, 1, &e);
+        if (plain && pm_grammar_feed(plain, text + i, 1, &pe) != alive) { /* a limit may differ (the caches do less work) */
+            FUZZ_CHECK(alive < 0 || pe.msg[0]);
+            pm_grammar_state_free(plain);
+            plain = NULL;
+        }
         FUZZ_CHECK(alive >= 0 || e.msg[0]);
         if (alive == 1 && pm_grammar_final(st)) FUZZ_CHECK(pm_grammar_accepts(st));
     }
@@ -90,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         pm_grammar_state_free(t);
     }
     pm_grammar_vocab_free(gv);
+    pm_grammar_state_free(plain);
     pm_grammar_state_free(st);
     pm_grammar_free(g);
     return 0;

@@ -5,7 +5,18 @@
  * (cont: a node {pos, parent}, 0 the empty stack: the root is then complete). Nodes are
  * hash-consed, so equal stacks are one id and threads dedupe by (terminal, state, cont). A parent
  * is always older than its node, which lets a state keep only the nodes its threads reach (in
- * order) after each token, and a mask drop the ones its trial walks made. */
+ * order) after each token, and a mask drop the ones its trial walks made.
+ *
+ * Two caches keep a mask from redoing work (both give the walk's answer, only sooner; tests compare
+ * them with the plain walk, pm_grammar_set_plain):
+ * - a stack's closure (the threads that start once a terminal before it is matched) is the same
+ *   wherever in the trie it is reached, so it is made once per node per mask or feed (memo);
+ * - a thread's fate over a token depends on its stack only once its terminal accepts somewhere in
+ *   the token's bytes: before that the terminal's DFA alone decides. So each (terminal, state) a
+ *   thread stands in gets, once per parse state, the tokens that DFA reads whole without accepting
+ *   on the way (kept for sure) and the trie nodes where it first accepts; a mask ORs its threads'
+ *   sure tokens and walks the trie only down to those nodes, and below them as before. Inside a
+ *   JSON string or free text that leaves the few tokens that close it to the walk. */
 #include "engine/grammar.h"
 
 #include <math.h>
@@ -15,7 +26,7 @@
 #include "engine/grammar_internal.h"
 #include "tok/tokenizer.h"
 
-enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22 };
+enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512 };
 
 typedef struct g_node {
     int32_t pos, parent;
@@ -24,6 +35,33 @@ typedef struct g_node {
 typedef struct g_thread {
     int32_t term, dfa, cont;
 } g_thread;
+
+/* What dedupes the thread set being built: its threads, and the (rule, continuation) pairs it
+ * expanded, stamped with the set's generation. */
+typedef struct g_setb {
+    uint32_t *dd_gen; /* buf entries it holds, by hash */
+    int32_t *dd_idx;
+    uint32_t gen;
+    uint32_t *ex_gen; /* pairs (rule, cont), by hash */
+    int32_t *ex_key;
+    uint32_t ex_cap, ex_n, ex_at; /* ex_n: the pairs of set ex_at */
+    int base;                     /* where the set begins in buf */
+} g_setb;
+
+/* A stack's closure made once (key: its node; 0 an empty slot): threads[off, off + n). */
+typedef struct g_memo {
+    int32_t cont, complete;
+    uint32_t off, n;
+} g_memo;
+
+/* A thread's tokens read by its terminal alone from state dfa (term < 0: an empty slot). */
+typedef struct g_class {
+    int32_t term, dfa;
+    uint64_t *sure;     /* [words] token ids read whole without accepting on the way: kept */
+    uint32_t *first;    /* trie nodes (ascending) where the terminal first accepts: the walk's */
+    uint32_t n_first;
+    uint32_t stamp;     /* the last mask that took it */
+} g_class;
 
 struct pm_grammar_state {
     const pm_grammar *g;
@@ -34,13 +72,19 @@ struct pm_grammar_state {
     g_thread *buf;         /* sets of threads: the current one first, [0, n_cur) */
     int n_buf, cap_buf, n_cur;
     int complete;          /* the root is complete where the output stands */
-    uint32_t *dd_gen;      /* the set being built: which buf entries it holds, by hash */
-    int32_t *dd_idx;
-    uint32_t gen;
-    uint32_t *ex_gen;      /* the set being built: the (rule, continuation) pairs it expanded, by hash */
-    int32_t *ex_key;       /* pairs (rule, cont) */
-    uint32_t ex_cap, ex_n, ex_at; /* ex_n: the pairs of set ex_at */
-    int base;              /* where the set being built begins in buf */
+    g_setb sb[2], *sets;   /* the set being built (sb[1]: a closure being memoised) */
+    g_memo *memo;          /* closures by stack node, valid while the node ids are */
+    uint32_t memo_cap, memo_n;
+    g_thread *memo_th;
+    uint32_t memo_th_n, memo_th_cap;
+    const struct pm_grammar_vocab *cls_gv; /* the trie the classes index */
+    g_class *cls;          /* [CLASS_SLOTS] */
+    uint32_t n_cls, cls_stamp;
+    size_t cls_bytes;
+    uint64_t *sure;        /* a mask's union of its threads' sure tokens */
+    uint32_t *first, n_first, cap_first; /* and of their first nodes */
+    int cls_skip;          /* masks to walk whole: the last one's set alone outgrew the class cache */
+    int plain;             /* no caches: the walk alone (tests) */
     long work;
     pm_err *e;
 };
@@ -90,12 +134,29 @@ static int32_t intern(pm_grammar_state *st, int32_t pos, int32_t parent) {
 /* ------------------------------------------------------------------ thread sets */
 
 static void set_begin(pm_grammar_state *st) {
-    st->base = st->n_buf;
-    if (++st->gen == 0) { /* wrapped: forget every stamp */
-        memset(st->dd_gen, 0, sizeof *st->dd_gen * DD_SIZE);
-        memset(st->ex_gen, 0, sizeof *st->ex_gen * st->ex_cap);
-        st->gen = 1;
+    g_setb *sb = st->sets;
+    sb->base = st->n_buf;
+    if (++sb->gen == 0) { /* wrapped: forget every stamp */
+        memset(sb->dd_gen, 0, sizeof *sb->dd_gen * DD_SIZE);
+        memset(sb->ex_gen, 0, sizeof *sb->ex_gen * sb->ex_cap);
+        sb->gen = 1;
     }
+}
+
+static int setb_init(g_setb *sb) {
+    sb->dd_gen = calloc(DD_SIZE, sizeof *sb->dd_gen);
+    sb->dd_idx = malloc(sizeof *sb->dd_idx * DD_SIZE);
+    sb->ex_cap = 256;
+    sb->ex_gen = calloc(sb->ex_cap, sizeof *sb->ex_gen);
+    sb->ex_key = malloc(sizeof *sb->ex_key * 2 * sb->ex_cap);
+    return sb->dd_gen && sb->dd_idx && sb->ex_gen && sb->ex_key ? PM_OK : PM_ENOMEM;
+}
+
+static void setb_free(g_setb *sb) {
+    free(sb->dd_gen);
+    free(sb->dd_idx);
+    free(sb->ex_gen);
+    free(sb->ex_key);
 }
 
 /* 1 when the set being built has expanded rule with continuation cont already (expanding it again
@@ -103,40 +164,42 @@ static void set_begin(pm_grammar_state *st) {
  * cycle of calls that write nothing and push nothing (s ::= x s | "" with x able to be empty);
  * < 0 out of memory. */
 static int expanded(pm_grammar_state *st, int32_t rule, int32_t cont) {
-    if (st->ex_at != st->gen) st->ex_at = st->gen, st->ex_n = 0;
-    if ((st->ex_n + 1) * 2 > st->ex_cap) { /* grown, this set's pairs kept */
-        uint32_t cap = st->ex_cap * 2, *gen = calloc(cap, sizeof *gen);
+    g_setb *sb = st->sets;
+    if (sb->ex_at != sb->gen) sb->ex_at = sb->gen, sb->ex_n = 0;
+    if ((sb->ex_n + 1) * 2 > sb->ex_cap) { /* grown, this set's pairs kept */
+        uint32_t cap = sb->ex_cap * 2, *gen = calloc(cap, sizeof *gen);
         int32_t *key = malloc(sizeof *key * 2 * cap);
         if (!gen || !key) {
             free(gen);
             free(key);
             return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
         }
-        for (uint32_t j = 0; j < st->ex_cap; j++) {
-            if (st->ex_gen[j] != st->gen) continue;
-            uint32_t i = hash2(st->ex_key[2 * j], st->ex_key[2 * j + 1]) & (cap - 1);
-            while (gen[i] == st->gen) i = (i + 1) & (cap - 1);
-            gen[i] = st->gen, key[2 * i] = st->ex_key[2 * j], key[2 * i + 1] = st->ex_key[2 * j + 1];
+        for (uint32_t j = 0; j < sb->ex_cap; j++) {
+            if (sb->ex_gen[j] != sb->gen) continue;
+            uint32_t i = hash2(sb->ex_key[2 * j], sb->ex_key[2 * j + 1]) & (cap - 1);
+            while (gen[i] == sb->gen) i = (i + 1) & (cap - 1);
+            gen[i] = sb->gen, key[2 * i] = sb->ex_key[2 * j], key[2 * i + 1] = sb->ex_key[2 * j + 1];
         }
-        free(st->ex_gen);
-        free(st->ex_key);
-        st->ex_gen = gen, st->ex_key = key, st->ex_cap = cap;
+        free(sb->ex_gen);
+        free(sb->ex_key);
+        sb->ex_gen = gen, sb->ex_key = key, sb->ex_cap = cap;
     }
-    uint32_t i = hash2(rule, cont) & (st->ex_cap - 1);
-    for (; st->ex_gen[i] == st->gen; i = (i + 1) & (st->ex_cap - 1))
-        if (st->ex_key[2 * i] == rule && st->ex_key[2 * i + 1] == cont) return 1;
-    st->ex_gen[i] = st->gen, st->ex_key[2 * i] = rule, st->ex_key[2 * i + 1] = cont;
-    st->ex_n++;
+    uint32_t i = hash2(rule, cont) & (sb->ex_cap - 1);
+    for (; sb->ex_gen[i] == sb->gen; i = (i + 1) & (sb->ex_cap - 1))
+        if (sb->ex_key[2 * i] == rule && sb->ex_key[2 * i + 1] == cont) return 1;
+    sb->ex_gen[i] = sb->gen, sb->ex_key[2 * i] = rule, sb->ex_key[2 * i + 1] = cont;
+    sb->ex_n++;
     return 0;
 }
 
 static int set_add(pm_grammar_state *st, int32_t term, int32_t dfa, int32_t cont) {
+    g_setb *sb = st->sets;
     uint32_t i = (hash2(term, dfa) ^ hash2(cont, 0x5bd1e995)) & (DD_SIZE - 1);
-    for (; st->dd_gen[i] == st->gen; i = (i + 1) & (DD_SIZE - 1)) {
-        const g_thread *t = &st->buf[st->dd_idx[i]];
+    for (; sb->dd_gen[i] == sb->gen; i = (i + 1) & (DD_SIZE - 1)) {
+        const g_thread *t = &st->buf[sb->dd_idx[i]];
         if (t->term == term && t->dfa == dfa && t->cont == cont) return PM_OK;
     }
-    if (st->n_buf - st->base >= PM_GRAMMAR_MAX_THREADS)
+    if (st->n_buf - sb->base >= PM_GRAMMAR_MAX_THREADS)
         return pm_errf(st->e, PM_ELIMIT, "grammar: more than %d parse threads at one place (a very ambiguous grammar)", PM_GRAMMAR_MAX_THREADS);
     if (st->n_buf == st->cap_buf) {
         int c = st->cap_buf * 2;
@@ -145,8 +208,8 @@ static int set_add(pm_grammar_state *st, int32_t term, int32_t dfa, int32_t cont
         st->buf = b;
         st->cap_buf = c;
     }
-    st->dd_gen[i] = st->gen;
-    st->dd_idx[i] = st->n_buf;
+    sb->dd_gen[i] = sb->gen;
+    sb->dd_idx[i] = st->n_buf;
     st->buf[st->n_buf++] = (g_thread){term, dfa, cont};
     return PM_OK;
 }
@@ -188,25 +251,101 @@ static int closure_at(pm_grammar_state *st, int32_t pos, int32_t parent, int *co
     return PM_OK;
 }
 
+/* ------------------------------------------------------------------ closures made once */
+
+enum { MEMO_SLOTS_MAX = 1 << 16, MEMO_THREADS_MAX = 1 << 18 };
+
+static void memo_clear(pm_grammar_state *st) {
+    if (st->memo_n) memset(st->memo, 0, sizeof *st->memo * st->memo_cap);
+    st->memo_n = st->memo_th_n = 0;
+}
+
+static g_memo *memo_slot(pm_grammar_state *st, int32_t cont) {
+    uint32_t i = hash2(cont, 0x27d4eb2f) & (st->memo_cap - 1);
+    while (st->memo[i].cont && st->memo[i].cont != cont) i = (i + 1) & (st->memo_cap - 1);
+    return &st->memo[i];
+}
+
+/* Room for one more closure of m threads; 0 when the memo is full (the closure is then made in
+ * place), < 0 out of memory. */
+static int memo_room(pm_grammar_state *st, uint32_t m) {
+    if ((st->memo_n + 1) * 2 > st->memo_cap) {
+        if (st->memo_cap >= MEMO_SLOTS_MAX) return 0;
+        g_memo *old = st->memo;
+        uint32_t old_cap = st->memo_cap;
+        if (!(st->memo = calloc(2 * (size_t)old_cap, sizeof *st->memo))) {
+            st->memo = old;
+            return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+        }
+        st->memo_cap = 2 * old_cap;
+        for (uint32_t j = 0; j < old_cap; j++)
+            if (old[j].cont) *memo_slot(st, old[j].cont) = old[j];
+        free(old);
+    }
+    if (st->memo_th_n + m > MEMO_THREADS_MAX) return 0;
+    if (st->memo_th_n + m > st->memo_th_cap) {
+        uint32_t c = st->memo_th_cap;
+        while (c < st->memo_th_n + m) c *= 2;
+        g_thread *t = realloc(st->memo_th, sizeof *t * c);
+        if (!t) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+        st->memo_th = t, st->memo_th_cap = c;
+    }
+    return 1;
+}
+
+/* The closure of stack node cont (> 0), into the set being built: made once (in a set of its own,
+ * sb[1]) while the node ids hold, then added from the memo. */
+static int closure_of(pm_grammar_state *st, int32_t cont, int *complete) {
+    g_node n = st->nodes[cont];
+    if (st->plain) return closure(st, n.pos, n.parent, complete);
+    g_memo *m = memo_slot(st, cont);
+    if (!m->cont) {
+        g_setb *outer = st->sets;
+        int at = st->n_buf, c = 0;
+        st->sets = &st->sb[1];
+        set_begin(st);
+        int rc = closure(st, n.pos, n.parent, &c);
+        st->sets = outer;
+        uint32_t k = (uint32_t)(st->n_buf - at);
+        if (!rc && (rc = memo_room(st, k)) > 0) {
+            memcpy(st->memo_th + st->memo_th_n, st->buf + at, sizeof *st->buf * k);
+            *memo_slot(st, cont) = (g_memo){cont, c, st->memo_th_n, k};
+            st->memo_th_n += k;
+            st->memo_n++;
+            rc = 0;
+        }
+        st->n_buf = at;
+        if (rc < 0) return rc;
+        m = memo_slot(st, cont); /* the table may have grown */
+        if (!m->cont) return closure(st, n.pos, n.parent, complete); /* the memo is full */
+    }
+    for (uint32_t k = 0; k < m->n; k++) {
+        const g_thread *t = &st->memo_th[m->off + k];
+        if (set_add(st, t->term, t->dfa, t->cont)) return st->e->code;
+    }
+    if (m->complete) *complete = 1;
+    return PM_OK;
+}
+
 /* The set [lo, hi) of buf after one more byte, into the set being built. */
 static int step_byte(pm_grammar_state *st, int lo, int hi, unsigned char byte, int *complete) {
     const pm_grammar *g = st->g;
-    char c = (char)byte;
     for (int i = lo; i < hi; i++) {
         g_thread th = st->buf[i];
-        const pm_regex *rx = g->terms[th.term];
-        int32_t s = pm_regex_feed(rx, th.dfa, &c, 1);
+        const pm_regex_dfa *d = &g->dfa[th.term];
+        int32_t s = pm_regex_dfa_step(d, th.dfa, byte);
         if (!s) continue;
-        if (!pm_regex_final(rx, s) && set_add(st, th.term, s, th.cont)) return st->e->code;
-        if (!pm_regex_accepts(rx, s)) continue;
+        if (!d->final[s] && set_add(st, th.term, s, th.cont)) return st->e->code;
+        if (!d->accept[s]) continue;
         if (!th.cont) *complete = 1;
-        else if (closure(st, st->nodes[th.cont].pos, st->nodes[th.cont].parent, complete)) return st->e->code;
+        else if (closure_of(st, th.cont, complete)) return st->e->code;
     }
     return PM_OK;
 }
 
 /* Keeps only the nodes the current threads reach, renumbered in order (a parent stays older). */
 static int compact(pm_grammar_state *st) {
+    memo_clear(st); /* its node ids change */
     int n = st->n_nodes;
     int32_t *map = calloc((size_t)n, sizeof *map);
     if (!map) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse stacks");
@@ -228,15 +367,21 @@ static int compact(pm_grammar_state *st) {
 
 /* ------------------------------------------------------------------ states */
 
+static void classes_clear(pm_grammar_state *st);
+
 void pm_grammar_state_free(pm_grammar_state *st) {
     if (!st) return;
+    if (st->cls) classes_clear(st);
+    free(st->cls);
+    free(st->sure);
+    free(st->first);
+    free(st->memo);
+    free(st->memo_th);
     free(st->nodes);
     free(st->hash);
     free(st->buf);
-    free(st->dd_gen);
-    free(st->dd_idx);
-    free(st->ex_gen);
-    free(st->ex_key);
+    setb_free(&st->sb[0]);
+    setb_free(&st->sb[1]);
     free(st);
 }
 
@@ -253,12 +398,12 @@ pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e) {
     st->cap_buf = 256;
     st->nodes = malloc(sizeof *st->nodes * (size_t)st->cap_nodes);
     st->buf = malloc(sizeof *st->buf * (size_t)st->cap_buf);
-    st->dd_gen = calloc(DD_SIZE, sizeof *st->dd_gen);
-    st->dd_idx = malloc(sizeof *st->dd_idx * DD_SIZE);
-    st->ex_cap = 256;
-    st->ex_gen = calloc(st->ex_cap, sizeof *st->ex_gen);
-    st->ex_key = malloc(sizeof *st->ex_key * 2 * st->ex_cap);
-    if (!st->nodes || !st->buf || !st->dd_gen || !st->dd_idx || !st->ex_gen || !st->ex_key || rehash(st, 1024)) {
+    st->sets = &st->sb[0];
+    st->memo_cap = 256;
+    st->memo = calloc(st->memo_cap, sizeof *st->memo);
+    st->memo_th_cap = 1024;
+    st->memo_th = malloc(sizeof *st->memo_th * st->memo_th_cap);
+    if (!st->nodes || !st->buf || setb_init(&st->sb[0]) || setb_init(&st->sb[1]) || !st->memo || !st->memo_th || rehash(st, 1024)) {
         pm_errf(e, PM_ENOMEM, "grammar: out of memory");
         pm_grammar_state_free(st);
         return NULL;
@@ -274,6 +419,8 @@ pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e) {
     }
     return st;
 }
+
+void pm_grammar_set_plain(pm_grammar_state *st, int plain) { st->plain = plain; }
 
 int pm_grammar_feed(pm_grammar_state *st, const char *bytes, size_t n, pm_err *e) {
     st->e = e;
@@ -306,9 +453,11 @@ int pm_grammar_fullmatch(const pm_grammar *g, const char *s, size_t n, pm_err *e
 
 /* ------------------------------------------------------------------ the vocabulary's trie */
 
+/* Nodes in preorder: node u's subtree is [u, u + size), its first child u + 1, the next sibling
+ * of child c is c + c's size; so a sorted list of nodes splits along the subtrees. */
 typedef struct gv_node {
-    uint32_t child, n_child; /* children: nodes[child, child + n_child), by byte */
-    uint32_t tok, n_tok;     /* tokens that end here: ids[tok, tok + n_tok) */
+    uint32_t size;       /* nodes in its subtree, itself included */
+    uint32_t tok, n_tok; /* tokens that end here: ids[tok, tok + n_tok) */
     uint8_t byte;
 } gv_node;
 
@@ -340,28 +489,21 @@ static int cmp_tok(const void *a, const void *b, void *arg) {
     return c ? c : lx < ly ? -1 : lx > ly ? 1 : x - y;
 }
 
-/* Node u holds the sorted tokens [lo, hi), which share their first d bytes. */
-static void build_node(const gv_build *B, uint32_t u, uint32_t lo, uint32_t hi, size_t d) {
+/* The node for the sorted tokens [lo, hi), which share their first d bytes (the last one byte),
+ * and its subtree after it. */
+static void build_node(const gv_build *B, uint32_t lo, uint32_t hi, size_t d, uint8_t byte) {
     pm_grammar_vocab *gv = B->gv;
-    uint32_t i = lo;
+    uint32_t u = gv->n_nodes++, i = lo;
     while (i < hi && B->len[gv->ids[i]] == d) i++;
-    gv->nodes[u].tok = lo;
-    gv->nodes[u].n_tok = i - lo;
-    uint32_t groups = 0;
-    for (uint32_t j = i; j < hi; j++)
-        if (j == i || B->tok[gv->ids[j]][d] != B->tok[gv->ids[j - 1]][d]) groups++;
-    gv->nodes[u].child = gv->n_nodes;
-    gv->nodes[u].n_child = groups;
-    uint32_t c = gv->n_nodes;
-    gv->n_nodes += groups;
-    for (uint32_t j = i; j < hi; c++) {
+    gv->nodes[u] = (gv_node){.tok = lo, .n_tok = i - lo, .byte = byte};
+    for (uint32_t j = i; j < hi;) {
         uint32_t k = j;
         unsigned char b = (unsigned char)B->tok[gv->ids[j]][d];
         while (k < hi && (unsigned char)B->tok[gv->ids[k]][d] == b) k++;
-        gv->nodes[c].byte = b;
-        build_node(B, c, j, k, d + 1);
+        build_node(B, j, k, d + 1, b);
         j = k;
     }
+    gv->nodes[u].size = gv->n_nodes - u;
 }
 
 pm_grammar_vocab *pm_grammar_vocab_from(const char *const *tokens, const size_t *len, int vocab) {
@@ -383,8 +525,7 @@ pm_grammar_vocab *pm_grammar_vocab_from(const char *const *tokens, const size_t 
         if (tokens[v] && len[v]) gv->ids[n++] = v;
     gv_build B = {tokens, len, gv};
     qsort_r(gv->ids, (size_t)n, sizeof *gv->ids, cmp_tok, &B);
-    gv->n_nodes = 1;
-    build_node(&B, 0, 0, (uint32_t)n, 0);
+    build_node(&B, 0, (uint32_t)n, 0, 0);
     return gv;
 }
 
@@ -402,22 +543,181 @@ pm_grammar_vocab *pm_grammar_vocab_new(const pm_tokenizer *tok, int vocab) {
     return gv;
 }
 
+/* ------------------------------------------------------------------ token classes */
+
+static void classes_clear(pm_grammar_state *st) {
+    for (uint32_t i = 0; i < CLASS_SLOTS; i++) {
+        if (st->cls[i].term >= 0) free(st->cls[i].sure), free(st->cls[i].first);
+        st->cls[i] = (g_class){.term = -1};
+    }
+    st->n_cls = 0;
+    st->cls_bytes = 0;
+}
+
+typedef struct class_build {
+    const pm_regex_dfa *d;
+    const gv_node *nodes;
+    const int32_t *ids;
+    g_class *k;
+    uint32_t cap;
+    int oom;
+} class_build;
+
+/* The tokens below trie node u, the terminal's DFA in state s there. */
+static void class_walk(class_build *B, uint32_t u, int32_t s) {
+    const gv_node *nodes = B->nodes;
+    for (uint32_t c = u + 1, end = u + nodes[u].size; c < end; c += nodes[c].size) {
+        int32_t s1 = pm_regex_dfa_step(B->d, s, nodes[c].byte);
+        if (!s1) continue;
+        if (B->d->accept[s1]) { /* what may follow decides from here on */
+            g_class *k = B->k;
+            if (k->n_first == B->cap) {
+                uint32_t *f = realloc(k->first, sizeof *f * (B->cap *= 2));
+                if (!f) {
+                    B->oom = 1;
+                    return;
+                }
+                k->first = f;
+            }
+            k->first[k->n_first++] = c;
+            continue;
+        }
+        for (uint32_t t = 0; t < nodes[c].n_tok; t++) {
+            uint32_t v = (uint32_t)B->ids[nodes[c].tok + t];
+            B->k->sure[v >> 6] |= (uint64_t)1 << (v & 63);
+        }
+        if (nodes[c].size > 1) class_walk(B, c, s1);
+    }
+}
+
+/* The class of a thread in terminal term's state dfa, made if new; NULL when the cache is full (or
+ * out of memory): the mask then walks the whole trie. */
+static g_class *class_of(pm_grammar_state *st, const pm_grammar_vocab *gv, int32_t term, int32_t dfa) {
+    uint32_t i = hash2(term, dfa) & (CLASS_SLOTS - 1);
+    for (; st->cls[i].term >= 0; i = (i + 1) & (CLASS_SLOTS - 1))
+        if (st->cls[i].term == term && st->cls[i].dfa == dfa) return &st->cls[i];
+    size_t words = ((size_t)gv->vocab + 63) / 64;
+    if ((st->n_cls + 1) * 2 > CLASS_SLOTS || st->cls_bytes + words * 8 > PM_GRAMMAR_CLASS_BYTES) return NULL;
+    g_class *k = &st->cls[i];
+    class_build B = {&st->g->dfa[term], gv->nodes, gv->ids, k, 64, 0};
+    *k = (g_class){term, dfa, calloc(words, sizeof *k->sure), malloc(sizeof *k->first * B.cap), 0, 0};
+    if (k->sure && k->first) class_walk(&B, 0, dfa);
+    if (!k->sure || !k->first || B.oom || st->cls_bytes + words * 8 + (size_t)k->n_first * 4 > PM_GRAMMAR_CLASS_BYTES) {
+        free(k->sure);
+        free(k->first);
+        *k = (g_class){.term = -1};
+        return NULL;
+    }
+    st->n_cls++;
+    st->cls_bytes += words * 8 + (size_t)k->n_first * 4;
+    return k;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The current threads' classes: the union of their sure tokens into allow, of their first nodes
+ * into st->first (ascending, none inside another's subtree). 0 when a class could not be had (the
+ * cache is cleared for the next mask), < 0 out of memory. */
+static int classify(pm_grammar_state *st, const pm_grammar_vocab *gv, uint8_t *allow) {
+    size_t words = ((size_t)gv->vocab + 63) / 64;
+    if (!st->cls) {
+        if (!(st->cls = malloc(sizeof *st->cls * CLASS_SLOTS)) || !(st->sure = malloc(sizeof *st->sure * words)))
+            return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the mask's classes");
+        for (uint32_t i = 0; i < CLASS_SLOTS; i++) st->cls[i] = (g_class){.term = -1};
+        st->cls_gv = gv;
+    }
+    if (st->cls_gv != gv) return 0; /* another vocabulary than the classes index */
+    if (st->cls_skip) return st->cls_skip--, 0;
+    memset(st->sure, 0, sizeof *st->sure * words);
+    st->n_first = 0;
+    uint32_t stamp = ++st->cls_stamp, sets = 0, had = st->n_cls;
+    for (int i = 0; i < st->n_cur; i++) {
+        g_class *k = class_of(st, gv, st->buf[i].term, st->buf[i].dfa);
+        if (!k) { /* full: made afresh by the next mask, or by the 64th next if this one's alone fill it */
+            classes_clear(st);
+            if (!had) st->cls_skip = 64;
+            return 0;
+        }
+        if (k->stamp == stamp) continue;
+        k->stamp = stamp;
+        sets++;
+        for (size_t w = 0; w < words; w++) st->sure[w] |= k->sure[w];
+        if (!k->n_first) continue;
+        if (st->n_first + k->n_first > st->cap_first) {
+            uint32_t c = st->cap_first ? st->cap_first : 1024;
+            while (c < st->n_first + k->n_first) c *= 2;
+            uint32_t *f = realloc(st->first, sizeof *f * c);
+            if (!f) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the mask's classes");
+            st->first = f, st->cap_first = c;
+        }
+        memcpy(st->first + st->n_first, k->first, sizeof *k->first * k->n_first);
+        st->n_first += k->n_first;
+    }
+    if (sets > 1 && st->n_first > 1) { /* sorted, and only the outermost of nested nodes: below it the walk takes all */
+        qsort(st->first, st->n_first, sizeof *st->first, cmp_u32);
+        uint32_t n = 0;
+        for (uint32_t j = 0; j < st->n_first; j++)
+            if (!n || st->first[j] >= st->first[n - 1] + gv->nodes[st->first[n - 1]].size) st->first[n++] = st->first[j];
+        st->n_first = n;
+    }
+    for (size_t w = 0; w < words; w++) {
+        uint64_t bits = st->sure[w];
+        size_t v0 = w * 64, n = (size_t)gv->vocab - v0 < 64 ? (size_t)gv->vocab - v0 : 64;
+        if (!bits) memset(allow + v0, 0, n);
+        else
+            for (size_t j = 0; j < n; j++) allow[v0 + j] = (uint8_t)(bits >> j & 1);
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ the mask */
 
 /* The tokens below trie node u, the threads [lo, hi) having read u's bytes. */
-static int walk(pm_grammar_state *st, const pm_grammar_vocab *gv, const gv_node *u, int lo, int hi, uint8_t *allow) {
-    for (uint32_t k = 0; k < u->n_child; k++) {
-        const gv_node *c = &gv->nodes[u->child + k];
+static int walk(pm_grammar_state *st, const pm_grammar_vocab *gv, uint32_t u, int lo, int hi, uint8_t *allow) {
+    const gv_node *nodes = gv->nodes;
+    for (uint32_t c = u + 1, end_u = u + nodes[u].size; c < end_u; c += nodes[c].size) {
         int complete = 0;
         int base = st->n_buf;
         set_begin(st);
         st->work = 0;
-        if (step_byte(st, lo, hi, c->byte, &complete)) return st->e->code;
+        if (step_byte(st, lo, hi, nodes[c].byte, &complete)) return st->e->code;
         int end = st->n_buf;
         if (end > base || complete)
-            for (uint32_t t = 0; t < c->n_tok; t++) allow[gv->ids[c->tok + t]] = 1;
-        if (end > base && c->n_child && walk(st, gv, c, base, end, allow)) return st->e->code;
+            for (uint32_t t = 0; t < nodes[c].n_tok; t++) allow[gv->ids[nodes[c].tok + t]] = 1;
+        if (end > base && nodes[c].size > 1 && walk(st, gv, c, base, end, allow)) return st->e->code;
         st->n_buf = base;
+    }
+    return PM_OK;
+}
+
+/* The same down to first[0, nf) only (ascending nodes inside u's subtree, none inside another's),
+ * and below them all: the tokens elsewhere are the classes' (no thread accepts on their way). */
+static int walk_to(pm_grammar_state *st, const pm_grammar_vocab *gv, uint32_t u, int lo, int hi, const uint32_t *first, uint32_t nf,
+                   uint8_t *allow) {
+    const gv_node *nodes = gv->nodes;
+    uint32_t c = u + 1;
+    for (uint32_t r = 0; r < nf;) {
+        while (c + nodes[c].size <= first[r]) c += nodes[c].size; /* the child that holds first[r] */
+        uint32_t next = c + nodes[c].size, r2 = r + 1;
+        while (r2 < nf && first[r2] < next) r2++;
+        int complete = 0;
+        int base = st->n_buf;
+        set_begin(st);
+        st->work = 0;
+        if (step_byte(st, lo, hi, nodes[c].byte, &complete)) return st->e->code;
+        int end = st->n_buf;
+        if (end > base || complete)
+            for (uint32_t t = 0; t < nodes[c].n_tok; t++) allow[gv->ids[nodes[c].tok + t]] = 1;
+        if (end > base && nodes[c].size > 1) {
+            int rc = first[r] == c ? walk(st, gv, c, base, end, allow) : walk_to(st, gv, c, base, end, first + r, r2 - r, allow);
+            if (rc) return rc;
+        }
+        st->n_buf = base;
+        r = r2;
+        c = next;
     }
     return PM_OK;
 }
@@ -426,11 +726,17 @@ int pm_grammar_mask(pm_grammar_state *st, const pm_grammar_vocab *gv, const int3
                     pm_err *e) {
     int vocab = gv->vocab;
     st->e = e;
-    memset(allow, 0, (size_t)vocab);
-    int mark = st->n_nodes;
+    int mark = st->n_nodes, rc = PM_OK;
     st->n_buf = st->n_cur;
-    int rc = st->n_cur ? walk(st, gv, &gv->nodes[0], 0, st->n_cur, allow) : PM_OK;
+    if (!st->n_cur) memset(allow, 0, (size_t)vocab);
+    else {
+        int classes = st->plain ? 0 : classify(st, gv, allow);
+        if (classes < 0) return classes;
+        if (!classes) memset(allow, 0, (size_t)vocab);
+        rc = classes ? walk_to(st, gv, 0, 0, st->n_cur, st->first, st->n_first, allow) : walk(st, gv, 0, 0, st->n_cur, allow);
+    }
     st->n_buf = st->n_cur;
+    memo_clear(st); /* it names the trial walks' nodes */
     if (st->n_nodes > mark) { /* forget the trial walks' nodes */
         st->n_nodes = mark;
         if (rehash(st, st->hcap) && !rc) rc = e->code;

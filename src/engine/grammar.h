@@ -21,7 +21,11 @@
  * is matched (stacks shared and hash-consed; a call in last position pops first, so right
  * recursion does not grow them). A step's mask walks the vocabulary's bytes as a trie, the thread
  * set one byte at a time, and keeps the tokens after which some thread lives or the root is
- * complete; the end token only where the root is complete.
+ * complete; the end token only where the root is complete. Where a thread's terminal does not
+ * accept on a token's way, its DFA alone decides the token: those verdicts are cached per
+ * (terminal, state) in the parse state, so the walk goes only where what follows the terminal
+ * matters (inside a JSON string: the tokens that close it), and each stack's expansion is made once
+ * per mask (grammar.c).
  *
  * A rule's alternatives that begin with a call of the rule itself (`expr ::= expr "+" term |
  * term`, Lark's usual way) are read as the others followed by a repeat (`term ("+" term)*`): the
@@ -52,7 +56,8 @@ enum {
     PM_GRAMMAR_MAX_THREADS = 4096,  /* parse threads at one point of the output */
     PM_GRAMMAR_MAX_NODES = 1 << 20, /* stack nodes a state (and one step's mask) may hold: <= 16 MB with their index */
     PM_GRAMMAR_MAX_DEPTH = 4096,    /* levels one byte's expansion may pass through (nested rules ending together) */
-    PM_GRAMMAR_MAX_WORK = 2 * PM_REGEX_MAX_WORK /* its terminals' DFA builds together (pm_regex_work): ~0.4 s */
+    PM_GRAMMAR_MAX_WORK = 2 * PM_REGEX_MAX_WORK, /* its terminals' DFA builds together (pm_regex_work): ~0.4 s */
+    PM_GRAMMAR_CLASS_BYTES = 4 << 20 /* a state's cache of its threads' token classes (grammar.c) */
 };
 
 typedef struct pm_grammar pm_grammar;
@@ -69,9 +74,11 @@ void pm_grammar_free(pm_grammar *g);
 void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals);
 /* The bytes the compiled grammar holds (its terminals' DFAs and its tables), and the most a parse
  * state may come to within the limits (its stack nodes and their index, PM_GRAMMAR_MAX_NODES of
- * each, the thread sets beside): what a request held to a grammar reserves beside its KV cache. */
+ * each, the thread sets beside, the mask's caches: closures <= 4 MB, token classes and their union
+ * <= 2 x PM_GRAMMAR_CLASS_BYTES): what a request held to a grammar reserves beside its KV cache. */
 size_t pm_grammar_bytes(const pm_grammar *g);
-#define PM_GRAMMAR_STATE_BYTES ((int64_t)PM_GRAMMAR_MAX_NODES * 16 + ((int64_t)1 << 20))
+#define PM_GRAMMAR_STATE_BYTES \
+    ((int64_t)PM_GRAMMAR_MAX_NODES * 16 + ((int64_t)1 << 20) + ((int64_t)4 << 20) + 2 * (int64_t)PM_GRAMMAR_CLASS_BYTES)
 
 /* Where an output stands: nothing written yet. NULL (e set) when out of memory or the start
  * already outgrows the limits. */
@@ -101,5 +108,8 @@ void pm_grammar_vocab_free(pm_grammar_vocab *gv);
  * allow: scratch [vocab]. < 0 (e set) on a limit: the state is left as it was. */
 int pm_grammar_mask(pm_grammar_state *st, const pm_grammar_vocab *gv, const int32_t *eos, int n_eos, float *logits, uint8_t *allow,
                     pm_err *e);
+/* plain = 1: masks walk the whole trie, feeds close every stack afresh (no caches): the reference
+ * the caches are tested against. */
+void pm_grammar_set_plain(pm_grammar_state *st, int plain);
 
 #endif

@@ -567,6 +567,8 @@ int32_t pm_regex_feed(const pm_regex *rx, int32_t st, const char *bytes, size_t 
     return st;
 }
 
+void pm_regex_dfa_of(const pm_regex *rx, pm_regex_dfa *d) { *d = (pm_regex_dfa){rx->next, rx->cls, rx->accept, rx->final, rx->n_classes}; }
+
 int pm_regex_accepts(const pm_regex *rx, int32_t st) { return rx->accept[st]; }
 int pm_regex_final(const pm_regex *rx, int32_t st) { return rx->final[st]; }
 int pm_regex_states(const pm_regex *rx) { return rx->n_states; }

@@ -63,6 +63,15 @@ int32_t pm_regex_feed(const pm_regex *rx, int32_t st, const char *bytes, size_t 
 int pm_regex_accepts(const pm_regex *rx, int32_t st);
 /* ... and nothing may follow it (only the end token remains). */
 int pm_regex_final(const pm_regex *rx, int32_t st);
+/* The tables behind feed / accepts / final, for loops that step many states a byte at a time
+ * (grammar.c): the state after byte b from s is next[s * n_classes + cls[b]]. Valid while rx is. */
+typedef struct pm_regex_dfa {
+    const int32_t *next;
+    const uint8_t *cls, *accept, *final;
+    int n_classes;
+} pm_regex_dfa;
+void pm_regex_dfa_of(const pm_regex *rx, pm_regex_dfa *d);
+static inline int32_t pm_regex_dfa_step(const pm_regex_dfa *d, int32_t s, unsigned char b) { return d->next[(size_t)s * d->n_classes + d->cls[b]]; }
 /* Whether s[0, n) is a whole match. */
 int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n);
 /* DFA states (the dead one included), for tests and limits. */

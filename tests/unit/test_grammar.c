@@ -373,6 +373,77 @@ static void test_mask_recursive(void **state) {
 }
 
 /* A grammar whose parse threads multiply past the limit fails the step, not the process. */
+/* The mask's caches (closures made once, token classes per terminal state) against the plain walk:
+ * the same tokens at every prefix, the mask taken twice (the second from the caches), on a JSON
+ * grammar, Lark's ignored spaces, one DFA of free text, and a start with more terminal states than
+ * the class cache holds (the walk alone, then the cache again). */
+static void test_mask_caches(void **state) {
+    (void)state;
+    vocab v;
+    if (load_vocab(&v)) fail_msg("no fixture tokenizer");
+    pm_grammar_vocab *gv = pm_grammar_vocab_new(v.tok, v.n);
+    char wide[16384];
+    size_t w = (size_t)snprintf(wide, sizeof wide, "root ::= x0");
+    for (int i = 1; i < 300; i++) w += (size_t)snprintf(wide + w, sizeof wide - w, " | x%d", i);
+    w += (size_t)snprintf(wide + w, sizeof wide - w, "\n");
+    for (int i = 0; i < 300; i++) w += (size_t)snprintf(wide + w, sizeof wide - w, "x%d ::= \"t%d:\" root | \"t%d.\"\n", i, i, i);
+    const char *const cases[][2] = {
+        {"root   ::= object\n"
+         "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+         "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+         "array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+         "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+         "number ::= \"-\"? [0-9]+ (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? ws\n"
+         "ws ::= [ \\t\\n]*\n",
+         "{\"name\": \"Ada \\\"Love\\\" \\u00e9\", \"born\": [1815, -2.5e3], \"ok\": true}"},
+        {"?start: sum\n?sum: product | sum \"+\" product | sum \"-\" product\n?product: atom | product \"*\" atom\n"
+         "?atom: NUMBER | NAME | \"(\" sum \")\"\n%import common (NUMBER, WS)\n%import common.CNAME -> NAME\n%ignore WS\n",
+         "(x1 + 2.5) * (y - foo_bar)  "},
+        {"root ::= [^\\n]* \"\\n\"\n", "Once upon a time\n"},
+        {wide, "t5:t17:t299."},
+    };
+    float *la = malloc(sizeof(float) * (size_t)v.n), *lb = malloc(sizeof(float) * (size_t)v.n);
+    uint8_t *allow = malloc((size_t)v.n);
+    int32_t eos = 199999;
+    pm_err e = {0};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        pm_grammar *g = compile_ok(cases[c][0]);
+        pm_grammar_state *a = pm_grammar_start(g, &e), *b = pm_grammar_start(g, &e);
+        assert_non_null(a);
+        assert_non_null(b);
+        pm_grammar_set_plain(b, 1);
+        const char *text = cases[c][1];
+        for (size_t k = 0; k <= strlen(text); k++) {
+            for (int rep = 0; rep < 2; rep++) {
+                for (int t = 0; t < v.n; t++) la[t] = lb[t] = 0.0f;
+                assert_int_equal(pm_grammar_mask(a, gv, &eos, 1, la, allow, &e), 0);
+                assert_int_equal(pm_grammar_mask(b, gv, &eos, 1, lb, allow, &e), 0);
+                int kept = 0;
+                for (int t = 0; t < v.n; t++) {
+                    if (isinf(la[t]) != isinf(lb[t]))
+                        fail_msg("case %zu after '%.*s' (mask %d): token %d '%.*s' cached %d, plain %d", c, (int)k, text, rep, t,
+                                 (int)v.len[t], v.bytes[t] ? v.bytes[t] : "", !isinf(la[t]), !isinf(lb[t]));
+                    kept += !isinf(la[t]);
+                }
+                assert_true(kept > 0);
+            }
+            if (k == strlen(text)) break;
+            assert_int_equal(pm_grammar_feed(a, text + k, 1, &e), 1);
+            assert_int_equal(pm_grammar_feed(b, text + k, 1, &e), 1);
+            assert_int_equal(pm_grammar_accepts(a), pm_grammar_accepts(b));
+        }
+        assert_true(pm_grammar_accepts(a));
+        pm_grammar_state_free(a);
+        pm_grammar_state_free(b);
+        pm_grammar_free(g);
+    }
+    free(la);
+    free(lb);
+    free(allow);
+    pm_grammar_vocab_free(gv);
+    free_vocab(&v);
+}
+
 static void test_ambiguity_limit(void **state) {
     (void)state;
     pm_grammar *g = compile_ok("root ::= s\ns ::= \"z\" s \"y\" | \"z\" s \"w\" | \"\"\n"); /* 2^k stacks after k z's */
@@ -451,6 +522,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_mask_matches_regex),
         cmocka_unit_test(test_mask_recursive),
+        cmocka_unit_test(test_mask_caches),
         cmocka_unit_test(test_ambiguity_limit),
         cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_large_grammars),
