@@ -110,6 +110,7 @@ static void seq_free(pm_seq *s) {
     pm_prompt_lp_free(&s->plp);
     pm_json_schema_free(s->schema);
     pm_regex_free(s->regex);
+    pm_regex_masks_free(s->rx_masks);
     pm_grammar_state_free(s->gstate);
     pm_grammar_free(s->grammar);
     free(s->pred);
@@ -319,9 +320,10 @@ static void guide_free(req_guide *g) {
 }
 
 /* What the request's answer format holds for its whole life beside the KV cache: its automata,
- * and for a grammar the most its parse state may come to. */
-static int64_t guide_bytes(const req_guide *g) {
-    return (int64_t)(g->regex ? pm_regex_bytes(g->regex) : 0) + (int64_t)(g->schema ? pm_json_schema_bytes(g->schema) : 0) +
+ * a pattern's kept masks, and for a grammar the most its parse state may come to. */
+static int64_t guide_bytes(const req_guide *g, int vocab) {
+    return (int64_t)(g->regex ? pm_regex_bytes(g->regex) + pm_regex_masks_bytes(vocab) : 0) +
+           (int64_t)(g->schema ? pm_json_schema_bytes(g->schema) : 0) +
            (g->grammar ? (int64_t)pm_grammar_bytes(g->grammar) + PM_GRAMMAR_STATE_BYTES : 0);
 }
 
@@ -346,13 +348,13 @@ static int compile_guide(const pm_request *req, req_guide *g, pm_err *e) {
 /* Plans the request and sizes its reservation: the KV pages of the expanded prompt plus max_tokens
  * positions, and what the sequence holds beside them for its whole life (the prompt's merged
  * embedding rows, kept for a LongRoPE recompute, and its logits: 12 KiB per prompt token and
- * 0.8 MB on Phi-4-mini against 256 KiB per position of cache; its answer format's automata and a
- * grammar's parse state, up to ~17 MB: guide_bytes). */
+ * 0.8 MB on Phi-4-mini against 256 KiB per position of cache; its answer format's automata, a
+ * pattern's kept masks (0.4 MB) and a grammar's parse state, up to ~29 MB: guide_bytes). */
 static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, req_guide *g, pm_err *e) {
     req_guide checked; /* compiled only to refuse a bad one where the caller keeps none */
     if (!g) g = &checked;
     if (check_request(req, eng->m->llm.c.vocab, e) || compile_guide(req, g, e)) return e->code;
-    int64_t guide = guide_bytes(g);
+    int64_t guide = guide_bytes(g, eng->m->llm.c.vocab);
     if (g == &checked) guide_free(g);
     if (pm_prepare_plan(eng->m, req, &eng->o.limits, plan, e)) {
         guide_free(g);
@@ -613,6 +615,10 @@ static int admit_encoded(pm_engine *eng, pm_encoded **encp, const pm_request *re
         }
         s->regex = enc->regex;
         s->rx_state = pm_regex_start(s->regex);
+        if (!(s->rx_masks = pm_regex_masks_new(s->regex, eng->regex_vocab))) {
+            pm_errf(e, PM_ENOMEM, "out of memory for the guided pattern's masks");
+            goto fail;
+        }
     }
     if (enc->grammar) { /* compiled with the request; its parse state the sequence's */
         if (!eng->grammar_vocab && !(eng->grammar_vocab = pm_grammar_vocab_new(eng->m->tok, eng->m->llm.c.vocab))) {

@@ -25,6 +25,7 @@
 
 #include "engine/grammar_internal.h"
 #include "tok/tokenizer.h"
+#include "util/bits.h"
 
 enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512 };
 
@@ -663,13 +664,7 @@ static int classify(pm_grammar_state *st, const pm_grammar_vocab *gv, uint8_t *a
             if (!n || st->first[j] >= st->first[n - 1] + gv->nodes[st->first[n - 1]].size) st->first[n++] = st->first[j];
         st->n_first = n;
     }
-    for (size_t w = 0; w < words; w++) {
-        uint64_t bits = st->sure[w];
-        size_t v0 = w * 64, n = (size_t)gv->vocab - v0 < 64 ? (size_t)gv->vocab - v0 : 64;
-        if (!bits) memset(allow + v0, 0, n);
-        else
-            for (size_t j = 0; j < n; j++) allow[v0 + j] = (uint8_t)(bits >> j & 1);
-    }
+    pm_bits_expand(st->sure, (size_t)gv->vocab, allow);
     return 1;
 }
 

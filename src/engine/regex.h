@@ -117,10 +117,21 @@ typedef struct pm_regex_vocab pm_regex_vocab;
 pm_regex_vocab *pm_regex_vocab_new(const struct pm_tokenizer *tok, int vocab);
 void pm_regex_vocab_free(pm_regex_vocab *rv);
 
+/* A sequence's recent masks by state (a pattern's output often stays in a few states: inside a word,
+ * after a space), PM_REGEX_MASKS of them, a bit per token each: the masks of rx over rv, for as
+ * long as both live (pm_regex_mask ignores it for any other pair). */
+enum { PM_REGEX_MASKS = 16 };
+typedef struct pm_regex_masks pm_regex_masks;
+pm_regex_masks *pm_regex_masks_new(const pm_regex *rx, const pm_regex_vocab *rv);
+void pm_regex_masks_free(pm_regex_masks *m);
+/* The bytes it may come to with a vocabulary of vocab tokens (what a request reserves for it). */
+size_t pm_regex_masks_bytes(int vocab);
+
 /* Sets logits[v] = -INFINITY for every token v < vocab that cannot come next from st: one whose
  * bytes lead to the dead state, a special token, an unknown id, and an end token (eos[n_eos])
- * unless st accepts. allow: scratch [vocab]. */
-void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, const int32_t *eos, int n_eos, float *logits,
-                   uint8_t *allow);
+ * unless st accepts. allow: scratch [vocab]. masks (NULL: none) keeps the mask for st or gives it
+ * back. */
+void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, pm_regex_masks *masks, const int32_t *eos, int n_eos,
+                   float *logits, uint8_t *allow);
 
 #endif

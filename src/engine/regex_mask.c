@@ -1,12 +1,14 @@
 /* regex_mask.c — the step's mask under a guided pattern (regex.h): the usable tokens grouped by
  * their first byte with their bytes side by side, so a step looks up each first byte once, skips
- * the groups it kills, and walks the DFA over the rest of each surviving token. */
+ * the groups it kills, and walks the DFA over the rest of each surviving token; a sequence's recent
+ * masks kept by state, a bit per token, for the states its output comes back to. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/regex.h"
 #include "tok/tokenizer.h"
+#include "util/bits.h"
 
 struct pm_regex_vocab {
     int vocab;
@@ -64,10 +66,31 @@ pm_regex_vocab *pm_regex_vocab_new(const pm_tokenizer *tok, int vocab) {
     return rv;
 }
 
-void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, const int32_t *eos, int n_eos, float *logits,
-                   uint8_t *allow) {
-    int vocab = rv->vocab;
-    memset(allow, 0, (size_t)vocab);
+struct pm_regex_masks {
+    const pm_regex *rx;
+    const pm_regex_vocab *rv;
+    int32_t state[PM_REGEX_MASKS]; /* 0: an empty slot (the dead state's mask needs no keeping) */
+    uint64_t *bits[PM_REGEX_MASKS];
+    int next;                      /* the slot the next new mask takes */
+};
+
+pm_regex_masks *pm_regex_masks_new(const pm_regex *rx, const pm_regex_vocab *rv) {
+    pm_regex_masks *m = calloc(1, sizeof *m);
+    if (m) m->rx = rx, m->rv = rv;
+    return m;
+}
+
+void pm_regex_masks_free(pm_regex_masks *m) {
+    if (!m) return;
+    for (int i = 0; i < PM_REGEX_MASKS; i++) free(m->bits[i]);
+    free(m);
+}
+
+size_t pm_regex_masks_bytes(int vocab) { return sizeof(pm_regex_masks) + PM_REGEX_MASKS * (((size_t)vocab + 63) / 64 * 8); }
+
+/* The tokens st allows into allow (0 / 1), the end tokens aside. */
+static void mask_tokens(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, uint8_t *allow) {
+    memset(allow, 0, (size_t)rv->vocab);
     char one;
     for (int c = 0; c < 256 && st && !pm_regex_final(rx, st); c++) {
         if (rv->start[c] == rv->start[c + 1]) continue;
@@ -77,6 +100,28 @@ void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, con
         for (int i = rv->start[c]; i < rv->start[c + 1]; i++) {
             uint32_t a = rv->off[i] + 1, b = rv->off[i + 1];
             allow[rv->ids[i]] = pm_regex_feed(rx, s1, (const char *)rv->bytes + a, b - a) != 0;
+        }
+    }
+}
+
+void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, pm_regex_masks *masks, const int32_t *eos, int n_eos,
+                   float *logits, uint8_t *allow) {
+    int vocab = rv->vocab;
+    size_t words = ((size_t)vocab + 63) / 64;
+    int slot = -1;
+    if (masks && (masks->rx != rx || masks->rv != rv)) masks = NULL; /* another pattern's */
+    if (masks && st) {
+        for (int i = 0; i < PM_REGEX_MASKS && slot < 0; i++)
+            if (masks->state[i] == st) slot = i;
+    }
+    if (slot >= 0) pm_bits_expand(masks->bits[slot], (size_t)vocab, allow); /* kept */
+    else {
+        mask_tokens(rx, st, rv, allow);
+        int i = masks && st ? masks->next : -1;
+        if (i >= 0 && (masks->bits[i] || (masks->bits[i] = malloc(words * 8)))) { /* kept (out of memory: not kept) */
+            pm_bits_pack(allow, (size_t)vocab, masks->bits[i]);
+            masks->state[i] = st;
+            masks->next = (i + 1) % PM_REGEX_MASKS;
         }
     }
     for (int i = 0; i < n_eos; i++) /* the end: only where the output is a whole match */

@@ -56,6 +56,7 @@ typedef struct pm_seq {
     pm_json_state json_state;
     pm_regex *regex;        /* a guided pattern's DFA (PM_FORMAT_REGEX, PM_FORMAT_CHOICE; NULL: none) */
     int32_t rx_state;       /* where the output so far has taken it */
+    pm_regex_masks *rx_masks; /* its masks at the states the output came back to */
     pm_grammar *grammar;    /* a grammar (PM_FORMAT_GRAMMAR; NULL: none) */
     pm_grammar_state *gstate; /* ... and where the output so far has taken its parse */
     pm_prompt_lp plp;       /* prompt_logprobs: the prompt's scores, reported before its first token */

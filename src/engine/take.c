@@ -97,7 +97,7 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         if (s->json_close >= 0) ends[n_ends++] = s->json_close;
         pm_json_mask(&s->json_state, eng->json_vocab, ends, n_ends, s->logits, eng->json_allow);
     }
-    if (s->regex) pm_regex_mask(s->regex, s->rx_state, eng->regex_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
+    if (s->regex) pm_regex_mask(s->regex, s->rx_state, eng->regex_vocab, s->rx_masks, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow);
     if (s->gstate) {
         pm_err ge = {0};
         if (pm_grammar_mask(s->gstate, eng->grammar_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow, &ge)) {

@@ -1711,7 +1711,7 @@ static void test_kv_budget(void **state) {
     r.max_tokens = 100000;
     assert_int_equal(pm_engine_kv_need(eng, &r, &need, err, sizeof err), 0);
     assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows);
-    { /* an answer format reserves its automata beside, and a grammar the most its parse state may come to */
+    { /* an answer format reserves its automata beside (a pattern its kept masks too), and a grammar the most its parse state may come to */
         pm_request rg = r;
         pm_err pe = {0};
         pm_regex *rx = NULL;
@@ -1721,7 +1721,7 @@ static void test_kv_budget(void **state) {
         assert_int_equal(pm_regex_compile(rg.regex, strlen(rg.regex), &rx, &pe), 0);
         assert_int_equal(pm_engine_kv_need(eng, &rg, &need, err, sizeof err), 0);
         assert_true(pm_regex_bytes(rx) > (size_t)40 * 3 * 4); /* ~40 states of a row of (at least 3) classes each */
-        assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows + (int64_t)pm_regex_bytes(rx));
+        assert_int_equal(need, (int64_t)pm_kv_bytes(c, 100004, 0) + rows + (int64_t)pm_regex_bytes(rx) + (int64_t)pm_regex_masks_bytes(c->vocab));
         rg.format = PM_FORMAT_GRAMMAR;
         rg.grammar = "start: item+\nitem: \"(\" item* \")\" | /[a-z]+/\n";
         assert_int_equal(pm_grammar_compile(rg.grammar, strlen(rg.grammar), &g, &pe), 0);

@@ -279,7 +279,7 @@ static void test_mask_matches_regex(void **state) {
     for (size_t k = 0; k <= strlen(text); k++) {
         for (int t = 0; t < v.n; t++) la[t] = lb[t] = 1.0f;
         assert_int_equal(pm_grammar_mask(st, gv, eos, 2, la, allow, &e), 0);
-        pm_regex_mask(rx, rs, rv, eos, 2, lb, allow);
+        pm_regex_mask(rx, rs, rv, NULL, eos, 2, lb, allow);
         int allowed = 0;
         for (int t = 0; t < v.n; t++) {
             if (isinf(la[t]) != isinf(lb[t])) fail_msg("prefix %zu: token %d (%.*s) grammar %g, regex %g", k, t, (int)v.len[t], v.bytes[t] ? v.bytes[t] : "", la[t], lb[t]);

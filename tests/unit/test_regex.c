@@ -203,7 +203,7 @@ static void test_mask(void **state) {
         int32_t st = pm_regex_feed(rx, pm_regex_start(rx), texts[k], strlen(texts[k]));
         assert_true(st != 0);
         for (int v = 0; v < V; v++) lg[v] = 0.0f;
-        pm_regex_mask(rx, st, rv, eos, 2, lg, allow);
+        pm_regex_mask(rx, st, rv, NULL, eos, 2, lg, allow);
         int kept = 0, whole;
         for (int v = 0; v < V; v++) {
             size_t len = 0;
@@ -233,12 +233,55 @@ static void test_mask(void **state) {
     int32_t st = pm_regex_feed(rx, pm_regex_start(rx), "Lyon", 4);
     assert_true(pm_regex_final(rx, st));
     for (int v = 0; v < V; v++) lg[v] = 0.0f;
-    pm_regex_mask(rx, st, rv, eos, 2, lg, allow);
+    pm_regex_mask(rx, st, rv, NULL, eos, 2, lg, allow);
     for (int v = 0; v < V; v++) assert_int_equal(!isinf(lg[v]), v == eos[0] || v == eos[1]);
     free(lg);
     free(allow);
     pm_regex_vocab_free(rv);
     pm_regex_free(rx);
+    pm_tok_free(tok);
+}
+
+/* A sequence's kept masks (pm_regex_masks) give what a fresh mask gives: at every prefix of texts
+ * whose states recur (words and spaces) and of one whose states do not (a count past
+ * PM_REGEX_MASKS: slots taken over), each mask taken twice. */
+static void test_mask_kept(void **state) {
+    (void)state;
+    pm_tokenizer *tok = tu_fixture_tokenizer();
+    assert_non_null(tok);
+    int V = pm_tok_vocab_size(tok);
+    const int32_t eos[2] = {200020, 199999};
+    pm_regex_vocab *rv = pm_regex_vocab_new(tok, V);
+    assert_non_null(rv);
+    float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
+    uint8_t *allow = malloc((size_t)V);
+    const char *cases[][2] = {{"\\w+( \\w+)*\\.", "Once upon a time there was a cat."},
+                              {"[a-z]{0,40}!", "abcdefghijklmnopqrstuvwxyzabcdefghij!"},
+                              {"(ab|a)*c", "abaababac"}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        pm_regex *rx = compile_ok(cases[c][0]);
+        pm_regex_masks *m = pm_regex_masks_new(rx, rv);
+        assert_non_null(m);
+        const char *text = cases[c][1];
+        int32_t st = pm_regex_start(rx);
+        for (size_t k = 0; k <= strlen(text); k++) {
+            for (int rep = 0; rep < 2; rep++) {
+                for (int v = 0; v < V; v++) la[v] = lb[v] = 0.0f;
+                pm_regex_mask(rx, st, rv, m, eos, 2, la, allow);
+                pm_regex_mask(rx, st, rv, NULL, eos, 2, lb, allow);
+                for (int v = 0; v < V; v++)
+                    if (isinf(la[v]) != isinf(lb[v])) fail_msg("'%s' after %zu bytes (mask %d): token %d kept %d, fresh %d", cases[c][0], k, rep, v, !isinf(la[v]), !isinf(lb[v]));
+            }
+            if (k < strlen(text)) st = pm_regex_feed(rx, st, text + k, 1);
+            assert_true(st != 0);
+        }
+        pm_regex_masks_free(m);
+        pm_regex_free(rx);
+    }
+    free(la);
+    free(lb);
+    free(allow);
+    pm_regex_vocab_free(rv);
     pm_tok_free(tok);
 }
 
@@ -462,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_choices),
         cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_mask_kept),
         cmocka_unit_test(test_int_ranges),
         cmocka_unit_test(test_number_ranges),
         cmocka_unit_test(test_multiples),
