@@ -27,7 +27,7 @@
 #include "tok/tokenizer.h"
 #include "util/bits.h"
 
-enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512 };
+enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512, G_REF = -1 };
 
 typedef struct g_node {
     int32_t pos, parent;
@@ -55,6 +55,13 @@ typedef struct g_memo {
     uint32_t off, n;
 } g_memo;
 
+/* A memoised closure after one more byte (key: its node, 0 an empty slot, and the byte): the
+ * threads aft_th[off, off + n), and whether the root completes. */
+typedef struct g_after {
+    int32_t cont, byte, complete;
+    uint32_t off, n;
+} g_after;
+
 /* A thread's tokens read by its terminal alone from state dfa (term < 0: an empty slot). */
 typedef struct g_class {
     int32_t term, dfa;
@@ -73,11 +80,16 @@ struct pm_grammar_state {
     g_thread *buf;         /* sets of threads: the current one first, [0, n_cur) */
     int n_buf, cap_buf, n_cur;
     int complete;          /* the root is complete where the output stands */
-    g_setb sb[2], *sets;   /* the set being built (sb[1]: a closure being memoised) */
+    g_setb sb[3], *sets;   /* the set being built (sb[1]: a closure being memoised, sb[2]: one stepped) */
     g_memo *memo;          /* closures by stack node, valid while the node ids are */
     uint32_t memo_cap, memo_n;
     g_thread *memo_th;
     uint32_t memo_th_n, memo_th_cap;
+    int refs;              /* a mask's walk: closures enter its sets as one reference thread each */
+    g_after *aft;          /* closures after a byte, by (node, byte) */
+    uint32_t aft_cap, aft_n;
+    g_thread *aft_th;
+    uint32_t aft_th_n, aft_th_cap;
     const struct pm_grammar_vocab *cls_gv; /* the trie the classes index */
     g_class *cls;          /* [CLASS_SLOTS] */
     uint32_t n_cls, cls_stamp;
@@ -144,20 +156,24 @@ static void set_begin(pm_grammar_state *st) {
     }
 }
 
+static void setb_free(g_setb *sb) {
+    free(sb->dd_gen);
+    free(sb->dd_idx);
+    free(sb->ex_gen);
+    free(sb->ex_key);
+    memset(sb, 0, sizeof *sb);
+}
+
+/* A set builder's tables (sb[1] and sb[2] made when first needed). */
 static int setb_init(g_setb *sb) {
     sb->dd_gen = calloc(DD_SIZE, sizeof *sb->dd_gen);
     sb->dd_idx = malloc(sizeof *sb->dd_idx * DD_SIZE);
     sb->ex_cap = 256;
     sb->ex_gen = calloc(sb->ex_cap, sizeof *sb->ex_gen);
     sb->ex_key = malloc(sizeof *sb->ex_key * 2 * sb->ex_cap);
-    return sb->dd_gen && sb->dd_idx && sb->ex_gen && sb->ex_key ? PM_OK : PM_ENOMEM;
-}
-
-static void setb_free(g_setb *sb) {
-    free(sb->dd_gen);
-    free(sb->dd_idx);
-    free(sb->ex_gen);
-    free(sb->ex_key);
+    if (sb->dd_gen && sb->dd_idx && sb->ex_gen && sb->ex_key) return PM_OK;
+    setb_free(sb);
+    return PM_ENOMEM;
 }
 
 /* 1 when the set being built has expanded rule with continuation cont already (expanding it again
@@ -256,9 +272,12 @@ static int closure_at(pm_grammar_state *st, int32_t pos, int32_t parent, int *co
 
 enum { MEMO_SLOTS_MAX = 1 << 16, MEMO_THREADS_MAX = 1 << 18 };
 
+static void after_clear(pm_grammar_state *st);
+
 static void memo_clear(pm_grammar_state *st) {
     if (st->memo_n) memset(st->memo, 0, sizeof *st->memo * st->memo_cap);
     st->memo_n = st->memo_th_n = 0;
+    after_clear(st);
 }
 
 static g_memo *memo_slot(pm_grammar_state *st, int32_t cont) {
@@ -303,6 +322,7 @@ static int closure_of(pm_grammar_state *st, int32_t cont, int *complete) {
     if (!m->cont) {
         g_setb *outer = st->sets;
         int at = st->n_buf, c = 0;
+        if (!st->sb[1].dd_gen && setb_init(&st->sb[1])) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
         st->sets = &st->sb[1];
         set_begin(st);
         int rc = closure(st, n.pos, n.parent, &c);
@@ -320,11 +340,85 @@ static int closure_of(pm_grammar_state *st, int32_t cont, int *complete) {
         m = memo_slot(st, cont); /* the table may have grown */
         if (!m->cont) return closure(st, n.pos, n.parent, complete); /* the memo is full */
     }
+    if (m->complete) *complete = 1;
+    if (st->refs && m->n) return set_add(st, G_REF, 0, cont); /* stepped by after_of */
     for (uint32_t k = 0; k < m->n; k++) {
         const g_thread *t = &st->memo_th[m->off + k];
         if (set_add(st, t->term, t->dfa, t->cont)) return st->e->code;
     }
-    if (m->complete) *complete = 1;
+    return PM_OK;
+}
+
+static int step_byte(pm_grammar_state *st, int lo, int hi, unsigned char byte, int *complete);
+
+static g_after *after_slot(pm_grammar_state *st, int32_t cont, int byte) {
+    uint32_t i = hash2(cont, byte) & (st->aft_cap - 1);
+    while (st->aft[i].cont && (st->aft[i].cont != cont || st->aft[i].byte != byte)) i = (i + 1) & (st->aft_cap - 1);
+    return &st->aft[i];
+}
+
+static void after_clear(pm_grammar_state *st) {
+    if (st->aft_n) memset(st->aft, 0, sizeof *st->aft * st->aft_cap);
+    st->aft_n = st->aft_th_n = 0;
+}
+
+/* Stores the threads buf[from, to) as cont's closure after byte; full: the table begins again (its
+ * entries are copied into sets as they are read, none held). */
+static int after_store(pm_grammar_state *st, int32_t cont, int byte, int from, int to, int complete) {
+    uint32_t k = (uint32_t)(to - from);
+    if ((st->aft_n + 1) * 2 > st->aft_cap || st->aft_th_n + k > st->aft_th_cap) {
+        if (st->aft_th_n + k > MEMO_THREADS_MAX / 4 || st->aft_cap >= MEMO_SLOTS_MAX) after_clear(st);
+        if ((st->aft_n + 1) * 2 > st->aft_cap) { /* grown: the entries are remade as they are needed */
+            g_after *a = calloc(2 * (size_t)st->aft_cap, sizeof *a);
+            if (!a) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+            free(st->aft);
+            st->aft = a, st->aft_cap *= 2, st->aft_n = st->aft_th_n = 0;
+        }
+        if (st->aft_th_n + k > st->aft_th_cap) {
+            uint32_t c = st->aft_th_cap;
+            while (c < st->aft_th_n + k) c *= 2;
+            g_thread *t = realloc(st->aft_th, sizeof *t * c);
+            if (!t) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+            st->aft_th = t, st->aft_th_cap = c;
+        }
+    }
+    memcpy(st->aft_th + st->aft_th_n, st->buf + from, sizeof *st->buf * k);
+    *after_slot(st, cont, byte) = (g_after){cont, byte, complete, st->aft_th_n, k};
+    st->aft_th_n += k;
+    st->aft_n++;
+    return PM_OK;
+}
+
+/* A reference thread (G_REF) after byte: its closure's threads stepped (in a set of their own,
+ * sb[2]) once per (node, byte) while the node ids hold, then added from there. */
+static int after_of(pm_grammar_state *st, int32_t cont, unsigned char byte, int *complete) {
+    g_after *a = after_slot(st, cont, byte);
+    if (!a->cont) {
+        const g_memo *m = memo_slot(st, cont); /* made when the reference was */
+        int at = st->n_buf, n = (int)m->n, c = 0;
+        while (st->cap_buf < at + n) {
+            g_thread *b = realloc(st->buf, sizeof *b * (size_t)st->cap_buf * 2);
+            if (!b) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+            st->buf = b, st->cap_buf *= 2;
+        }
+        if (!st->sb[2].dd_gen && setb_init(&st->sb[2])) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+        memcpy(st->buf + at, st->memo_th + m->off, sizeof *st->buf * (size_t)n);
+        st->n_buf = at + n;
+        g_setb *outer = st->sets;
+        st->sets = &st->sb[2];
+        set_begin(st);
+        int rc = step_byte(st, at, at + n, byte, &c);
+        st->sets = outer;
+        if (!rc) rc = after_store(st, cont, byte, at + n, st->n_buf, c);
+        st->n_buf = at;
+        if (rc) return rc;
+        a = after_slot(st, cont, byte);
+    }
+    if (a->complete) *complete = 1;
+    for (uint32_t k = 0; k < a->n; k++) {
+        const g_thread *t = &st->aft_th[a->off + k];
+        if (set_add(st, t->term, t->dfa, t->cont)) return st->e->code;
+    }
     return PM_OK;
 }
 
@@ -333,6 +427,10 @@ static int step_byte(pm_grammar_state *st, int lo, int hi, unsigned char byte, i
     const pm_grammar *g = st->g;
     for (int i = lo; i < hi; i++) {
         g_thread th = st->buf[i];
+        if (th.term == G_REF) {
+            if (after_of(st, th.cont, byte, complete)) return st->e->code;
+            continue;
+        }
         const pm_regex_dfa *d = &g->dfa[th.term];
         int32_t s = pm_regex_dfa_step(d, th.dfa, byte);
         if (!s) continue;
@@ -378,11 +476,12 @@ void pm_grammar_state_free(pm_grammar_state *st) {
     free(st->first);
     free(st->memo);
     free(st->memo_th);
+    free(st->aft);
+    free(st->aft_th);
     free(st->nodes);
     free(st->hash);
     free(st->buf);
-    setb_free(&st->sb[0]);
-    setb_free(&st->sb[1]);
+    for (int i = 0; i < 3; i++) setb_free(&st->sb[i]);
     free(st);
 }
 
@@ -404,7 +503,12 @@ pm_grammar_state *pm_grammar_start(const pm_grammar *g, pm_err *e) {
     st->memo = calloc(st->memo_cap, sizeof *st->memo);
     st->memo_th_cap = 1024;
     st->memo_th = malloc(sizeof *st->memo_th * st->memo_th_cap);
-    if (!st->nodes || !st->buf || setb_init(&st->sb[0]) || setb_init(&st->sb[1]) || !st->memo || !st->memo_th || rehash(st, 1024)) {
+    st->aft_cap = 256;
+    st->aft = calloc(st->aft_cap, sizeof *st->aft);
+    st->aft_th_cap = 1024;
+    st->aft_th = malloc(sizeof *st->aft_th * st->aft_th_cap);
+    if (!st->nodes || !st->buf || setb_init(&st->sb[0]) || !st->memo || !st->memo_th ||
+        !st->aft || !st->aft_th || rehash(st, 1024)) {
         pm_errf(e, PM_ENOMEM, "grammar: out of memory");
         pm_grammar_state_free(st);
         return NULL;
@@ -728,7 +832,9 @@ int pm_grammar_mask(pm_grammar_state *st, const pm_grammar_vocab *gv, const int3
         int classes = st->plain ? 0 : classify(st, gv, allow);
         if (classes < 0) return classes;
         if (!classes) memset(allow, 0, (size_t)vocab);
+        st->refs = !st->plain;
         rc = classes ? walk_to(st, gv, 0, 0, st->n_cur, st->first, st->n_first, allow) : walk(st, gv, 0, 0, st->n_cur, allow);
+        st->refs = 0;
     }
     st->n_buf = st->n_cur;
     memo_clear(st); /* it names the trial walks' nodes */
