@@ -10,7 +10,10 @@
  * Two caches keep a mask from redoing work (both give the walk's answer, only sooner; tests compare
  * them with the plain walk, pm_grammar_set_plain):
  * - a stack's closure (the threads that start once a terminal before it is matched) is the same
- *   wherever in the trie it is reached, so it is made once per node per mask or feed (memo);
+ *   wherever in the trie it is reached, so it is made once per node per mask or feed (memo); in a
+ *   mask's walk it enters a set as one reference thread (G_REF), whose threads after each byte are
+ *   stepped once per (node, byte) (after_of): after a name in a Lark grammar with %ignore, the
+ *   closure's few threads that a letter kills are not stepped again at every trie node;
  * - a thread's fate over a token depends on its stack only once its terminal accepts somewhere in
  *   the token's bytes: before that the terminal's DFA alone decides. So each (terminal, state) a
  *   thread stands in gets, once per parse state, the tokens that DFA reads whole without accepting
