@@ -349,7 +349,7 @@ static int compile_guide(const pm_request *req, req_guide *g, pm_err *e) {
  * positions, and what the sequence holds beside them for its whole life (the prompt's merged
  * embedding rows, kept for a LongRoPE recompute, and its logits: 12 KiB per prompt token and
  * 0.8 MB on Phi-4-mini against 256 KiB per position of cache; its answer format's automata, a
- * pattern's kept masks (0.4 MB) and a grammar's parse state, up to ~29 MB: guide_bytes). */
+ * pattern's kept masks (0.4 MB) and a grammar's parse state, up to ~31 MB: guide_bytes). */
 static int plan_request(const pm_engine *eng, const pm_request *req, pm_plan *plan, int64_t *need, req_guide *g, pm_err *e) {
     req_guide checked; /* compiled only to refuse a bad one where the caller keeps none */
     if (!g) g = &checked;

@@ -716,6 +716,8 @@ static g_class *class_of(pm_grammar_state *st, const pm_grammar_vocab *gv, int32
         *k = (g_class){.term = -1};
         return NULL;
     }
+    uint32_t *f = realloc(k->first, sizeof *f * (k->n_first ? k->n_first : 1)); /* what the budget counts */
+    if (f) k->first = f;
     st->n_cls++;
     st->cls_bytes += words * 8 + (size_t)k->n_first * 4;
     return k;
