@@ -850,7 +850,6 @@ int pm_grammar_mask(pm_grammar_state *st, const pm_grammar_vocab *gv, const int3
     if (rc) return rc;
     for (int i = 0; i < n_eos; i++) /* the end: only where the root is complete */
         if (eos[i] >= 0 && eos[i] < vocab) allow[eos[i]] = (uint8_t)st->complete;
-    for (int v = 0; v < vocab; v++)
-        if (!allow[v]) logits[v] = -INFINITY;
+    pm_mask_logits(allow, logits, (size_t)vocab);
     return PM_OK;
 }

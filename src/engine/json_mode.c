@@ -11,6 +11,7 @@
 
 #include "engine/regex.h"
 #include "tok/tokenizer.h"
+#include "util/bits.h"
 
 enum {
     M_VALUE,     /* before a value of pending */
@@ -589,6 +590,5 @@ void pm_json_mask(const pm_json_state *s, const pm_json_vocab *jv, const int32_t
     }
     for (int i = 0; i < n_eos; i++) /* the end: only once the value is complete */
         if (eos[i] >= 0 && eos[i] < vocab) allow[eos[i]] = (uint8_t)pm_json_done(s);
-    for (int v = 0; v < vocab; v++)
-        if (!allow[v]) logits[v] = -INFINITY;
+    pm_mask_logits(allow, logits, (size_t)vocab);
 }

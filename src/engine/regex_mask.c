@@ -126,6 +126,5 @@ void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, pm_
     }
     for (int i = 0; i < n_eos; i++) /* the end: only where the output is a whole match */
         if (eos[i] >= 0 && eos[i] < vocab) allow[eos[i]] = (uint8_t)(st && pm_regex_accepts(rx, st));
-    for (int v = 0; v < vocab; v++)
-        if (!allow[v]) logits[v] = -INFINITY;
+    pm_mask_logits(allow, logits, (size_t)vocab);
 }

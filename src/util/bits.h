@@ -1,4 +1,5 @@
-/* bits.h — masks kept a bit per token and used a byte per token (0 / 1): the two conversions. */
+/* bits.h — masks kept a bit per token and used a byte per token (0 / 1): the two conversions, and
+ * a byte mask laid on logits. */
 #ifndef PM_BITS_H
 #define PM_BITS_H
 
@@ -23,6 +24,18 @@ static inline void pm_bits_pack(const uint8_t *in, size_t n, uint64_t *bits) {
         size_t m = n - w * 64 < 64 ? n - w * 64 : 64;
         for (size_t j = 0; j < m; j++) x |= (uint64_t)(in[w * 64 + j] != 0) << j;
         bits[w] = x;
+    }
+}
+
+/* logits[v] = -INFINITY where allow[v] is 0, for v < n: a select, not a branch (a mask that keeps
+ * every other token would mispredict one: ~0.3 ms over 200k tokens). */
+static inline void pm_mask_logits(const uint8_t *allow, float *logits, size_t n) {
+    const uint32_t neg_inf = 0xff800000u; /* -INFINITY's bits */
+    for (size_t v = 0; v < n; v++) {
+        uint32_t x, keep = 0u - (uint32_t)(allow[v] != 0);
+        memcpy(&x, &logits[v], 4);
+        x = (x & keep) | (neg_inf & ~keep);
+        memcpy(&logits[v], &x, 4);
     }
 }
 
