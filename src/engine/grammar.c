@@ -779,18 +779,27 @@ static int classify(pm_grammar_state *st, const pm_grammar_vocab *gv, uint8_t *a
 
 /* ------------------------------------------------------------------ the mask */
 
+/* The threads [lo, hi) after trie node c's byte, as the new set [*base, *end) of buf; c's tokens
+ * kept where some thread lives on or the root is complete. */
+static int enter(pm_grammar_state *st, const pm_grammar_vocab *gv, uint32_t c, int lo, int hi, uint8_t *allow, int *base, int *end) {
+    const gv_node *n = &gv->nodes[c];
+    int complete = 0;
+    *base = st->n_buf;
+    set_begin(st);
+    st->work = 0;
+    if (step_byte(st, lo, hi, n->byte, &complete)) return st->e->code;
+    *end = st->n_buf;
+    if (*end > *base || complete)
+        for (uint32_t t = 0; t < n->n_tok; t++) allow[gv->ids[n->tok + t]] = 1;
+    return PM_OK;
+}
+
 /* The tokens below trie node u, the threads [lo, hi) having read u's bytes. */
 static int walk(pm_grammar_state *st, const pm_grammar_vocab *gv, uint32_t u, int lo, int hi, uint8_t *allow) {
     const gv_node *nodes = gv->nodes;
     for (uint32_t c = u + 1, end_u = u + nodes[u].size; c < end_u; c += nodes[c].size) {
-        int complete = 0;
-        int base = st->n_buf;
-        set_begin(st);
-        st->work = 0;
-        if (step_byte(st, lo, hi, nodes[c].byte, &complete)) return st->e->code;
-        int end = st->n_buf;
-        if (end > base || complete)
-            for (uint32_t t = 0; t < nodes[c].n_tok; t++) allow[gv->ids[nodes[c].tok + t]] = 1;
+        int base, end;
+        if (enter(st, gv, c, lo, hi, allow, &base, &end)) return st->e->code;
         if (end > base && nodes[c].size > 1 && walk(st, gv, c, base, end, allow)) return st->e->code;
         st->n_buf = base;
     }
@@ -807,14 +816,8 @@ static int walk_to(pm_grammar_state *st, const pm_grammar_vocab *gv, uint32_t u,
         while (c + nodes[c].size <= first[r]) c += nodes[c].size; /* the child that holds first[r] */
         uint32_t next = c + nodes[c].size, r2 = r + 1;
         while (r2 < nf && first[r2] < next) r2++;
-        int complete = 0;
-        int base = st->n_buf;
-        set_begin(st);
-        st->work = 0;
-        if (step_byte(st, lo, hi, nodes[c].byte, &complete)) return st->e->code;
-        int end = st->n_buf;
-        if (end > base || complete)
-            for (uint32_t t = 0; t < nodes[c].n_tok; t++) allow[gv->ids[nodes[c].tok + t]] = 1;
+        int base, end;
+        if (enter(st, gv, c, lo, hi, allow, &base, &end)) return st->e->code;
         if (end > base && nodes[c].size > 1) {
             int rc = first[r] == c ? walk(st, gv, c, base, end, allow) : walk_to(st, gv, c, base, end, first + r, r2 - r, allow);
             if (rc) return rc;
