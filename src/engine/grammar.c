@@ -289,6 +289,17 @@ static g_memo *memo_slot(pm_grammar_state *st, int32_t cont) {
     return &st->memo[i];
 }
 
+/* An array of threads (*cap of them, a power of two) grown to hold need. */
+static int thread_room(pm_grammar_state *st, g_thread **arr, uint32_t *cap, uint32_t need) {
+    if (need <= *cap) return PM_OK;
+    uint32_t c = *cap;
+    while (c < need) c *= 2;
+    g_thread *t = realloc(*arr, sizeof *t * c);
+    if (!t) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
+    *arr = t, *cap = c;
+    return PM_OK;
+}
+
 /* Room for one more closure of m threads; 0 when the memo is full (the closure is then made in
  * place), < 0 out of memory. */
 static int memo_room(pm_grammar_state *st, uint32_t m) {
@@ -306,14 +317,7 @@ static int memo_room(pm_grammar_state *st, uint32_t m) {
         free(old);
     }
     if (st->memo_th_n + m > MEMO_THREADS_MAX) return 0;
-    if (st->memo_th_n + m > st->memo_th_cap) {
-        uint32_t c = st->memo_th_cap;
-        while (c < st->memo_th_n + m) c *= 2;
-        g_thread *t = realloc(st->memo_th, sizeof *t * c);
-        if (!t) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
-        st->memo_th = t, st->memo_th_cap = c;
-    }
-    return 1;
+    return thread_room(st, &st->memo_th, &st->memo_th_cap, st->memo_th_n + m) ? st->e->code : 1;
 }
 
 /* The closure of stack node cont (> 0), into the set being built: made once (in a set of its own,
@@ -377,13 +381,7 @@ static int after_store(pm_grammar_state *st, int32_t cont, int byte, int from, i
             free(st->aft);
             st->aft = a, st->aft_cap *= 2, st->aft_n = st->aft_th_n = 0;
         }
-        if (st->aft_th_n + k > st->aft_th_cap) {
-            uint32_t c = st->aft_th_cap;
-            while (c < st->aft_th_n + k) c *= 2;
-            g_thread *t = realloc(st->aft_th, sizeof *t * c);
-            if (!t) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the parse threads");
-            st->aft_th = t, st->aft_th_cap = c;
-        }
+        if (thread_room(st, &st->aft_th, &st->aft_th_cap, st->aft_th_n + k)) return st->e->code;
     }
     memcpy(st->aft_th + st->aft_th_n, st->buf + from, sizeof *st->buf * k);
     *after_slot(st, cont, byte) = (g_after){cont, byte, complete, st->aft_th_n, k};
