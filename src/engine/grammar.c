@@ -22,7 +22,6 @@
  *   JSON string or free text that leaves the few tokens that close it to the walk. */
 #include "engine/grammar.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,7 +4,6 @@
  * PM_JSON_MAX_WS bytes of it in a row inside, nesting at PM_JSON_MAX_DEPTH. */
 #include "json_mode.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

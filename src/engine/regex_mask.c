@@ -2,7 +2,6 @@
  * their first byte with their bytes side by side, so a step looks up each first byte once, skips
  * the groups it kills, and walks the DFA over the rest of each surviving token; a sequence's recent
  * masks kept by state, a bit per token, for the states its output comes back to. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
