@@ -730,12 +730,13 @@ static int cmp_u32(const void *a, const void *b) {
  * cache is cleared for the next mask), < 0 out of memory. */
 static int classify(pm_grammar_state *st, const pm_grammar_vocab *gv, uint8_t *allow) {
     size_t words = ((size_t)gv->vocab + 63) / 64;
-    if (!st->cls) {
-        if (!(st->cls = malloc(sizeof *st->cls * CLASS_SLOTS)) || !(st->sure = malloc(sizeof *st->sure * words)))
-            return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the mask's classes");
+    if (!st->cls) { /* the table's slots marked empty before anything else can fail: the state's free reads them */
+        if (!(st->cls = malloc(sizeof *st->cls * CLASS_SLOTS))) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the mask's classes");
         for (uint32_t i = 0; i < CLASS_SLOTS; i++) st->cls[i] = (g_class){.term = -1};
         st->cls_gv = gv;
     }
+    if (!st->sure && !(st->sure = malloc(sizeof *st->sure * words)))
+        return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the mask's classes");
     if (st->cls_gv != gv) return 0; /* another vocabulary than the classes index */
     if (st->cls_skip) return st->cls_skip--, 0;
     memset(st->sure, 0, sizeof *st->sure * words);
