@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh — runs every fuzz target for a time budget and prints one line per target:
-#   "fuzz <target>: <execs> execs in <s> s, <n> corpus units, OK|CRASH (artifact)".
+#   "fuzz <target>: <execs> execs in <s> s (cap <cap> s), <n> corpus units, OK|CRASH (artifact)".
 # Each target fuzzes its corpus directory fuzz/corpus/<target>/ (seeded by make_corpus.sh; new
 # interesting inputs are added there) and writes crash/timeout/leak inputs to BUILD_DIR/artifacts/.
 # Cumulative executions per target are appended to BUILD_DIR/fuzz-execs.tsv. Exits 1 if any target
@@ -21,17 +21,20 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0}
 export OMP_NUM_THREADS=1
 mkdir -p "$BUILD_DIR/artifacts" "$BUILD_DIR/logs"
-bad=0
-total=0
-for t in "${targets[@]}"; do
-  bin="$BUILD_DIR/fuzz/fuzz_$t"
-  [ -x "$bin" ] || { echo "fuzz $t: not built ($bin)"; bad=1; continue; }
+# Targets run FUZZ_JOBS at a time (default: the CPU count, at most 4); each is one thread.
+jobs_max=${FUZZ_JOBS:-$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}
+
+# fuzz_one TARGET: fuzzes one target, prints its line, leaves "execs ok" in logs/TARGET.result.
+fuzz_one() {
+  local t=$1 t0=$SECONDS bin="$BUILD_DIR/fuzz/fuzz_$1" maxlen budget log rc execs units art
+  log="$BUILD_DIR/logs/$t.log"
+  rm -f "$BUILD_DIR/logs/$t.result"
+  [ -x "$bin" ] || { echo "fuzz $t: not built ($bin)"; echo "0 0" >"$BUILD_DIR/logs/$t.result"; return; }
   mkdir -p "fuzz/corpus/$t"
   # Per-target input cap: media targets get room for real files, parsers stay small and fast.
   case $t in
     wave) maxlen=65536 ;; image) maxlen=131072 ;; tok_load) maxlen=65536 ;; safetensors) maxlen=16384 ;; *) maxlen=8192 ;;
   esac
-  log="$BUILD_DIR/logs/$t.log"
   # FUZZ_RUNS (CI): a fixed number of inputs from a fixed seed, so a CI verdict is reproducible;
   # otherwise a time budget. The time cap still bounds a slow target.
   if [ -n "${FUZZ_RUNS:-}" ]; then budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}" -max_total_time="$SECS")
@@ -42,16 +45,30 @@ for t in "${targets[@]}"; do
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
   execs=${execs:-0}
   units=$(ls "fuzz/corpus/$t" | wc -l)
-  total=$((total + execs))
   printf '%s\t%s\t%s\n' "$(date +%s)" "$t" "$execs" >>"$BUILD_DIR/fuzz-execs.tsv"
   if [ $rc -eq 0 ]; then
-    echo "fuzz $t: $execs execs in ${SECS} s, $units corpus units, OK"
+    echo "fuzz $t: $execs execs in $((SECONDS - t0)) s (cap ${SECS} s), $units corpus units, OK"
+    echo "$execs 1" >"$BUILD_DIR/logs/$t.result"
   else
     art=$(grep -Eo 'Test unit written to [^ ]+' "$log" | tail -1 | sed 's/Test unit written to //')
-    echo "fuzz $t: $execs execs, CRASH (rc=$rc) ${art:-see $log}"
-    grep -E 'ERROR: |FUZZ_CHECK|runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /'
-    bad=1
+    # one write, so that the lines of targets ending together do not interleave
+    printf 'fuzz %s: %s execs, CRASH (rc=%s) %s\n%s\n' "$t" "$execs" "$rc" "${art:-see $log}" \
+      "$(grep -E 'ERROR: |FUZZ_CHECK|runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /')"
+    echo "$execs 0" >"$BUILD_DIR/logs/$t.result"
   fi
+}
+
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+  fuzz_one "$t" &
+done
+wait
+bad=0
+total=0
+for t in "${targets[@]}"; do
+  if [ -f "$BUILD_DIR/logs/$t.result" ]; then read -r execs ok <"$BUILD_DIR/logs/$t.result"; else execs=0 ok=0; fi
+  total=$((total + execs))
+  [ "$ok" = 1 ] || bad=1
 done
 echo "fuzz: $total execs in all"
 exit $bad
