@@ -58,7 +58,11 @@ fuzz_one() {
   fi
 }
 
-for t in "${targets[@]}"; do
+# the slowest targets first (wave reaches its time cap in CI), so that the rest fill the other cores
+order=()
+for t in wave regex grammar tok_encode; do [[ " ${targets[*]} " == *" $t "* ]] && order+=("$t"); done
+for t in "${targets[@]}"; do [[ " ${order[*]} " == *" $t "* ]] || order+=("$t"); done
+for t in "${order[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
   fuzz_one "$t" &
 done

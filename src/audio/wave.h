@@ -47,7 +47,8 @@ int pm_wave_read_memory_gated(pm_wave *out, const void *data, size_t len, const 
                               pm_err *e);
 
 /* Silences the container decoders' own log (libavformat / libavcodec print to stderr; the errors
- * returned here carry their reason). Process-wide: for programs, not for a library to call. */
+ * returned here carry their reason), now or when they are first opened (audio/av_lib.h).
+ * Process-wide: for programs, not for a library to call. */
 void pm_wave_quiet(void);
 
 /* Frees the samples; safe on a zeroed or already freed wave. */

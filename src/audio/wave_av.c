@@ -13,14 +13,11 @@
  * error (never a silently shortened clip). */
 #include "audio/wave_internal.h"
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/error.h>
-#include <libavutil/log.h>
-#include <libavutil/mem.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "audio/av_lib.h"
 
 /* The demuxers wave_av_sniff admits ("mov,mp4,m4a,3gp,3g2,mj2" and "matroska,webm"). */
 #define AV_FORMATS "mov,matroska"
@@ -92,32 +89,32 @@ static int64_t mem_seek(void *user, int64_t off, int whence) {
     return m->pos = base + off;
 }
 
-static int av_fail(pm_err *e, int code, const char *what, const char *doing, int averr) {
+static int av_fail(const pm_av *av, pm_err *e, int code, const char *what, const char *doing, int averr) {
     char why[AV_ERROR_MAX_STRING_SIZE] = "";
-    av_strerror(averr, why, sizeof why);
+    av->av_strerror(averr, why, sizeof why);
     return pm_errf(e, code, "%s: %s: %s", what, doing, why);
 }
 
 /* A decoder's or demuxer's refusal part-way: where it stopped. */
-static int av_fail_at(pm_err *e, const wave_sink *s, int averr) {
-    if (!s->n) return av_fail(e, PM_EFORMAT, s->what, "not a decodable audio stream", averr);
+static int av_fail_at(const pm_av *av, pm_err *e, const wave_sink *s, int averr) {
+    if (!s->n) return av_fail(av, e, PM_EFORMAT, s->what, "not a decodable audio stream", averr);
     char doing[96];
     snprintf(doing, sizeof doing, "decoding failed after %.2f s (the payload is damaged or truncated)", (double)s->n / s->rate);
-    return av_fail(e, PM_EFORMAT, s->what, doing, averr);
+    return av_fail(av, e, PM_EFORMAT, s->what, doing, averr);
 }
 
-void pm_wave_quiet(void) { av_log_set_level(AV_LOG_QUIET); }
+void pm_wave_quiet(void) { pm_av_quiet(); }
 
 /* A decoded frame's samples as interleaved doubles in buf (frames x ch), normalised as libsndfile
  * normalises integers. PM_EUNSUPPORTED for a sample format no audio decoder here produces. */
-static int frame_samples(const AVFrame *f, int ch, double *buf, const char *what, pm_err *e) {
-    int planar = av_sample_fmt_is_planar(f->format);
+static int frame_samples(const pm_av *av, const AVFrame *f, int ch, double *buf, const char *what, pm_err *e) {
+    int planar = av->av_sample_fmt_is_planar(f->format);
     for (int c = 0; c < ch; c++) {
         const uint8_t *plane = f->extended_data[planar ? c : 0];
         for (int i = 0; i < f->nb_samples; i++) {
             size_t k = planar ? (size_t)i : (size_t)i * (size_t)ch + (size_t)c;
             double v;
-            switch (av_get_packed_sample_fmt(f->format)) {
+            switch (av->av_get_packed_sample_fmt(f->format)) {
             case AV_SAMPLE_FMT_U8: v = ((double)plane[k] - 128.0) / 128.0; break;
             case AV_SAMPLE_FMT_S16: v = ((const int16_t *)plane)[k] / 32768.0; break;
             case AV_SAMPLE_FMT_S32: v = ((const int32_t *)plane)[k] / 2147483648.0; break;
@@ -134,11 +131,11 @@ static int frame_samples(const AVFrame *f, int ch, double *buf, const char *what
 }
 
 /* Every frame the decoder has ready into the sink (AVERROR(EAGAIN) / AVERROR_EOF end it). */
-static int drain(AVCodecContext *dec, AVFrame *f, wave_sink *s, int *ch, double **buf, size_t *buf_cap, pm_err *e) {
+static int drain(const pm_av *av, AVCodecContext *dec, AVFrame *f, wave_sink *s, int *ch, double **buf, size_t *buf_cap, pm_err *e) {
     for (;;) {
-        int r = avcodec_receive_frame(dec, f);
+        int r = av->avcodec_receive_frame(dec, f);
         if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return PM_OK;
-        if (r < 0) return av_fail_at(e, s, r);
+        if (r < 0) return av_fail_at(av, e, s, r);
         int fch = f->ch_layout.nb_channels, rc = PM_OK;
         if (fch < 1 || f->sample_rate <= 0) rc = pm_errf(e, PM_EFORMAT, "%s: a frame of %d channels at %d Hz", s->what, fch, f->sample_rate);
         else if (!s->rate && f->sample_rate < PM_WAVE_MIN_RATE)
@@ -156,9 +153,9 @@ static int drain(AVCodecContext *dec, AVFrame *f, wave_sink *s, int *ch, double 
         if (!rc) {
             s->rate = f->sample_rate;
             *ch = fch;
-            if (f->nb_samples > 0 && !(rc = frame_samples(f, fch, *buf, s->what, e))) rc = wave_sink_put(s, *buf, (size_t)f->nb_samples, fch, e);
+            if (f->nb_samples > 0 && !(rc = frame_samples(av, f, fch, *buf, s->what, e))) rc = wave_sink_put(s, *buf, (size_t)f->nb_samples, fch, e);
         }
-        av_frame_unref(f);
+        av->av_frame_unref(f);
         if (rc) return rc;
     }
 }
@@ -169,81 +166,83 @@ int wave_av_decode(wave_sink *s, const void *data, size_t len, pm_wave *out, pm_
     if (len >= 4 && ((const unsigned char *)data)[0] == 0x1A && ebml_truncated(data, len, &declared))
         return pm_errf(e, PM_EFORMAT, "%s: truncated: the payload holds %zu of the %llu bytes its Matroska / WebM segment declares", s->what,
                        len, (unsigned long long)declared);
+    const pm_av *av = pm_av_lib(s->what, e);
+    if (!av) return wave_sink_finish(s, e->code, out, e);
     av_mem m = {data, (int64_t)len, 0};
-    AVFormatContext *fmt = avformat_alloc_context();
-    unsigned char *iobuf = av_malloc(AV_IO_BUFFER);
-    AVIOContext *io = iobuf ? avio_alloc_context(iobuf, AV_IO_BUFFER, 0, &m, mem_read, NULL, mem_seek) : NULL;
+    AVFormatContext *fmt = av->avformat_alloc_context();
+    unsigned char *iobuf = av->av_malloc(AV_IO_BUFFER);
+    AVIOContext *io = iobuf ? av->avio_alloc_context(iobuf, AV_IO_BUFFER, 0, &m, mem_read, NULL, mem_seek) : NULL;
     AVCodecContext *dec = NULL;
-    AVPacket *pkt = av_packet_alloc();
-    AVFrame *f = av_frame_alloc();
+    AVPacket *pkt = av->av_packet_alloc();
+    AVFrame *f = av->av_frame_alloc();
     AVDictionary *opts = NULL;
     double *buf = NULL;
     size_t buf_cap = 0;
     int rc = PM_OK, ch = 0, r;
     if (!fmt || !io || !pkt || !f) {
-        if (!io) av_free(iobuf);
+        if (!io) av->av_free(iobuf);
         rc = pm_errf(e, PM_ENOMEM, "%s: out of memory opening the container", s->what);
         goto done;
     }
     fmt->pb = io;
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
-    av_dict_set(&opts, "format_whitelist", AV_FORMATS, 0);
-    av_dict_set(&opts, "protocol_whitelist", "none", 0); /* nothing a demuxer could open besides the payload */
-    av_dict_set(&opts, "codec_whitelist", AV_DECODERS, 0);
-    r = avformat_open_input(&fmt, NULL, NULL, &opts);     /* frees fmt on failure */
-    av_dict_free(&opts);
+    av->av_dict_set(&opts, "format_whitelist", AV_FORMATS, 0);
+    av->av_dict_set(&opts, "protocol_whitelist", "none", 0); /* nothing a demuxer could open besides the payload */
+    av->av_dict_set(&opts, "codec_whitelist", AV_DECODERS, 0);
+    r = av->avformat_open_input(&fmt, NULL, NULL, &opts);     /* frees fmt on failure */
+    av->av_dict_free(&opts);
     if (r < 0) {
-        rc = av_fail(e, PM_EFORMAT, s->what, "not a readable MP4 / M4A or WebM / Matroska audio payload", r);
+        rc = av_fail(av, e, PM_EFORMAT, s->what, "not a readable MP4 / M4A or WebM / Matroska audio payload", r);
         goto done;
     }
-    if ((r = avformat_find_stream_info(fmt, NULL)) < 0) {
-        rc = av_fail(e, PM_EFORMAT, s->what, "not a readable MP4 / M4A or WebM / Matroska audio payload", r);
+    if ((r = av->avformat_find_stream_info(fmt, NULL)) < 0) {
+        rc = av_fail(av, e, PM_EFORMAT, s->what, "not a readable MP4 / M4A or WebM / Matroska audio payload", r);
         goto done;
     }
     const AVCodec *codec = NULL;
-    int idx = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
+    int idx = av->av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
     if (idx < 0) {
-        rc = idx == AVERROR_DECODER_NOT_FOUND ? av_fail(e, PM_EUNSUPPORTED, s->what, "the audio stream's codec has no decoder here", idx)
+        rc = idx == AVERROR_DECODER_NOT_FOUND ? av_fail(av, e, PM_EUNSUPPORTED, s->what, "the audio stream's codec has no decoder here", idx)
                                               : pm_errf(e, PM_EFORMAT, "%s: the container holds no audio stream", s->what);
         goto done;
     }
     for (unsigned i = 0; i < fmt->nb_streams; i++) /* demux the one stream only */
         fmt->streams[i]->discard = (int)i == idx ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
-    if (!(dec = avcodec_alloc_context3(codec)) || avcodec_parameters_to_context(dec, fmt->streams[idx]->codecpar) < 0) {
+    if (!(dec = av->avcodec_alloc_context3(codec)) || av->avcodec_parameters_to_context(dec, fmt->streams[idx]->codecpar) < 0) {
         rc = pm_errf(e, PM_ENOMEM, "%s: out of memory opening the decoder", s->what);
         goto done;
     }
     dec->pkt_timebase = fmt->streams[idx]->time_base;
     dec->thread_count = 1;
-    av_dict_set(&opts, "codec_whitelist", AV_DECODERS, 0);
-    r = avcodec_open2(dec, codec, &opts);
-    av_dict_free(&opts);
+    av->av_dict_set(&opts, "codec_whitelist", AV_DECODERS, 0);
+    r = av->avcodec_open2(dec, codec, &opts);
+    av->av_dict_free(&opts);
     if (r < 0) {
-        rc = av_fail(e, PM_EFORMAT, s->what, "cannot open the audio decoder", r);
+        rc = av_fail(av, e, PM_EFORMAT, s->what, "cannot open the audio decoder", r);
         goto done;
     }
     while (!rc) {
-        r = av_read_frame(fmt, pkt);
+        r = av->av_read_frame(fmt, pkt);
         if (r == AVERROR_EOF) break;
         if (r < 0) {
-            rc = av_fail_at(e, s, r);
+            rc = av_fail_at(av, e, s, r);
             break;
         }
         if (pkt->stream_index == idx) {
-            r = avcodec_send_packet(dec, pkt);
-            if (r < 0 && r != AVERROR(EAGAIN)) rc = av_fail_at(e, s, r);
-            if (!rc) rc = drain(dec, f, s, &ch, &buf, &buf_cap, e);
+            r = av->avcodec_send_packet(dec, pkt);
+            if (r < 0 && r != AVERROR(EAGAIN)) rc = av_fail_at(av, e, s, r);
+            if (!rc) rc = drain(av, dec, f, s, &ch, &buf, &buf_cap, e);
         }
-        av_packet_unref(pkt);
+        av->av_packet_unref(pkt);
     }
-    if (!rc && (r = avcodec_send_packet(dec, NULL)) >= 0) rc = drain(dec, f, s, &ch, &buf, &buf_cap, e); /* the delayed frames */
+    if (!rc && (r = av->avcodec_send_packet(dec, NULL)) >= 0) rc = drain(av, dec, f, s, &ch, &buf, &buf_cap, e); /* the delayed frames */
 done:
     free(buf);
-    av_frame_free(&f);
-    av_packet_free(&pkt);
-    avcodec_free_context(&dec);
-    avformat_close_input(&fmt); /* a custom IO stays ours */
-    if (io) av_freep(&io->buffer);
-    avio_context_free(&io);
+    av->av_frame_free(&f);
+    av->av_packet_free(&pkt);
+    av->avcodec_free_context(&dec);
+    av->avformat_close_input(&fmt); /* a custom IO stays ours */
+    if (io) av->av_freep(&io->buffer);
+    av->avio_context_free(&io);
     return wave_sink_finish(s, rc, out, e);
 }
