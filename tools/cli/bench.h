@@ -21,6 +21,7 @@ typedef struct bench_opts {
     int prompt_threads; /* the serve row's prompt thread (0: half the threads, as `serve` by default) */
     int mlock;          /* --mlock: both loads lock the checkpoint */
     int keep_cache;     /* --keep-cache: the warm-up reads the shards without evicting them first */
+    int quick;          /* --quick: the limits measured at the start stand for every row (no re-measuring) */
 } bench_opts;
 
 typedef struct bench_ctx {
@@ -47,7 +48,8 @@ void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Machine limits at the current OpenMP thread count; the compute limit is bench_compute_peak. The
  * _now variants re-measure quickly right before a measurement (other load on the machine changes
  * over a 10-minute run, so each row is compared with the limit of its own moment) and also update
- * the run's best values. */
+ * the run's best values; under --quick they return the limits measured at the start (the
+ * re-measurements were most of a --quick run's time on the tiny model). */
 double bench_bw_now(bench_ctx *b);
 double bench_peak_now(bench_ctx *b);
 /* Re-measures after a row and returns max(before, after): each row is held to the stricter of the

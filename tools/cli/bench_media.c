@@ -132,7 +132,7 @@ static int audio_one(bench_ctx *b, int secs, pm_err *e) {
     if (!e->code) bench_audio_pass(m, x, n, t[0], &frames, &t_enc, e);
     double peak = bench_peak_now(b);
     for (int r = 0; r < 3 && !e->code; r++) {
-        peak_i[r] = r ? bench_compute_peak(2048, 2) : peak; /* this pass's moment, as bench_peak_now */
+        peak_i[r] = r ? bench_peak_now(b) : peak; /* this pass's moment */
         if (!bench_audio_pass(m, x, n, t[r], &frames, &t_enc, e)) tot[r] = t[r][0] + t[r][1] + t[r][2];
     }
     free(x);
