@@ -41,8 +41,8 @@ static void av_open(void) {
     memcpy(&av_state.fns.fn, &p, sizeof p); /* POSIX: dlsym's data pointer holds the function's address */
     PM_AV_FUNCS(PM_AV_RESOLVE)
 #undef PM_AV_RESOLVE
+    av_state.ok = 1; /* then quiet read: with pm_av_quiet's opposite order one of the two sees the other's flag */
     if (av_state.quiet) av_state.fns.av_log_set_level(AV_LOG_QUIET);
-    av_state.ok = 1;
 }
 
 void pm_av_quiet(void) {
@@ -53,7 +53,7 @@ void pm_av_quiet(void) {
 const pm_av *pm_av_lib(const char *what, pm_err *e) {
     pthread_once(&av_state.once, av_open);
     if (av_state.ok) return &av_state.fns;
-    pm_errf(e, PM_EUNSUPPORTED, "%s: MP4 / M4A and WebM / Matroska audio need FFmpeg's libraries (Debian: libavformat59): %s", what,
-            av_state.why);
+    pm_errf(e, PM_EUNSUPPORTED, "%s: MP4 / M4A and WebM / Matroska audio need FFmpeg's libraries (Debian: libavformat%d): %s", what,
+            LIBAVFORMAT_VERSION_MAJOR, av_state.why);
     return NULL;
 }
