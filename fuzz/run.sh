@@ -22,7 +22,8 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/fuzz/lsan.supp:print_suppr
 export OMP_NUM_THREADS=1
 mkdir -p "$BUILD_DIR/artifacts" "$BUILD_DIR/logs"
 # Targets run FUZZ_JOBS at a time (default: the CPU count, at most 4); each is one thread.
-jobs_max=${FUZZ_JOBS:-$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}
+. scripts/parallel.bash
+jobs_max=$(pm_jobs_max FUZZ_JOBS)
 
 # fuzz_one TARGET: fuzzes one target, prints its line, leaves "execs ok" in logs/TARGET.result.
 fuzz_one() {
@@ -58,15 +59,8 @@ fuzz_one() {
   fi
 }
 
-# the slowest targets first (wave reaches its time cap in CI), so that the rest fill the other cores
-order=()
-for t in wave regex grammar tok_encode; do [[ " ${targets[*]} " == *" $t "* ]] && order+=("$t"); done
-for t in "${targets[@]}"; do [[ " ${order[*]} " == *" $t "* ]] || order+=("$t"); done
-for t in "${order[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-  fuzz_one "$t" &
-done
-wait
+# the slowest targets first (wave may reach its time cap in CI), so that the rest fill the other cores
+pm_run_parallel "$jobs_max" fuzz_one wave regex grammar tok_encode -- "${targets[@]}"
 bad=0
 total=0
 for t in "${targets[@]}"; do

@@ -14,7 +14,8 @@ BUILD=${BUILD:-build}
 export PHI4MM_FIXTURES=${PHI4MM_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 export PHI4MM_BIN=${PHI4MM_BIN:-$PWD/$BUILD/phi4mm}
 export BUILD
-jobs_max=${PHI4MM_TEST_JOBS:-$(n=$(nproc 2>/dev/null || echo 1); [ "$n" -gt 4 ] && n=4; echo "$n")}
+. scripts/parallel.bash
+jobs_max=$(pm_jobs_max PHI4MM_TEST_JOBS)
 log=$(mktemp -d)
 # Two files at once on few cores: OpenMP's threads spinning at a barrier would take the other file's
 # core (two test_engine runs together took 2 x as long as one after the other); waiting asleep, they
@@ -51,23 +52,18 @@ run_file() {
     "$((SECONDS - t0))"
 }
 
-# The schedule: the files known to take longest first (fewer idle minutes at the end), then the rest
-# in name order. A file missing from the first list only starts later.
-long_first=(e2e:server_api e2e:bench e2e:lark_diff unit:test_engine e2e:parity_honest e2e:faults e2e:perplexity)
+# start_file KIND:NAME
+start_file() {
+  if [ "${1%%:*}" = unit ]; then run_file unit "${1#*:}" "$BUILD/tests/${1#*:}"
+  else run_file e2e "${1#*:}" "tests/e2e/${1#*:}.sh"; fi
+}
+
 all=()
 for t in "$BUILD"/tests/test_*; do [ -x "$t" ] && all+=("unit:$(basename "$t")"); done
 for s in tests/e2e/*.sh; do [ -f "$s" ] && all+=("e2e:$(basename "$s" .sh)"); done
-order=()
-for e in "${long_first[@]}"; do [[ " ${all[*]} " == *" $e "* ]] && order+=("$e"); done
-for e in "${all[@]}"; do [[ " ${order[*]} " == *" $e "* ]] || order+=("$e"); done
-
-for e in "${order[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-  kind=${e%%:*} name=${e#*:}
-  if [ "$kind" = unit ]; then run_file unit "$name" "$BUILD/tests/$name" &
-  else run_file e2e "$name" "tests/e2e/$name.sh" & fi
-done
-wait
+# the files that take longest in CI first, then the rest in name order
+pm_run_parallel "$jobs_max" start_file e2e:server_api e2e:bench e2e:lark_diff unit:test_engine e2e:parity_honest e2e:faults \
+  e2e:perplexity -- "${all[@]}"
 
 passed=0
 failed=0
