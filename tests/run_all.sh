@@ -22,13 +22,12 @@ log=$(mktemp -d)
 # take 1.1-1.2 x.
 [ "$jobs_max" -gt 1 ] && export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-# run_file KIND NAME COMMAND...: runs one test file, writes "passed failed" to $log/NAME.count and
-# prints its line (with the first failure lines when it failed).
+# run_file KIND:NAME: runs one test file (unit: $BUILD/tests/NAME, e2e: tests/e2e/NAME.sh), writes
+# "passed failed" to $log/NAME.count and prints its line (with the first failure lines when it failed).
 run_file() {
-  local kind=$1 name=$2 t0=$SECONDS rc p f
-  shift 2
-  if [ "$kind" = unit ]; then CMOCKA_MESSAGE_OUTPUT=stdout "$@" >"$log/$name.log" 2>&1
-  else bash "$@" >"$log/$name.log" 2>&1; fi
+  local kind=${1%%:*} name=${1#*:} t0=$SECONDS rc p f
+  if [ "$kind" = unit ]; then CMOCKA_MESSAGE_OUTPUT=stdout "$BUILD/tests/$name" >"$log/$name.log" 2>&1
+  else bash "tests/e2e/$name.sh" >"$log/$name.log" 2>&1; fi
   rc=$?
   if [ "$kind" = unit ]; then
     p=$(grep -Eo '\[  PASSED  \] [0-9]+' "$log/$name.log" | grep -Eo '[0-9]+$' | tail -1)
@@ -52,17 +51,11 @@ run_file() {
     "$((SECONDS - t0))"
 }
 
-# start_file KIND:NAME
-start_file() {
-  if [ "${1%%:*}" = unit ]; then run_file unit "${1#*:}" "$BUILD/tests/${1#*:}"
-  else run_file e2e "${1#*:}" "tests/e2e/${1#*:}.sh"; fi
-}
-
 all=()
 for t in "$BUILD"/tests/test_*; do [ -x "$t" ] && all+=("unit:$(basename "$t")"); done
 for s in tests/e2e/*.sh; do [ -f "$s" ] && all+=("e2e:$(basename "$s" .sh)"); done
 # the files that take longest in CI first, then the rest in name order
-pm_run_parallel "$jobs_max" start_file e2e:server_api e2e:bench e2e:lark_diff unit:test_engine e2e:parity_honest e2e:faults \
+pm_run_parallel "$jobs_max" run_file e2e:server_api e2e:bench e2e:lark_diff unit:test_engine e2e:parity_honest e2e:faults \
   e2e:perplexity -- "${all[@]}"
 
 passed=0

@@ -108,13 +108,13 @@ void pm_wave_quiet(void) { pm_av_quiet(); }
 /* A decoded frame's samples as interleaved doubles in buf (frames x ch), normalised as libsndfile
  * normalises integers. PM_EUNSUPPORTED for a sample format no audio decoder here produces. */
 static int frame_samples(const pm_av *av, const AVFrame *f, int ch, double *buf, const char *what, pm_err *e) {
-    int planar = av->av_sample_fmt_is_planar(f->format);
+    int planar = av->av_sample_fmt_is_planar(f->format), packed = av->av_get_packed_sample_fmt(f->format);
     for (int c = 0; c < ch; c++) {
         const uint8_t *plane = f->extended_data[planar ? c : 0];
         for (int i = 0; i < f->nb_samples; i++) {
             size_t k = planar ? (size_t)i : (size_t)i * (size_t)ch + (size_t)c;
             double v;
-            switch (av->av_get_packed_sample_fmt(f->format)) {
+            switch (packed) {
             case AV_SAMPLE_FMT_U8: v = ((double)plane[k] - 128.0) / 128.0; break;
             case AV_SAMPLE_FMT_S16: v = ((const int16_t *)plane)[k] / 32768.0; break;
             case AV_SAMPLE_FMT_S32: v = ((const int32_t *)plane)[k] / 2147483648.0; break;
