@@ -10,11 +10,11 @@ APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev lib
 # tests only: python3-numpy python3-scipy python3-pil python3-torch, python3-lark, nodejs npm, curl, ffmpeg, openssl (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
-# libav* are compiled against but opened at run time (src/audio/av_lib.h: ~135 libraries otherwise
-# loaded at every start), so they are not linked.
-AV_PKGS := libavformat libavcodec libavutil
+# libav* and libcurl are compiled against but opened at run time (src/audio/av_lib.h,
+# tools/server/curl_lib.h: ~135 and 20 libraries otherwise loaded at every start), so not linked.
+DLOPEN_PKGS := libavformat libavcodec libavutil libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(filter-out $(AV_PKGS),$(PKGS)) 2>/dev/null) -ldl
+PKG_LIBS   := $(shell pkg-config --libs $(filter-out $(DLOPEN_PKGS),$(PKGS)) 2>/dev/null) -ldl
 
 SOAK_SECONDS ?= 180
 OPT     ?= -O2

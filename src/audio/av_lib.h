@@ -1,4 +1,4 @@
-/* av_lib.h — libavformat / libavcodec / libavutil, opened on first use (dlopen) instead of linked:
+/* av_lib.h — libavformat / libavcodec / libavutil, opened on first use (util/dynlib.h) instead of linked:
  * together they pull ~135 shared libraries (every codec's) into each process, ~90 ms of dynamic
  * loading at every start of the CLI and the server (twice for the CLI, which re-executes itself once
  * to set GOMP_SPINCOUNT), for the MP4 / M4A and WebM / Matroska audio only (wave_av.c). The sonames

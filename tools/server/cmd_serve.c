@@ -260,10 +260,10 @@ static int media_hosts_start(srv_ctx *ctx) {
         free(mh);
         return cli_fail("serve", "%s", err);
     }
-    if (srv_fetch_start(ctx)) {
+    if (srv_fetch_start(ctx, err, sizeof err)) {
         srv_media_hosts_free(mh);
         free(mh);
-        return cli_fail("serve", "cannot initialise libcurl");
+        return cli_fail("serve", "--allow-media-hosts: %s", err);
     }
     ctx->media_hosts = mh;
     return 0;

@@ -2,7 +2,6 @@
 #include "media_fetch.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "curl_lib.h"
 #include "media_urls.h"
 #include "metrics.h"
 #include "req_memory.h"
@@ -38,6 +38,7 @@ struct srv_fetch_pool {
     srv_fetch *head, *tail;
     pthread_t tid[FETCH_MAX_ACTIVE];
     int threads, idle, stopping;
+    const srv_curl *cu; /* libcurl, opened by srv_fetch_start */
 };
 
 /* One transfer's state, seen by the callbacks. */
@@ -103,8 +104,9 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 /* Fetches it->url (following up to FETCH_MAX_HOPS redirects) until the monotonic deadline; on
  * failure it->err says why and it->data is freed. */
 static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
-    CURL *h = curl_easy_init();
-    CURLU *u = curl_url();
+    const srv_curl *cu = f->ctx->fetch_pool->cu;
+    CURL *h = cu->easy_init();
+    CURLU *u = cu->url();
     char *url = strdup(it->url), *host = NULL, *scheme = NULL;
     xfer x = {.f = f, .it = it};
     if (!h || !u || !url) {
@@ -112,10 +114,10 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
         goto out;
     }
     for (int hop = 0;; hop++) {
-        curl_free(host), curl_free(scheme);
+        cu->free(host), cu->free(scheme);
         host = scheme = NULL;
-        if (curl_url_set(u, CURLUPART_URL, url, 0) || curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) ||
-            curl_url_get(u, CURLUPART_HOST, &host, 0)) {
+        if (cu->url_set(u, CURLUPART_URL, url, 0) || cu->url_get(u, CURLUPART_SCHEME, &scheme, 0) ||
+            cu->url_get(u, CURLUPART_HOST, &host, 0)) {
             snprintf(it->err, sizeof it->err, "%s'%.160s' is not a valid URL", hop ? "it redirects to " : "", url);
             goto out;
         }
@@ -129,15 +131,15 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
                      hop ? "it redirects to another host: " : "", host);
             goto out;
         }
-        curl_url_set(u, CURLUPART_USER, NULL, 0); /* no credentials from a URL go out */
-        curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
+        cu->url_set(u, CURLUPART_USER, NULL, 0); /* no credentials from a URL go out */
+        cu->url_set(u, CURLUPART_PASSWORD, NULL, 0);
         double left = deadline - srv_now();
         if (left <= 0) {
             snprintf(it->err, sizeof it->err, "no time left to fetch it (--media-fetch-timeout %d s for a request's URLs)",
                      f->ctx->o.media_fetch_timeout);
             goto out;
         }
-        curl_easy_reset(h);
+        cu->easy_reset(h);
         free(it->data);
         it->data = NULL;
         it->len = 0;
@@ -147,25 +149,25 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
         x.public_only = admitted == SRV_HOST_PUBLIC;
         x.refused[0] = 0;
         long ms = (long)(left * 1000) + 1;
-        curl_easy_setopt(h, CURLOPT_CURLU, u);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L); /* each hop judged above */
-        curl_easy_setopt(h, CURLOPT_PROXY, "");          /* not the environment's proxy */
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms < 10000 ? ms : 10000L);
-        curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)f->max_bytes);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-        curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_socket);
-        curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &x);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_USERAGENT, "phi4mm-serve");
-        CURLcode rc = curl_easy_perform(h);
+        cu->easy_setopt(h, CURLOPT_CURLU, u);
+        cu->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+        cu->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L); /* each hop judged above */
+        cu->easy_setopt(h, CURLOPT_PROXY, "");          /* not the environment's proxy */
+        cu->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        cu->easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
+        cu->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms < 10000 ? ms : 10000L);
+        cu->easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)f->max_bytes);
+        cu->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+        cu->easy_setopt(h, CURLOPT_WRITEDATA, &x);
+        cu->easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_socket);
+        cu->easy_setopt(h, CURLOPT_OPENSOCKETDATA, &x);
+        cu->easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        cu->easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+        cu->easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        cu->easy_setopt(h, CURLOPT_USERAGENT, "phi4mm-serve");
+        CURLcode rc = cu->easy_perform(h);
         long status = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         if (rc != CURLE_OK) {
             if (x.refused[0])
                 snprintf(it->err, sizeof it->err, "the host '%.100s' resolves to %s, an internal address a wildcard of --allow-media-hosts does not admit",
@@ -180,12 +182,12 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
             else if (rc == CURLE_ABORTED_BY_CALLBACK)
                 snprintf(it->err, sizeof it->err, "the server is shutting down");
             else
-                snprintf(it->err, sizeof it->err, "fetching it failed: %s", curl_easy_strerror(rc));
+                snprintf(it->err, sizeof it->err, "fetching it failed: %s", cu->easy_strerror(rc));
             goto out;
         }
         if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
             char *next = NULL;
-            curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
+            cu->easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
             if (!next || hop + 1 > FETCH_MAX_HOPS) {
                 snprintf(it->err, sizeof it->err, next ? "more than %d redirects" : "a redirect without a location", FETCH_MAX_HOPS);
                 goto out;
@@ -214,11 +216,11 @@ out:
         srv_req_give(f->ctx, (int64_t)x.cap);
         f->taken -= (int64_t)x.cap;
     }
-    curl_free(host);
-    curl_free(scheme);
+    cu->free(host);
+    cu->free(scheme);
     free(url);
-    curl_url_cleanup(u);
-    if (h) curl_easy_cleanup(h);
+    cu->url_cleanup(u);
+    if (h) cu->easy_cleanup(h);
 }
 
 /* Fetches a request's URLs within one deadline, then gives its connection back. */
@@ -261,9 +263,13 @@ static void *pool_thread(void *arg) {
     return NULL;
 }
 
-int srv_fetch_start(srv_ctx *ctx) {
+int srv_fetch_start(srv_ctx *ctx, char *why, size_t why_len) {
     srv_fetch_pool *p = calloc(1, sizeof *p);
-    if (!p || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    if (!p) {
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
+    if (!(p->cu = srv_curl_open(why, why_len))) {
         free(p);
         return -1;
     }
@@ -283,9 +289,10 @@ void srv_fetch_stop(srv_ctx *ctx) {
     for (int i = 0; i < p->threads; i++) pthread_join(p->tid[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    const srv_curl *cu = p->cu;
     free(p);
     ctx->fetch_pool = NULL;
-    curl_global_cleanup();
+    cu->global_cleanup();
 }
 
 int srv_fetch_media(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const json_t *chat, srv_parse_limits *lim, srv_error *e) {

@@ -22,10 +22,11 @@
 #include "chat_parse.h"
 #include "http.h"
 
-/* libcurl's global state (call before any thread starts: its init is not thread-safe) and the
- * pool of fetching threads (ctx->fetch_pool); stop joins them (after the HTTP side has stopped:
- * no fetch is under way then). */
-int srv_fetch_start(srv_ctx *ctx);
+/* libcurl opened with its global state (call before any thread starts: its init is not
+ * thread-safe; curl_lib.h) and the pool of fetching threads (ctx->fetch_pool); -1 with why (e.g.
+ * libcurl missing) when it cannot be. Stop joins them (after the HTTP side has stopped: no fetch
+ * is under way then). */
+int srv_fetch_start(srv_ctx *ctx, char *why, size_t why_len);
 void srv_fetch_stop(srv_ctx *ctx);
 
 /* For a route about to parse `chat` (a chat request's JSON: messages[...]) with lim:

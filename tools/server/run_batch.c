@@ -11,7 +11,6 @@
  * time (the engine decodes --parallel together; two more keep the prompt thread busy), each line
  * read when a slot frees, so the file's bodies are never all in memory; a 503 (the server's
  * request memory or queue full for now) is sent again after its Retry-After. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -27,6 +26,7 @@
 
 #include "../cli/cli_util.h"
 #include "../cli/commands.h"
+#include "curl_lib.h"
 #include "instance.h"
 
 enum { RB_RETRIES = 1000 };
@@ -53,6 +53,7 @@ typedef struct rb_item {
 } rb_item;
 
 typedef struct rb_run {
+    const srv_curl *cu;         /* libcurl (curl_lib.h) */
     FILE *in, *out;
     const char *in_name;
     long line;                  /* lines read so far */
@@ -271,6 +272,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *user) {
 }
 
 static int send_item(rb_run *r, CURLM *multi, rb_item *it) {
+    const srv_curl *cu = r->cu;
     char url[256];
     snprintf(url, sizeof url, "%s%s", r->base, it->url);
     free(it->resp);
@@ -279,28 +281,28 @@ static int send_item(rb_run *r, CURLM *multi, rb_item *it) {
     it->retry_after = 1;
     it->retry_at = 0;
     it->tries++;
-    if (!(it->h = curl_easy_init())) return -1;
-    it->hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    it->hdr = it->hdr ? curl_slist_append(it->hdr, r->auth) : NULL;
+    if (!(it->h = cu->easy_init())) return -1;
+    it->hdr = cu->slist_append(NULL, "Content-Type: application/json");
+    it->hdr = it->hdr ? cu->slist_append(it->hdr, r->auth) : NULL;
     if (!it->hdr) return -1;
-    curl_easy_setopt(it->h, CURLOPT_URL, url);
-    curl_easy_setopt(it->h, CURLOPT_HTTPHEADER, it->hdr);
-    curl_easy_setopt(it->h, CURLOPT_POSTFIELDS, it->body);
-    curl_easy_setopt(it->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(it->body));
-    curl_easy_setopt(it->h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(it->h, CURLOPT_WRITEDATA, it);
-    curl_easy_setopt(it->h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(it->h, CURLOPT_HEADERDATA, it);
-    curl_easy_setopt(it->h, CURLOPT_PRIVATE, it);
-    curl_easy_setopt(it->h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(it->h, CURLOPT_PROXY, ""); /* our own loopback server, whatever the environment's proxy */
-    return curl_multi_add_handle(multi, it->h) == CURLM_OK ? 0 : -1;
+    cu->easy_setopt(it->h, CURLOPT_URL, url);
+    cu->easy_setopt(it->h, CURLOPT_HTTPHEADER, it->hdr);
+    cu->easy_setopt(it->h, CURLOPT_POSTFIELDS, it->body);
+    cu->easy_setopt(it->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(it->body));
+    cu->easy_setopt(it->h, CURLOPT_WRITEFUNCTION, on_body);
+    cu->easy_setopt(it->h, CURLOPT_WRITEDATA, it);
+    cu->easy_setopt(it->h, CURLOPT_HEADERFUNCTION, on_header);
+    cu->easy_setopt(it->h, CURLOPT_HEADERDATA, it);
+    cu->easy_setopt(it->h, CURLOPT_PRIVATE, it);
+    cu->easy_setopt(it->h, CURLOPT_NOSIGNAL, 1L);
+    cu->easy_setopt(it->h, CURLOPT_PROXY, ""); /* our own loopback server, whatever the environment's proxy */
+    return cu->multi_add_handle(multi, it->h) == CURLM_OK ? 0 : -1;
 }
 
-static void release(CURLM *multi, rb_item *it) {
-    curl_multi_remove_handle(multi, it->h);
-    curl_easy_cleanup(it->h);
-    curl_slist_free_all(it->hdr);
+static void release(const srv_curl *cu, CURLM *multi, rb_item *it) {
+    cu->multi_remove_handle(multi, it->h);
+    cu->easy_cleanup(it->h);
+    cu->slist_free_all(it->hdr);
     it->h = NULL;
     it->hdr = NULL;
 }
@@ -308,10 +310,11 @@ static void release(CURLM *multi, rb_item *it) {
 /* Sends every request of the input, slots at a time; returns 0, or -1 when this process failed (out
  * of memory, libcurl). */
 static int run_all(rb_run *r, int slots) {
-    CURLM *multi = curl_multi_init();
+    const srv_curl *cu = r->cu;
+    CURLM *multi = cu->multi_init();
     rb_item **waiting = calloc((size_t)slots, sizeof *waiting); /* 503s waiting for their Retry-After */
     if (!multi || !waiting) {
-        if (multi) curl_multi_cleanup(multi);
+        if (multi) cu->multi_cleanup(multi);
         free(waiting);
         return -1;
     }
@@ -334,20 +337,20 @@ static int run_all(rb_run *r, int slots) {
         write_ready(r);
         if (rc || r->out_error || (in_flight == 0 && n_wait == 0 && r->eof)) break; /* a reader gone: nothing more to do */
         int running = 0;
-        if (curl_multi_perform(multi, &running) != CURLM_OK || curl_multi_poll(multi, NULL, 0, 200, NULL) != CURLM_OK) {
+        if (cu->multi_perform(multi, &running) != CURLM_OK || cu->multi_poll(multi, NULL, 0, 200, NULL) != CURLM_OK) {
             rc = -1;
             break;
         }
         CURLMsg *m;
         int left;
-        while ((m = curl_multi_info_read(multi, &left))) {
+        while ((m = cu->multi_info_read(multi, &left))) {
             if (m->msg != CURLMSG_DONE) continue;
             rb_item *it = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
+            cu->easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
             long status = 0;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+            cu->easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
             CURLcode res = m->data.result;
-            release(multi, it);
+            release(cu, multi, it);
             in_flight--;
             if (res == CURLE_OK && status == 503 && it->tries < RB_RETRIES) { /* busy for now: again after Retry-After */
                 it->retry_at = now_s() + (it->retry_after > 0 ? it->retry_after : 1);
@@ -355,7 +358,7 @@ static int run_all(rb_run *r, int slots) {
                 r->resent++;
                 continue;
             }
-            finish(r, it, status, res == CURLE_OK ? NULL : curl_easy_strerror(res));
+            finish(r, it, status, res == CURLE_OK ? NULL : cu->easy_strerror(res));
             free(it->body); /* the answer is kept until its turn; the request is no longer needed */
             it->body = NULL;
         }
@@ -366,9 +369,9 @@ static int run_all(rb_run *r, int slots) {
         }
     }
     for (long i = r->written; i < r->n; i++) /* only after a failure of this process: nothing in flight stays */
-        if (r->items[i] && r->items[i]->h) release(multi, r->items[i]);
+        if (r->items[i] && r->items[i]->h) release(cu, multi, r->items[i]);
     free(waiting);
-    curl_multi_cleanup(multi);
+    cu->multi_cleanup(multi);
     return rc;
 }
 
@@ -429,13 +432,13 @@ int pm_cmd_run_batch(int argc, char **argv) {
     r.in_name = in_path;
     r.in = strcmp(in_path, "-") ? fopen(in_path, "r") : stdin;
     r.out = strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
-    char key[80];
+    char key[80], why[256];
     random_hex(key, 24);
     snprintf(r.auth, sizeof r.auth, "Authorization: Bearer %s", key);
     int rc = 0;
     if (!r.in) rc = cli_fail(cmd, "%s: cannot open: %s", in_path, strerror(errno));
     else if (!r.out) rc = cli_fail(cmd, "%s: cannot create: %s", out_path, strerror(errno));
-    else if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) rc = cli_fail(cmd, "cannot initialise libcurl");
+    else if (!(r.cu = srv_curl_open(why, sizeof why))) rc = cli_fail(cmd, "%s", why);
     if (rc) {
         if (r.in && r.in != stdin) fclose(r.in);
         if (r.out && r.out != stdout) fclose(r.out);
@@ -466,7 +469,7 @@ int pm_cmd_run_batch(int argc, char **argv) {
         }
     }
     srv_instance_stop(&in);
-    curl_global_cleanup();
+    r.cu->global_cleanup();
     for (long i = r.written; i < r.n; i++) item_free(r.items[i]);
     for (long i = 0; i < r.n_seen; i++) free(r.seen[i]);
     free(r.seen);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# dynlibs.sh — the libraries opened on first use instead of linked (src/util/dynlib.h): FFmpeg's
+# (MP4 / WebM audio, src/audio/av_lib.h) and libcurl (serve --allow-media-hosts, run-batch;
+# tools/server/curl_lib.h):
+#  - the binary names neither; a server that fetches no URL never loads libcurl, one that may does
+#    (transcribe.sh checks the same of FFmpeg's with a WAV and a WebM);
+#  - a library that cannot be opened, or one that lacks a function (stand-ins built here, found first
+#    through LD_LIBRARY_PATH), is an error naming the feature, the library and what is missing, with a
+#    non-zero exit, and everything that does not need it still works.
+set -u
+source "$(dirname "$0")/common.bash"
+M=$FIX/phi4mm-tiny/tiny_model
+I=$FIX/phi4mm-tiny/inputs
+
+if command -v readelf >/dev/null; then
+  needed=$(readelf -d "$BIN" | grep NEEDED | grep -E 'libav|libcurl' | tr -s ' ' | tr '\n' ' ')
+  if [ -z "$needed" ]; then pass dynlibs_not_linked; else fail dynlibs_not_linked "the binary names $needed"; fi
+else fail dynlibs_not_linked "needs readelf (binutils)"; fi
+
+# serve stops at the missing model either way, after --allow-media-hosts has opened libcurl
+LD_DEBUG=files "$BIN" serve -m "$tmp/no_model" --port 0 >/dev/null 2>"$tmp/ld_plain"
+rc1=$?
+LD_DEBUG=files "$BIN" serve -m "$tmp/no_model" --port 0 --allow-media-hosts 127.0.0.1 >/dev/null 2>"$tmp/ld_urls"
+rc2=$?
+if [ $rc1 -ne 0 ] && [ $rc2 -ne 0 ] && ! grep -q 'file=libcurl' "$tmp/ld_plain" \
+   && grep -q 'file=libcurl\.so\.4 .*dynamically loaded' "$tmp/ld_urls" && grep -q 'no_model' "$tmp/ld_urls"; then
+  pass dynlibs_curl_opened_on_use
+else fail dynlibs_curl_opened_on_use "rc $rc1 $rc2; without URLs: $(grep -c 'file=libcurl' "$tmp/ld_plain") libcurl lines; with: $(grep -c 'file=libcurl' "$tmp/ld_urls")"; fi
+
+# Stand-ins: lacking/libX has the right soname and no functions; broken/libX needs a library that
+# does not exist, so that it cannot be opened.
+# libavformat: opened last, nothing else needs it (a stand-in libavutil would break libavcodec first)
+avformat="libavformat.so.$(pkg-config --modversion libavformat 2>/dev/null | cut -d. -f1)"
+mkdir -p "$tmp/lacking" "$tmp/broken"
+echo 'int pm_stand_in;' >"$tmp/s.c"
+ok=1
+for so in libcurl.so.4 "$avformat"; do
+  cc -shared -fPIC -o "$tmp/lacking/$so" -Wl,-soname,"$so" "$tmp/s.c" &&
+    cc -shared -fPIC -o "$tmp/libpm_absent.so" -Wl,-soname,libpm_absent.so "$tmp/s.c" &&
+    cc -shared -fPIC -o "$tmp/broken/$so" -Wl,-soname,"$so" "$tmp/s.c" -L"$tmp" -Wl,--no-as-needed -lpm_absent || ok=0
+done
+rm -f "$tmp/libpm_absent.so"
+if [ $ok = 0 ] || [ "$avformat" = libavformat.so. ]; then
+  fail dynlibs_stand_ins "cannot build the stand-in libraries (cc, pkg-config libavformat)"
+  exit 0
+fi
+
+ffmpeg -v error -y -i "$I/clip_a_16k.wav" -c:a libopus "$tmp/a.webm" 2>/dev/null
+wav_ref=$("$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" 2>/dev/null)
+for kind in lacking broken; do
+  case $kind in
+    lacking) curl_why="libcurl\.so\.4 has no curl_global_init" av_why="$avformat has no avformat_alloc_context" ;;
+    broken) curl_why="libcurl\.so\.4 cannot be opened \(libpm_absent\.so" av_why="$avformat cannot be opened \(libpm_absent\.so" ;;
+  esac
+  export LD_LIBRARY_PATH=$tmp/$kind
+  "$BIN" serve -m "$M" --port 0 --allow-media-hosts 127.0.0.1 >/dev/null 2>"$tmp/serve.err"
+  rc1=$?
+  printf '%s\n' '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}}' >"$tmp/batch.jsonl"
+  "$BIN" run-batch -m "$M" -i "$tmp/batch.jsonl" -o "$tmp/batch.out" >/dev/null 2>"$tmp/batch.err"
+  rc2=$?
+  "$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" >/dev/null 2>"$tmp/webm.err"
+  rc3=$?
+  wav=$("$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" 2>"$tmp/wav.err")
+  rc4=$?
+  unset LD_LIBRARY_PATH
+  if [ $rc1 -ne 0 ] && grep -Eq -- "--allow-media-hosts: libcurl is needed .*$curl_why" "$tmp/serve.err" \
+     && [ $rc2 -ne 0 ] && grep -Eq "libcurl is needed .*$curl_why" "$tmp/batch.err"; then
+    pass "dynlibs_curl_$kind"
+  else fail "dynlibs_curl_$kind" "serve rc $rc1: $(head -c 300 "$tmp/serve.err"); run-batch rc $rc2: $(head -c 300 "$tmp/batch.err")"; fi
+  if [ -f "$tmp/a.webm" ] && [ $rc3 -ne 0 ] && grep -Eq "a\.webm.*need FFmpeg's libraries .*$av_why" "$tmp/webm.err" \
+     && [ $rc4 -eq 0 ] && [ -n "$wav_ref" ] && [ "$wav" = "$wav_ref" ]; then
+    pass "dynlibs_av_$kind"
+  else fail "dynlibs_av_$kind" "webm rc $rc3: $(head -c 300 "$tmp/webm.err"); wav rc $rc4 '$wav' vs '$wav_ref' $(head -c 200 "$tmp/wav.err")"; fi
+done
