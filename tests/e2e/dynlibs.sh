@@ -13,8 +13,10 @@ M=$FIX/phi4mm-tiny/tiny_model
 I=$FIX/phi4mm-tiny/inputs
 
 if command -v readelf >/dev/null; then
-  needed=$(readelf -d "$BIN" | grep NEEDED | grep -E 'libav|libcurl' | tr -s ' ' | tr '\n' ' ')
-  if [ -z "$needed" ]; then pass dynlibs_not_linked; else fail dynlibs_not_linked "the binary names $needed"; fi
+  readelf -d "$BIN" 2>&1 | grep NEEDED | grep -Eo '\[[^]]*\]' >"$tmp/needed"
+  if ! grep -q '^\[libc\.so' "$tmp/needed"; then fail dynlibs_not_linked "readelf lists no libc among the binary's libraries: $(head -c 200 "$tmp/needed")"
+  elif grep -Eq 'libav|libcurl' "$tmp/needed"; then fail dynlibs_not_linked "the binary names $(grep -E 'libav|libcurl' "$tmp/needed" | tr '\n' ' ')"
+  else pass dynlibs_not_linked; fi
 else fail dynlibs_not_linked "needs readelf (binutils)"; fi
 
 # serve stops at the missing model either way, after --allow-media-hosts has opened libcurl
