@@ -6,7 +6,7 @@
 #    (transcribe.sh checks the same of FFmpeg's with a WAV and a WebM);
 #  - a library that cannot be opened, or one that lacks a function (stand-ins built here, found first
 #    through LD_LIBRARY_PATH), is an error naming the feature, the library and what is missing, with a
-#    non-zero exit, and everything that does not need it still works.
+#    non-zero exit (a 4xx JSON error from the server), and everything that does not need it still works.
 set -u
 source "$(dirname "$0")/common.bash"
 M=$FIX/phi4mm-tiny/tiny_model
@@ -74,3 +74,22 @@ for kind in lacking broken; do
     pass "dynlibs_av_$kind"
   else fail "dynlibs_av_$kind" "webm rc $rc3: $(head -c 300 "$tmp/webm.err"); wav rc $rc4 '$wav' vs '$wav_ref' $(head -c 200 "$tmp/wav.err")"; fi
 done
+
+# The server without FFmpeg's libraries: a WebM upload is a 4xx JSON error naming them, a WAV
+# upload beside it is transcribed, and the server lives on
+# (the stand-ins for the server alone: start_server's curl CLI needs the real libcurl)
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$tmp/lacking" "$BIN" >"$tmp/bin_lacking" && chmod +x "$tmp/bin_lacking"
+real_bin=$BIN BIN=$tmp/bin_lacking
+start_server -m "$M" --quiet
+BIN=$real_bin
+if [ -z "$port" ]; then fail dynlibs_av_served "the server did not start: $(tail -3 "$tmp/srv.log")"
+else
+  webm_code=$(curl -s -o "$tmp/webm.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/audio/transcriptions" -F file=@"$tmp/a.webm" -F max_tokens=4)
+  wav_code=$(curl -s -o "$tmp/wav.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/audio/transcriptions" -F file=@"$I/clip_a_16k.wav" -F max_tokens=4)
+  wav_text=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["text"])' "$tmp/wav.json" 2>/dev/null)
+  if [ "${webm_code:0:1}" = 4 ] && $PY -c 'import json,sys; m=json.load(open(sys.argv[1]))["error"]["message"]; sys.exit(not ("FFmpeg" in m and sys.argv[2] in m))' "$tmp/webm.json" "$avformat" \
+     && [ "$wav_code" = 200 ] && [ "$wav_text" = "$wav_ref" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; then
+    pass dynlibs_av_served
+  else fail dynlibs_av_served "webm HTTP $webm_code $(head -c 300 "$tmp/webm.json"); wav HTTP $wav_code '$wav_text' vs '$wav_ref'"; fi
+  stop_server
+fi
