@@ -29,11 +29,13 @@
  *
  * A rule's alternatives that begin with a call of the rule itself (`expr ::= expr "+" term |
  * term`, Lark's usual way) are read as the others followed by a repeat (`term ("+" term)*`): the
- * same language.
+ * same language. Rules that begin with one another in a cycle (`expr ::= call | name`, `call ::=
+ * expr "()"`) are first rewritten into the same language without the cycle (grammar_left.c).
  *
  * Refused at compile time, with the rule and byte: a syntax error, an undefined or twice-defined
- * rule, no `root` (Lark: `start`), other left recursion (a rule that reaches itself through others
- * before writing anything: it would never end; write it right-recursively or with *), groups nested over 100 deep, more than 4
+ * rule, no `root` (Lark: `start`), left recursion the rewrite leaves (a cycle closed through a rule
+ * that may be empty, or one with no alternative to begin with: it would never end; write it
+ * right-recursively or with *), groups nested over 100 deep, more than 4
  * postfixes on one item, repeats above PM_GRAMMAR_MAX_REPEAT, more than
  * PM_GRAMMAR_MAX_RULES rules after expansion, a terminal the regex limits refuse, and terminals that
  * take longer than PM_GRAMMAR_MAX_WORK to build together (a request's grammar is compiled on a

@@ -2,7 +2,8 @@
  * parsed into a tree; rules that name only such rules (no recursion) become regular expressions,
  * inlined where they are named; the rest lowered into alternatives of terminals (each maximal
  * stretch without a rule call one DFA) and rule calls, groups and repeats around calls becoming
- * rules of their own; then the checks: every rule defined, a root, no left recursion. */
+ * rules of their own (left recursion rewritten first: grammar_left.c); then the checks: every rule
+ * defined, a root, no left recursion left. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -866,51 +867,12 @@ done:
     return P->e->code;
 }
 
-/* ------------------------------------------------------------------ left recursion */
-
-/* Rule r's alternatives that begin with a call of r itself (`expr ::= expr "+" term | term`)
- * rewritten as the others followed by a repeat of what follows those calls (`expr ::= term ("+"
- * term)*`): the same language, written so that a parse can go left to right. Only the direct form;
- * a rule that reaches itself through others first is still refused by the checks. */
-static int unleft_rule(gp *P, int r) {
-    int body = P->rules[r].body;
-    if (body < 0 || P->nodes[body].kind != A_ALT) return PM_OK;
-    int n = P->nodes[body].n, rec = 0;
-    for (int i = 0; i < n; i++) {
-        const a_node *alt = &P->nodes[P->nodes[body].v[i]];
-        rec += alt->kind == A_SEQ && alt->n && P->nodes[alt->v[0]].kind == A_REF && P->nodes[alt->v[0]].ref == r;
-    }
-    if (!rec || rec == n) return PM_OK; /* none, or nothing to begin with: the checks say so */
-    int base = gp_node(P, A_ALT), tails = gp_node(P, A_ALT), rep = gp_node(P, A_REP), seq = gp_node(P, A_SEQ), top = gp_node(P, A_ALT);
-    if (top < 0) return P->e->code;
-    for (int i = 0; i < n; i++) {
-        int a = P->nodes[body].v[i];
-        const a_node *alt = &P->nodes[a];
-        if (!(alt->kind == A_SEQ && alt->n && P->nodes[alt->v[0]].kind == A_REF && P->nodes[alt->v[0]].ref == r)) {
-            if (gp_push(P, base, a)) return P->e->code;
-            continue;
-        }
-        int tail = gp_node(P, A_SEQ);
-        if (tail < 0) return tail;
-        P->nodes[tail].at = P->nodes[a].at;
-        for (int k = 1; k < P->nodes[a].n; k++)
-            if (gp_push(P, tail, P->nodes[a].v[k])) return P->e->code;
-        if (gp_push(P, tails, tail)) return P->e->code;
-    }
-    P->nodes[rep].min = 0, P->nodes[rep].max = -1;
-    if (gp_push(P, rep, tails) || gp_push(P, seq, base) || gp_push(P, seq, rep) || gp_push(P, top, seq)) return P->e->code;
-    for (int k = 0; k < 5; k++) P->nodes[top - k].at = P->nodes[body].at;
-    P->rules[r].body = top;
-    return PM_OK;
-}
-
 int gp_finish(gp *P, const char *root, pm_grammar **out) {
     *out = NULL;
     int r0 = -1, n = P->n_rules;
-    for (int r = 0; r < n && !P->e->code; r++) {
-        unleft_rule(P, r);
+    gp_unleft(P);
+    for (int r = 0; r < n && !P->e->code; r++)
         if (!strcmp(P->rules[r].name, root)) r0 = r;
-    }
     if (!P->e->code) {
         if (r0 < 0 || P->rules[r0].body < 0) pm_errf(P->e, PM_EINVAL, "grammar: no rule '%s' (the whole output is a %s)", root, root);
         else assemble(P, r0, out);

@@ -99,9 +99,12 @@ int gp_grow(void **a, int *cap, int n, size_t elt);
 int gp_next_alternative(gp *P, int nested, void (*skip)(gp *P, int newline_ok));
 void gp_sb_put(sbuf *b, const char *s, size_t n);
 void gp_sb_str(sbuf *b, const char *s);
-/* After a reader: every written rule's direct left recursion rewritten as a repeat, then the rules
- * reachable from `root` (its name) checked, lowered and laid out into *out; frees P. */
+/* After a reader: left recursion rewritten (gp_unleft), then the rules reachable from `root` (its
+ * name) checked, lowered and laid out into *out; frees P. */
 int gp_finish(gp *P, const char *root, pm_grammar **out);
+/* grammar_left.c: the rules that may begin with a call of themselves (directly or through others)
+ * rewritten into the same language without it, where the file's comment says how. */
+int gp_unleft(gp *P);
 
 /* grammar_lark.c: Lark text into P's tree (P->s, P->len set). */
 int gp_read_lark(gp *P);
