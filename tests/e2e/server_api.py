@@ -633,7 +633,7 @@ def main():
                                       ({"guided_grammar": "root ::= x"}, "invalid_value", "guided_grammar", "rule 'x' is used but not defined"),
                                       ({"guided_grammar": 'root: "a"'}, "invalid_value", "guided_grammar", "no rule 'start' (the whole output is a start) (read as Lark"),
                                       ({"guided_grammar": 'start: a{x}'}, "unsupported_value", "guided_grammar", "templates"),
-                                      ({"grammar": 'root ::= a "x" | "b"\na ::= root "y"'}, "unsupported_value", "grammar", "left recursion"),
+                                      ({"grammar": 'root ::= e a "x" | "b"\ne ::= "" | "q"\na ::= root "y"'}, "unsupported_value", "grammar", "left recursion"),
                                       ({"guided_grammar": 'root ::= "a"', "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
                                       ({"guided_whitespace_pattern": " "}, "unsupported_parameter", "guided_whitespace_pattern", "not supported"),
                                       ({"guided_choice": ["a"], "guided_regex": "a"}, "invalid_value", None, "cannot be combined"),
