@@ -58,16 +58,24 @@ static int unleft_direct(gp *P, int r) {
 
 /* ------------------------------------------------------------------ the cycles */
 
-/* The "may begin with" graph's components (Tarjan): comp[r] its root, size[root] its rules. */
+/* The "may begin with" graph's components (gp_scc): size[root] its rules; self[r]: r may begin
+ * with a call of itself. */
 typedef struct lc {
-    int *index, *low, *stack, *comp, *size;
-    uint8_t *on, *self; /* self[r]: r may begin with a call of itself */
-    int counter, sp;
+    gp_scc t;
+    int *size;
+    uint8_t *self;
 } lc;
 
-static void lc_edge(const gp *P, int r, int c, lc *C);
+static void lc_visit(const gp *P, int r, lc *C);
 
-/* The calls a node may begin with: through groups, sequences' first items and optional items. */
+static void lc_edge(const gp *P, int r, int c, lc *C) {
+    if (c == r) C->self[r] = 1;
+    if (!C->t.index[c]) lc_visit(P, c, C);
+    gp_scc_edge(&C->t, r, c);
+}
+
+/* The calls a node may begin with: through groups, sequences' first items and what may be left out
+ * before them, and repeats. */
 static void lc_node(const gp *P, int r, int node, lc *C) {
     const a_node *N = &P->nodes[node];
     switch (N->kind) {
@@ -88,27 +96,9 @@ static void lc_node(const gp *P, int r, int node, lc *C) {
 }
 
 static void lc_visit(const gp *P, int r, lc *C) {
-    C->index[r] = C->low[r] = ++C->counter;
-    C->stack[C->sp++] = r;
-    C->on[r] = 1;
+    gp_scc_enter(&C->t, r);
     if (P->rules[r].body >= 0) lc_node(P, r, P->rules[r].body, C);
-    if (C->low[r] != C->index[r]) return;
-    int x;
-    do {
-        x = C->stack[--C->sp];
-        C->on[x] = 0;
-        C->comp[x] = r;
-        C->size[r]++;
-    } while (x != r);
-}
-
-static void lc_edge(const gp *P, int r, int c, lc *C) {
-    if (c == r) C->self[r] = 1;
-    if (!C->index[c]) {
-        lc_visit(P, c, C);
-        if (C->low[c] < C->low[r]) C->low[r] = C->low[c];
-    } else if (C->on[c] && C->index[c] < C->low[r])
-        C->low[r] = C->index[c];
+    C->size[r] = gp_scc_leave(&C->t, r);
 }
 
 /* ------------------------------------------------------------------ the rewrite */
@@ -127,7 +117,7 @@ static int still_left(const gp *P, int j) {
 static int reaches(const gp *P, int node, const lc *C, int r) {
     const a_node *N = &P->nodes[node];
     switch (N->kind) {
-    case A_REF: return C->comp[N->ref] == C->comp[r];
+    case A_REF: return C->t.comp[N->ref] == C->t.comp[r];
     case A_ALT:
         for (int i = 0; i < N->n; i++)
             if (reaches(P, N->v[i], C, r)) return 1;
@@ -199,7 +189,7 @@ static int expand_one(gp *P, int r, const lc *C, expansion *X, int a, int out) {
     if (P->nodes[a].kind == A_SEQ && P->nodes[a].n) first = P->nodes[a].v[0];
     else if (P->nodes[a].kind != A_SEQ) first = a, from = 0, a = -1; /* a bare item: nothing after it */
     a_node F = first >= 0 ? P->nodes[first] : (a_node){.kind = A_LIT}; /* a copy: the node array grows below */
-    if (F.kind == A_REF && F.ref < r && C->comp[F.ref] == C->comp[r] && P->rules[F.ref].body >= 0 && !still_left(P, F.ref)) {
+    if (F.kind == A_REF && F.ref < r && C->t.comp[F.ref] == C->t.comp[r] && P->rules[F.ref].body >= 0 && !still_left(P, F.ref)) {
         int jb = P->rules[F.ref].body, alt = P->nodes[jb].kind == A_ALT, k = alt ? P->nodes[jb].n : 1;
         for (int i = k - 1; i >= 0; i--)
             if (push_new(P, X, joined(P, alt ? P->nodes[jb].v[i] : jb, -1, a, from, at))) return P->e->code;
@@ -261,15 +251,13 @@ static int expand_rule(gp *P, int r, const lc *C) {
 
 int gp_unleft(gp *P) {
     int n = P->n_rules;
-    lc C = {calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
-            calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1), 0, 0};
-    if (!C.index || !C.low || !C.stack || !C.comp || !C.size || !C.on || !C.self) gp_oom(P);
+    lc C = {{0}, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1)};
+    if (gp_scc_init(&C.t, n) || !C.size || !C.self) gp_oom(P);
     for (int r = 0; r < n && !P->e->code; r++)
-        if (!C.index[r]) lc_visit(P, r, &C);
-    for (int r = 0; r < n && !P->e->code; r++) {
-        if (P->rules[r].body < 0) continue;
-        if (C.size[C.comp[r]] > 1 || C.self[r]) expand_rule(P, r, &C);
-    }
-    free(C.index), free(C.low), free(C.stack), free(C.comp), free(C.size), free(C.on), free(C.self);
+        if (!C.t.index[r]) lc_visit(P, r, &C);
+    for (int r = 0; r < n && !P->e->code; r++)
+        if (P->rules[r].body >= 0 && (C.size[C.t.comp[r]] > 1 || C.self[r])) expand_rule(P, r, &C);
+    gp_scc_free(&C.t);
+    free(C.size), free(C.self);
     return P->e->code;
 }

@@ -642,10 +642,39 @@ static void find_nullable(const gp *P, const uint8_t *term_null, uint8_t *null) 
  * call that is not last between two rules of one component is refused. */
 typedef struct scc {
     const uint8_t *term_null, *null;
-    int *index, *low, *stack, *comp;
-    uint8_t *on;
-    int counter, sp;
+    gp_scc t;
 } scc;
+
+int gp_scc_init(gp_scc *C, int n) {
+    *C = (gp_scc){calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
+                  calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), 0, 0};
+    return C->index && C->low && C->stack && C->comp && C->on ? 0 : -1;
+}
+
+void gp_scc_free(gp_scc *C) { free(C->index), free(C->low), free(C->stack), free(C->comp), free(C->on); }
+
+void gp_scc_enter(gp_scc *C, int r) {
+    C->index[r] = C->low[r] = ++C->counter;
+    C->stack[C->sp++] = r;
+    C->on[r] = 1;
+}
+
+/* c on the stack (seen before, or just visited and not closed): r's low link reaches as far */
+void gp_scc_edge(gp_scc *C, int r, int c) {
+    if (C->on[c] && C->low[c] < C->low[r]) C->low[r] = C->low[c];
+}
+
+int gp_scc_leave(gp_scc *C, int r) {
+    if (C->low[r] != C->index[r]) return 0;
+    int x, size = 0;
+    do {
+        x = C->stack[--C->sp];
+        C->on[x] = 0;
+        C->comp[x] = r;
+        size++;
+    } while (x != r);
+    return size;
+}
 
 /* Calls alternative A of a rule makes before anything is written: the i-th element is one when
  * every element before it can be empty; returns the count, fills at (element indexes). */
@@ -663,9 +692,7 @@ static int early_calls(const b_alt *A, const scc *C, int *at) {
 }
 
 static void scc_visit(gp *P, int r, scc *C) {
-    C->index[r] = C->low[r] = ++C->counter;
-    C->stack[C->sp++] = r;
-    C->on[r] = 1;
+    gp_scc_enter(&C->t, r);
     for (int a = 0; a < P->rules[r].n_alts; a++) {
         const b_alt *A = &P->rules[r].alts[a];
         for (int i = 0; i < A->n; i++) { /* the early calls, as early_calls finds them */
@@ -674,21 +701,12 @@ static void scc_visit(gp *P, int r, scc *C) {
                 continue;
             }
             int c = A->el[i].arg;
-            if (!C->index[c]) {
-                scc_visit(P, c, C);
-                if (C->low[c] < C->low[r]) C->low[r] = C->low[c];
-            } else if (C->on[c] && C->index[c] < C->low[r])
-                C->low[r] = C->index[c];
+            if (!C->t.index[c]) scc_visit(P, c, C);
+            gp_scc_edge(&C->t, r, c);
             if (!C->null[c]) break;
         }
     }
-    if (C->low[r] != C->index[r]) return;
-    int x;
-    do {
-        x = C->stack[--C->sp];
-        C->on[x] = 0;
-        C->comp[x] = r;
-    } while (x != r);
+    gp_scc_leave(&C->t, r);
 }
 
 static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_null, const uint8_t *null) {
@@ -696,12 +714,11 @@ static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_nu
     for (int r = 0; r < n; r++)
         for (int a = 0; a < P->rules[r].n_alts; a++)
             if (P->rules[r].alts[a].n > maxlen) maxlen = P->rules[r].alts[a].n;
-    scc C = {term_null, null, calloc((size_t)n, sizeof(int)), calloc((size_t)n, sizeof(int)), calloc((size_t)n, sizeof(int)),
-             calloc((size_t)n, sizeof(int)), calloc((size_t)n, 1), 0, 0};
+    scc C = {term_null, null, {0}};
     int *at = malloc(sizeof *at * (size_t)maxlen);
-    if (!C.index || !C.low || !C.stack || !C.comp || !C.on || !at) gp_oom(P);
+    if (gp_scc_init(&C.t, n) || !at) gp_oom(P);
     for (int qi = 0; qi < nq && !P->e->code; qi++)
-        if (!C.index[queue[qi]]) scc_visit(P, queue[qi], &C);
+        if (!C.t.index[queue[qi]]) scc_visit(P, queue[qi], &C);
     for (int qi = 0; qi < nq && !P->e->code; qi++) {
         int r = queue[qi];
         for (int a = 0; a < P->rules[r].n_alts && !P->e->code; a++) {
@@ -709,7 +726,7 @@ static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_nu
             int k = early_calls(A, &C, at);
             for (int j = 0; j < k; j++) {
                 int c = A->el[at[j]].arg;
-                if (at[j] == A->n - 1 || C.comp[c] != C.comp[r]) continue; /* last: pushes nothing; or no way back */
+                if (at[j] == A->n - 1 || C.t.comp[c] != C.t.comp[r]) continue; /* last: pushes nothing; or no way back */
                 pm_errf(P->e, PM_EUNSUPPORTED,
                         "grammar: left recursion: rule '%s' can reach itself before writing anything (it would never end; write it "
                         "right-recursively, e.g. list%s item (\",\" item)*)",
@@ -718,7 +735,8 @@ static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_nu
             }
         }
     }
-    free(C.index), free(C.low), free(C.stack), free(C.comp), free(C.on), free(at);
+    gp_scc_free(&C.t);
+    free(at);
     return P->e->code;
 }
 
