@@ -137,7 +137,7 @@ static int reaches(const gp *P, int node, const lc *C, int r) {
  * lists seen (a repeat of an item that may be empty would make the same alternative again). */
 typedef struct expansion {
     int *work, nw, cw;
-    int *seen; /* open addressing over SEQ nodes, -1 empty; SEEN_SLOTS of them */
+    int *seen, n_seen; /* open addressing over SEQ nodes, -1 empty; SEEN_SLOTS of them */
 } expansion;
 enum { SEEN_SLOTS = 16 * MAX_EXPANDED };
 
@@ -147,9 +147,13 @@ static uint32_t items_hash(const a_node *N) {
     return h;
 }
 
-/* Sequence s pushed on the stack unless an alternative with the same items was: 0, or an error. */
-static int push_new(gp *P, expansion *X, int s) {
+/* Sequence s pushed on the stack unless an alternative with the same items was: 0, or an error
+ * (rule r's rewrite refused past SEEN_SLOTS / 2 of them). */
+static int push_new(gp *P, int r, expansion *X, int s) {
     if (s < 0) return P->e->code;
+    if (++X->n_seen > SEEN_SLOTS / 2)
+        return pm_errf(P->e, PM_EUNSUPPORTED, "grammar: left recursion through rule '%s': rewriting it takes more than %d alternatives",
+                       P->rules[r].name, MAX_EXPANDED);
     const a_node *S = &P->nodes[s];
     for (uint32_t k = items_hash(S) & (SEEN_SLOTS - 1);; k = (k + 1) & (SEEN_SLOTS - 1)) {
         int o = X->seen[k];
@@ -192,16 +196,16 @@ static int expand_one(gp *P, int r, const lc *C, expansion *X, int a, int out) {
     if (F.kind == A_REF && F.ref < r && C->t.comp[F.ref] == C->t.comp[r] && P->rules[F.ref].body >= 0 && !still_left(P, F.ref)) {
         int jb = P->rules[F.ref].body, alt = P->nodes[jb].kind == A_ALT, k = alt ? P->nodes[jb].n : 1;
         for (int i = k - 1; i >= 0; i--)
-            if (push_new(P, X, joined(P, alt ? P->nodes[jb].v[i] : jb, -1, a, from, at))) return P->e->code;
+            if (push_new(P, r, X, joined(P, alt ? P->nodes[jb].v[i] : jb, -1, a, from, at))) return P->e->code;
         return PM_OK;
     }
     if (first >= 0 && F.kind != A_REF && reaches(P, first, C, r)) {
         if (F.kind == A_ALT) { /* (p | q) rest: p rest | q rest */
             for (int i = F.n - 1; i >= 0; i--)
-                if (push_new(P, X, joined(P, P->nodes[first].v[i], -1, a, from, at))) return P->e->code;
+                if (push_new(P, r, X, joined(P, P->nodes[first].v[i], -1, a, from, at))) return P->e->code;
             return PM_OK;
         }
-        if (F.kind == A_SEQ) return push_new(P, X, joined(P, first, -1, a, from, at));
+        if (F.kind == A_SEQ) return push_new(P, r, X, joined(P, first, -1, a, from, at));
         if (F.kind == A_REP) { /* x{m,n} rest: x x{m-1,n-1} rest, and rest when m = 0 (x* stays x*) */
             int more = -1; /* what is left of the repeat after one x */
             if (F.max < 0 && F.min == 0) more = first;
@@ -210,8 +214,8 @@ static int expand_one(gp *P, int r, const lc *C, expansion *X, int a, int out) {
                 P->nodes[more].at = F.at;
                 P->nodes[more].min = F.min > 0 ? F.min - 1 : 0, P->nodes[more].max = F.max < 0 ? -1 : F.max - 1;
             }
-            if (push_new(P, X, joined(P, F.v[0], more, a, from, at))) return P->e->code;
-            return F.min == 0 ? push_new(P, X, joined(P, -1, -1, a, from, at)) : PM_OK;
+            if (push_new(P, r, X, joined(P, F.v[0], more, a, from, at))) return P->e->code;
+            return F.min == 0 ? push_new(P, r, X, joined(P, -1, -1, a, from, at)) : PM_OK;
         }
     }
     int keep = a >= 0 ? a : joined(P, first, -1, -1, 0, at);
@@ -222,7 +226,7 @@ static int expand_one(gp *P, int r, const lc *C, expansion *X, int a, int out) {
  * with a group, sequence or repeat that may (the file's comment); then its direct recursion. */
 static int expand_rule(gp *P, int r, const lc *C) {
     int body = P->rules[r].body, out = gp_node(P, A_ALT), steps = 0;
-    expansion X = {NULL, 0, 0, malloc(sizeof(int) * SEEN_SLOTS)};
+    expansion X = {NULL, 0, 0, malloc(sizeof(int) * SEEN_SLOTS), 0};
     if (out < 0 || !X.seen) {
         free(X.seen);
         return P->e->code ? P->e->code : gp_oom(P);
@@ -232,11 +236,12 @@ static int expand_rule(gp *P, int r, const lc *C) {
     int alt = P->nodes[body].kind == A_ALT, k = alt ? P->nodes[body].n : 1;
     for (int i = k - 1; i >= 0 && !P->e->code; i--) {
         int a = alt ? P->nodes[body].v[i] : body;
-        if (gp_grow((void **)&X.work, &X.cw, X.nw, sizeof *X.work)) gp_oom(P);
+        if (P->nodes[a].kind == A_SEQ) push_new(P, r, &X, a); /* seen too: a rewrite may make it again */
+        else if (gp_grow((void **)&X.work, &X.cw, X.nw, sizeof *X.work)) gp_oom(P);
         else X.work[X.nw++] = a;
     }
     while (X.nw && !P->e->code) {
-        if (++steps > 4 * MAX_EXPANDED || P->nodes[out].n > MAX_EXPANDED) {
+        if (++steps > 4 * MAX_EXPANDED || P->nodes[out].n > MAX_EXPANDED) { /* (push_new bounds the pushes) */
             pm_errf(P->e, PM_EUNSUPPORTED, "grammar: left recursion through rule '%s': rewriting it takes more than %d alternatives",
                     P->rules[r].name, MAX_EXPANDED);
             break;
