@@ -58,47 +58,69 @@ static int unleft_direct(gp *P, int r) {
 
 /* ------------------------------------------------------------------ the cycles */
 
-/* The "may begin with" graph's components (gp_scc): size[root] its rules; self[r]: r may begin
- * with a call of itself. */
+/* The "may begin with" graph (each rule's edges from[r] .. from[r + 1] in to[]) and its components
+ * (gp_scc): size[root] its rules; self[r]: r may begin with a call of itself. */
 typedef struct lc {
     gp_scc t;
-    int *size;
+    int *size, *from, *to, n_to, cap_to;
     uint8_t *self;
 } lc;
 
-static void lc_visit(const gp *P, int r, lc *C);
-
-static void lc_edge(const gp *P, int r, int c, lc *C) {
-    if (c == r) C->self[r] = 1;
-    if (!C->t.index[c]) lc_visit(P, c, C);
-    gp_scc_edge(&C->t, r, c);
-}
-
-/* The calls a node may begin with: through groups, sequences' first items and what may be left out
- * before them, and repeats. */
-static void lc_node(const gp *P, int r, int node, lc *C) {
+/* The calls a node of rule r may begin with, appended to C->to: through groups, sequences' first
+ * items and what may be left out before them, and repeats. 0, or -1 out of memory. */
+static int lc_node(const gp *P, int r, int node, lc *C) {
     const a_node *N = &P->nodes[node];
     switch (N->kind) {
-    case A_REF: lc_edge(P, r, N->ref, C); break;
+    case A_REF:
+        if (N->ref == r) C->self[r] = 1;
+        if (gp_grow((void **)&C->to, &C->cap_to, C->n_to, sizeof *C->to)) return -1;
+        C->to[C->n_to++] = N->ref;
+        return 0;
     case A_ALT:
-        for (int i = 0; i < N->n; i++) lc_node(P, r, N->v[i], C);
-        break;
+        for (int i = 0; i < N->n; i++)
+            if (lc_node(P, r, N->v[i], C)) return -1;
+        return 0;
     case A_SEQ:
         for (int i = 0; i < N->n; i++) {
-            lc_node(P, r, N->v[i], C);
+            if (lc_node(P, r, N->v[i], C)) return -1;
             const a_node *it = &P->nodes[N->v[i]];
             if (!(it->kind == A_REP && it->min == 0)) break; /* what may be left out: the next item may begin */
         }
-        break;
-    case A_REP: lc_node(P, r, N->v[0], C); break;
-    default: break;
+        return 0;
+    case A_REP: return lc_node(P, r, N->v[0], C);
+    default: return 0;
     }
 }
 
-static void lc_visit(const gp *P, int r, lc *C) {
-    gp_scc_enter(&C->t, r);
-    if (P->rules[r].body >= 0) lc_node(P, r, P->rules[r].body, C);
-    C->size[r] = gp_scc_leave(&C->t, r);
+/* Tarjan's visits without recursion over the rules (a chain of 16,384 rules calling the next in
+ * first place is a valid grammar: one C frame a rule would need megabytes of stack). */
+static int lc_components(const gp *P, lc *C) {
+    int n = P->n_rules, *rule = malloc(sizeof(int) * ((size_t)n + 1)), *next = malloc(sizeof(int) * ((size_t)n + 1)), top = 0;
+    if (!rule || !next) {
+        free(rule), free(next);
+        return -1;
+    }
+    for (int r0 = 0; r0 < n; r0++) {
+        if (C->t.index[r0]) continue;
+        gp_scc_enter(&C->t, r0);
+        rule[top] = r0, next[top++] = C->from[r0];
+        while (top) {
+            int r = rule[top - 1];
+            if (next[top - 1] < C->from[r + 1]) {
+                int c = C->to[next[top - 1]++];
+                if (C->t.index[c]) gp_scc_edge(&C->t, r, c);
+                else {
+                    gp_scc_enter(&C->t, c);
+                    rule[top] = c, next[top++] = C->from[c];
+                }
+                continue;
+            }
+            C->size[r] = gp_scc_leave(&C->t, r);
+            if (--top) gp_scc_edge(&C->t, rule[top - 1], r);
+        }
+    }
+    free(rule), free(next);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ the rewrite */
@@ -256,13 +278,17 @@ static int expand_rule(gp *P, int r, const lc *C) {
 
 int gp_unleft(gp *P) {
     int n = P->n_rules;
-    lc C = {{0}, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1)};
-    if (gp_scc_init(&C.t, n) || !C.size || !C.self) gp_oom(P);
-    for (int r = 0; r < n && !P->e->code; r++)
-        if (!C.t.index[r]) lc_visit(P, r, &C);
+    lc C = {{0}, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 2, sizeof(int)), NULL, 0, 0, calloc((size_t)n + 1, 1)};
+    int bad = gp_scc_init(&C.t, n) || !C.size || !C.from || !C.self;
+    for (int r = 0; r < n && !bad; r++) {
+        C.from[r] = C.n_to;
+        bad = P->rules[r].body >= 0 && lc_node(P, r, P->rules[r].body, &C);
+    }
+    if (!bad) C.from[n] = C.n_to;
+    if (bad || lc_components(P, &C)) gp_oom(P);
     for (int r = 0; r < n && !P->e->code; r++)
         if (P->rules[r].body >= 0 && (C.size[C.t.comp[r]] > 1 || C.self[r])) expand_rule(P, r, &C);
     gp_scc_free(&C.t);
-    free(C.size), free(C.self);
+    free(C.size), free(C.from), free(C.to), free(C.self);
     return P->e->code;
 }

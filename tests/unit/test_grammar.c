@@ -517,6 +517,24 @@ static void test_large_grammars(void **state) {
     assert_null(pm_grammar_start(gr, &e));
     assert_non_null(strstr(e.msg, "levels of rules expand at one byte"));
     pm_grammar_free(gr);
+    /* ... and closed into a cycle (the last calls the first in first place): its rewrite would run through
+     * every rule, so it is refused naming the rule, without recursing a C frame a rule */
+    n = snprintf(g, cap, "root ::= r0\n");
+    for (int i = 0; i < 16000; i++) n += snprintf(g + n, cap - (size_t)n, "r%d ::= r%d \"x\" | \"y\"\n", i, i + 1);
+    n += snprintf(g + n, cap - (size_t)n, "r16000 ::= r0 \"z\" | \"q\"\n");
+    e = (pm_err){0};
+    assert_int_equal(pm_grammar_compile(g, (size_t)n, &gr, &e), PM_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "left recursion through rule 'r16000': rewriting it takes more than 4096 alternatives"));
+    /* three rules in a cycle, 3,000 alternatives each: the rewrite's size bound */
+    n = snprintf(g, cap, "root ::= r0\n");
+    for (int i = 0; i < 3; i++) {
+        n += snprintf(g + n, cap - (size_t)n, "r%d ::= r%d \"a\"", i, (i + 1) % 3);
+        for (int k = 0; k < 3000; k++) n += snprintf(g + n, cap - (size_t)n, " | \"b%d\" r%d | \"c%d\"", k, (i + 1) % 3, k);
+        g[n++] = '\n';
+    }
+    e = (pm_err){0};
+    assert_int_equal(pm_grammar_compile(g, (size_t)n, &gr, &e), PM_EUNSUPPORTED);
+    assert_non_null(strstr(e.msg, "rewriting it takes more than 4096 alternatives"));
     /* postfixes piled on one item */
     n = snprintf(g, cap, "root ::= \"a\"");
     while (n < 100000) g[n++] = '*';
