@@ -183,7 +183,7 @@ static int push_new(gp *P, int r, expansion *X, int s) {
             X->seen[k] = s;
             break;
         }
-        if (P->nodes[o].n == S->n && !memcmp(P->nodes[o].v, S->v, sizeof *S->v * (size_t)S->n)) return PM_OK;
+        if (P->nodes[o].n == S->n && (!S->n || !memcmp(P->nodes[o].v, S->v, sizeof *S->v * (size_t)S->n))) return PM_OK; /* (v is NULL when n is 0) */
     }
     if (gp_grow((void **)&X->work, &X->cw, X->nw, sizeof *X->work)) return gp_oom(P);
     X->work[X->nw++] = s;
