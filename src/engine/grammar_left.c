@@ -19,8 +19,11 @@
 
 #include "engine/grammar_tree.h"
 
-/* Alternatives one rule may expand into; past it the rule is refused (an exponential rewrite). */
-enum { MAX_EXPANDED = 4096 };
+/* The rewrite's bounds (a grammar is compiled on a server thread: no stalling it): alternatives one
+ * rule may expand into, and items the sequences it makes may hold in all (a cycle through a long
+ * chain of rules makes ever longer ones: 16,000 rules took 4 s and 1.1 GB before this bound).
+ * Past either the grammar is refused, naming the rule. */
+enum { MAX_EXPANDED = 4096, MAX_REWRITE_ITEMS = 1 << 20 };
 
 /* Whether alternative alt (a sequence, as the readers make them) begins with a call of rule r. */
 static int begins_with(const gp *P, int alt, int r) {
@@ -160,6 +163,7 @@ static int reaches(const gp *P, int node, const lc *C, int r) {
 typedef struct expansion {
     int *work, nw, cw;
     int *seen, n_seen; /* open addressing over SEQ nodes, -1 empty; SEEN_SLOTS of them */
+    long *items;       /* items of the sequences made so far, all rules together */
 } expansion;
 enum { SEEN_SLOTS = 16 * MAX_EXPANDED };
 
@@ -171,11 +175,15 @@ static uint32_t items_hash(const a_node *N) {
 
 /* Sequence s pushed on the stack unless an alternative with the same items was: 0, or an error
  * (rule r's rewrite refused past SEEN_SLOTS / 2 of them). */
+static int too_big(gp *P, int r) {
+    return pm_errf(P->e, PM_EUNSUPPORTED,
+                   "grammar: left recursion through rule '%s': rewriting it takes more than %d alternatives or %d items",
+                   P->rules[r].name, MAX_EXPANDED, MAX_REWRITE_ITEMS);
+}
+
 static int push_new(gp *P, int r, expansion *X, int s) {
     if (s < 0) return P->e->code;
-    if (++X->n_seen > SEEN_SLOTS / 2)
-        return pm_errf(P->e, PM_EUNSUPPORTED, "grammar: left recursion through rule '%s': rewriting it takes more than %d alternatives",
-                       P->rules[r].name, MAX_EXPANDED);
+    if (++X->n_seen > SEEN_SLOTS / 2 || (*X->items += P->nodes[s].n) > MAX_REWRITE_ITEMS) return too_big(P, r);
     const a_node *S = &P->nodes[s];
     for (uint32_t k = items_hash(S) & (SEEN_SLOTS - 1);; k = (k + 1) & (SEEN_SLOTS - 1)) {
         int o = X->seen[k];
@@ -246,9 +254,9 @@ static int expand_one(gp *P, int r, const lc *C, expansion *X, int a, int out) {
 
 /* Rule r's alternatives until none begins with a call of an earlier rule of its component, nor
  * with a group, sequence or repeat that may (the file's comment); then its direct recursion. */
-static int expand_rule(gp *P, int r, const lc *C) {
+static int expand_rule(gp *P, int r, const lc *C, long *items) {
     int body = P->rules[r].body, out = gp_node(P, A_ALT), steps = 0;
-    expansion X = {NULL, 0, 0, malloc(sizeof(int) * SEEN_SLOTS), 0};
+    expansion X = {NULL, 0, 0, malloc(sizeof(int) * SEEN_SLOTS), 0, items};
     if (out < 0 || !X.seen) {
         free(X.seen);
         return P->e->code ? P->e->code : gp_oom(P);
@@ -264,8 +272,7 @@ static int expand_rule(gp *P, int r, const lc *C) {
     }
     while (X.nw && !P->e->code) {
         if (++steps > 4 * MAX_EXPANDED || P->nodes[out].n > MAX_EXPANDED) { /* (push_new bounds the pushes) */
-            pm_errf(P->e, PM_EUNSUPPORTED, "grammar: left recursion through rule '%s': rewriting it takes more than %d alternatives",
-                    P->rules[r].name, MAX_EXPANDED);
+            too_big(P, r);
             break;
         }
         expand_one(P, r, C, &X, X.work[--X.nw], out);
@@ -286,8 +293,9 @@ int gp_unleft(gp *P) {
     }
     if (!bad) C.from[n] = C.n_to;
     if (bad || lc_components(P, &C)) gp_oom(P);
+    long items = 0;
     for (int r = 0; r < n && !P->e->code; r++)
-        if (P->rules[r].body >= 0 && (C.size[C.t.comp[r]] > 1 || C.self[r])) expand_rule(P, r, &C);
+        if (P->rules[r].body >= 0 && (C.size[C.t.comp[r]] > 1 || C.self[r])) expand_rule(P, r, &C, &items);
     gp_scc_free(&C.t);
     free(C.size), free(C.from), free(C.to), free(C.self);
     return P->e->code;
