@@ -62,10 +62,10 @@ static int unleft_direct(gp *P, int r) {
 /* ------------------------------------------------------------------ the cycles */
 
 /* The "may begin with" graph (each rule's edges from[r] .. from[r + 1] in to[]) and its components
- * (gp_scc): size[root] its rules; self[r]: r may begin with a call of itself. */
+ * (t); self[r]: r may begin with a call of itself. */
 typedef struct lc {
     gp_scc t;
-    int *size, *from, *to, n_to, cap_to;
+    int *from, *to, n_to, cap_to;
     uint8_t *self;
 } lc;
 
@@ -93,37 +93,6 @@ static int lc_node(const gp *P, int r, int node, lc *C) {
     case A_REP: return lc_node(P, r, N->v[0], C);
     default: return 0;
     }
-}
-
-/* Tarjan's visits without recursion over the rules (a chain of 16,384 rules calling the next in
- * first place is a valid grammar: one C frame a rule would need megabytes of stack). */
-static int lc_components(const gp *P, lc *C) {
-    int n = P->n_rules, *rule = malloc(sizeof(int) * ((size_t)n + 1)), *next = malloc(sizeof(int) * ((size_t)n + 1)), top = 0;
-    if (!rule || !next) {
-        free(rule), free(next);
-        return -1;
-    }
-    for (int r0 = 0; r0 < n; r0++) {
-        if (C->t.index[r0]) continue;
-        gp_scc_enter(&C->t, r0);
-        rule[top] = r0, next[top++] = C->from[r0];
-        while (top) {
-            int r = rule[top - 1];
-            if (next[top - 1] < C->from[r + 1]) {
-                int c = C->to[next[top - 1]++];
-                if (C->t.index[c]) gp_scc_edge(&C->t, r, c);
-                else {
-                    gp_scc_enter(&C->t, c);
-                    rule[top] = c, next[top++] = C->from[c];
-                }
-                continue;
-            }
-            C->size[r] = gp_scc_leave(&C->t, r);
-            if (--top) gp_scc_edge(&C->t, rule[top - 1], r);
-        }
-    }
-    free(rule), free(next);
-    return 0;
 }
 
 /* ------------------------------------------------------------------ the rewrite */
@@ -285,18 +254,18 @@ static int expand_rule(gp *P, int r, const lc *C, long *items) {
 
 int gp_unleft(gp *P) {
     int n = P->n_rules;
-    lc C = {{0}, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 2, sizeof(int)), NULL, 0, 0, calloc((size_t)n + 1, 1)};
-    int bad = gp_scc_init(&C.t, n) || !C.size || !C.from || !C.self;
+    lc C = {{0}, calloc((size_t)n + 2, sizeof(int)), NULL, 0, 0, calloc((size_t)n + 1, 1)};
+    int bad = !C.from || !C.self;
     for (int r = 0; r < n && !bad; r++) {
         C.from[r] = C.n_to;
         bad = P->rules[r].body >= 0 && lc_node(P, r, P->rules[r].body, &C);
     }
     if (!bad) C.from[n] = C.n_to;
-    if (bad || lc_components(P, &C)) gp_oom(P);
+    if (bad || gp_scc_run(&C.t, n, C.from, C.to)) gp_oom(P);
     long items = 0;
     for (int r = 0; r < n && !P->e->code; r++)
-        if (P->rules[r].body >= 0 && (C.size[C.t.comp[r]] > 1 || C.self[r])) expand_rule(P, r, &C, &items);
+        if (P->rules[r].body >= 0 && (C.t.size[C.t.comp[r]] > 1 || C.self[r])) expand_rule(P, r, &C, &items);
     gp_scc_free(&C.t);
-    free(C.size), free(C.from), free(C.to), free(C.self);
+    free(C.from), free(C.to), free(C.self);
     return P->e->code;
 }

@@ -642,39 +642,47 @@ static void find_nullable(const gp *P, const uint8_t *term_null, uint8_t *null) 
  * call that is not last between two rules of one component is refused. */
 typedef struct scc {
     const uint8_t *term_null, *null;
-    gp_scc t;
 } scc;
 
-int gp_scc_init(gp_scc *C, int n) {
-    *C = (gp_scc){calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
-                  calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), 0, 0};
-    return C->index && C->low && C->stack && C->comp && C->on ? 0 : -1;
+int gp_scc_run(gp_scc *C, int n, const int *from, const int *to) {
+    size_t m = (size_t)n + 1;
+    int *index = calloc(m, sizeof(int)), *low = calloc(m, sizeof(int)), *stack = malloc(m * sizeof(int));
+    int *rule = malloc(m * sizeof(int)), *next = malloc(m * sizeof(int)), counter = 0, sp = 0, top = 0;
+    uint8_t *on = calloc(m, 1);
+    C->comp = calloc(m, sizeof(int)), C->size = calloc(m, sizeof(int));
+    int ok = index && low && stack && rule && next && on && C->comp && C->size;
+    for (int r0 = 0; r0 < n && ok; r0++) {
+        if (index[r0]) continue;
+        for (int r = r0, enter = 1;;) {
+            if (enter) { /* r seen: on the stack of the component being found, and on the walk's */
+                index[r] = low[r] = ++counter;
+                stack[sp++] = r, on[r] = 1;
+                rule[top] = r, next[top++] = from[r];
+            }
+            if (next[top - 1] < from[r + 1]) { /* r's next edge */
+                int c = to[next[top - 1]++];
+                if ((enter = !index[c])) r = c;
+                else if (on[c] && index[c] < low[r]) low[r] = index[c];
+                continue;
+            }
+            if (low[r] == index[r]) { /* r's component closes */
+                int x;
+                do {
+                    x = stack[--sp];
+                    on[x] = 0, C->comp[x] = r, C->size[r]++;
+                } while (x != r);
+            }
+            if (!--top) break;
+            int parent = rule[top - 1];
+            if (low[r] < low[parent]) low[parent] = low[r];
+            r = parent, enter = 0;
+        }
+    }
+    free(index), free(low), free(stack), free(rule), free(next), free(on);
+    return ok ? 0 : -1;
 }
 
-void gp_scc_free(gp_scc *C) { free(C->index), free(C->low), free(C->stack), free(C->comp), free(C->on); }
-
-void gp_scc_enter(gp_scc *C, int r) {
-    C->index[r] = C->low[r] = ++C->counter;
-    C->stack[C->sp++] = r;
-    C->on[r] = 1;
-}
-
-/* c on the stack (seen before, or just visited and not closed): r's low link reaches as far */
-void gp_scc_edge(gp_scc *C, int r, int c) {
-    if (C->on[c] && C->low[c] < C->low[r]) C->low[r] = C->low[c];
-}
-
-int gp_scc_leave(gp_scc *C, int r) {
-    if (C->low[r] != C->index[r]) return 0;
-    int x, size = 0;
-    do {
-        x = C->stack[--C->sp];
-        C->on[x] = 0;
-        C->comp[x] = r;
-        size++;
-    } while (x != r);
-    return size;
-}
+void gp_scc_free(gp_scc *C) { free(C->comp), free(C->size); }
 
 /* Calls alternative A of a rule makes before anything is written: the i-th element is one when
  * every element before it can be empty; returns the count, fills at (element indexes). */
@@ -691,34 +699,27 @@ static int early_calls(const b_alt *A, const scc *C, int *at) {
     return k;
 }
 
-static void scc_visit(gp *P, int r, scc *C) {
-    gp_scc_enter(&C->t, r);
-    for (int a = 0; a < P->rules[r].n_alts; a++) {
-        const b_alt *A = &P->rules[r].alts[a];
-        for (int i = 0; i < A->n; i++) { /* the early calls, as early_calls finds them */
-            if (A->el[i].kind == G_TERM) {
-                if (!C->term_null[A->el[i].arg]) break;
-                continue;
-            }
-            int c = A->el[i].arg;
-            if (!C->t.index[c]) scc_visit(P, c, C);
-            gp_scc_edge(&C->t, r, c);
-            if (!C->null[c]) break;
-        }
-    }
-    gp_scc_leave(&C->t, r);
-}
-
 static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_null, const uint8_t *null) {
     int n = P->n_rules, maxlen = 1;
     for (int r = 0; r < n; r++)
         for (int a = 0; a < P->rules[r].n_alts; a++)
             if (P->rules[r].alts[a].n > maxlen) maxlen = P->rules[r].alts[a].n;
-    scc C = {term_null, null, {0}};
-    int *at = malloc(sizeof *at * (size_t)maxlen);
-    if (gp_scc_init(&C.t, n) || !at) gp_oom(P);
-    for (int qi = 0; qi < nq && !P->e->code; qi++)
-        if (!C.t.index[queue[qi]]) scc_visit(P, queue[qi], &C);
+    scc C = {term_null, null};
+    gp_scc T = {0};
+    int *at = malloc(sizeof *at * (size_t)maxlen), *from = calloc((size_t)n + 2, sizeof(int)), *to = NULL, n_to = 0, cap_to = 0;
+    if (!at || !from) gp_oom(P);
+    for (int r = 0; r < n && !P->e->code; r++) { /* the early calls, as early_calls finds them */
+        from[r] = n_to;
+        if (!P->rules[r].queued) continue;
+        for (int a = 0; a < P->rules[r].n_alts && !P->e->code; a++) {
+            const b_alt *A = &P->rules[r].alts[a];
+            for (int j = 0, k = early_calls(A, &C, at); j < k; j++)
+                if (gp_grow((void **)&to, &cap_to, n_to, sizeof *to)) gp_oom(P);
+                else to[n_to++] = A->el[at[j]].arg;
+        }
+    }
+    from[n] = n_to;
+    if (!P->e->code && gp_scc_run(&T, n, from, to)) gp_oom(P);
     for (int qi = 0; qi < nq && !P->e->code; qi++) {
         int r = queue[qi];
         for (int a = 0; a < P->rules[r].n_alts && !P->e->code; a++) {
@@ -726,7 +727,7 @@ static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_nu
             int k = early_calls(A, &C, at);
             for (int j = 0; j < k; j++) {
                 int c = A->el[at[j]].arg;
-                if (at[j] == A->n - 1 || C.t.comp[c] != C.t.comp[r]) continue; /* last: pushes nothing; or no way back */
+                if (at[j] == A->n - 1 || T.comp[c] != T.comp[r]) continue; /* last: pushes nothing; or no way back */
                 pm_errf(P->e, PM_EUNSUPPORTED,
                         "grammar: left recursion: rule '%s' can reach itself before writing anything (it would never end; write it "
                         "right-recursively, e.g. list%s item (\",\" item)*)",
@@ -735,8 +736,8 @@ static int growing_cycle(gp *P, const int *queue, int nq, const uint8_t *term_nu
             }
         }
     }
-    gp_scc_free(&C.t);
-    free(at);
+    gp_scc_free(&T);
+    free(at), free(from), free(to);
     return P->e->code;
 }
 

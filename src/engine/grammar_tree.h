@@ -107,20 +107,15 @@ int gp_finish(gp *P, const char *root, pm_grammar **out);
 int gp_unleft(gp *P);
 
 /* Tarjan's strongly connected components over the rules, for the two left-recursion passes (the
- * rewrite's "may begin with" graph, the checks' "calls before writing"): a visit of r enters it,
- * visits each unseen target c of its edges then calls gp_scc_edge(r, c), and leaves; comp[r] is
- * then its component's root. */
+ * rewrite's "may begin with" graph, the checks' "calls before writing"), run without recursion (a
+ * valid chain of 16,384 rules would need megabytes of C stack at a frame a rule): rule r's edges
+ * are to[from[r] .. from[r + 1]). Fills comp[r] (its component's root) and size[root] (its rules);
+ * 0, or -1 out of memory. */
 typedef struct gp_scc {
-    int *index, *low, *stack, *comp; /* [rules]; index 0: not seen yet */
-    uint8_t *on;
-    int counter, sp;
+    int *comp, *size; /* [rules] */
 } gp_scc;
-int gp_scc_init(gp_scc *C, int n_rules); /* 0, or -1 out of memory (then free it all the same) */
+int gp_scc_run(gp_scc *C, int n_rules, const int *from, const int *to);
 void gp_scc_free(gp_scc *C);
-void gp_scc_enter(gp_scc *C, int r);
-void gp_scc_edge(gp_scc *C, int r, int c);
-/* When r is its component's root: the component closed (comp set), its size returned; else 0. */
-int gp_scc_leave(gp_scc *C, int r);
 
 /* grammar_lark.c: Lark text into P's tree (P->s, P->len set). */
 int gp_read_lark(gp *P);
