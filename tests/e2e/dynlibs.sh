@@ -36,9 +36,9 @@ avformat="libavformat.so.$(pkg-config --modversion libavformat 2>/dev/null | cut
 mkdir -p "$tmp/lacking" "$tmp/broken"
 echo 'int pm_stand_in;' >"$tmp/s.c"
 ok=1
+cc -shared -fPIC -o "$tmp/libpm_absent.so" -Wl,-soname,libpm_absent.so "$tmp/s.c" || ok=0
 for so in libcurl.so.4 "$avformat"; do
   cc -shared -fPIC -o "$tmp/lacking/$so" -Wl,-soname,"$so" "$tmp/s.c" &&
-    cc -shared -fPIC -o "$tmp/libpm_absent.so" -Wl,-soname,libpm_absent.so "$tmp/s.c" &&
     cc -shared -fPIC -o "$tmp/broken/$so" -Wl,-soname,"$so" "$tmp/s.c" -L"$tmp" -Wl,--no-as-needed -lpm_absent || ok=0
 done
 rm -f "$tmp/libpm_absent.so"
