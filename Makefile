@@ -10,9 +10,10 @@ APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev lib
 # tests only: python3-numpy python3-scipy python3-pil python3-torch, python3-lark, nodejs npm, curl, ffmpeg, openssl (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
-# libav* and libcurl are compiled against but opened at run time (src/audio/av_lib.h,
-# tools/server/curl_lib.h: ~135 and 20 libraries otherwise loaded at every start), so not linked.
-DLOPEN_PKGS := libavformat libavcodec libavutil libcurl
+# libav*, libcurl and libmicrohttpd are compiled against but opened at run time (src/audio/av_lib.h,
+# tools/server/curl_lib.h, tools/server/mhd_lib.h: ~135, 20 and 10 libraries otherwise loaded at
+# every start), so not linked.
+DLOPEN_PKGS := libavformat libavcodec libavutil libcurl libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(filter-out $(DLOPEN_PKGS),$(PKGS)) 2>/dev/null) -ldl
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # dynlibs.sh — the libraries opened on first use instead of linked (src/util/dynlib.h): FFmpeg's
-# (MP4 / WebM audio, src/audio/av_lib.h) and libcurl (serve --allow-media-hosts, run-batch;
-# tools/server/curl_lib.h):
-#  - the binary names neither; a server that fetches no URL never loads libcurl, one that may does
-#    (transcribe.sh checks the same of FFmpeg's with a WAV and a WebM);
+# (MP4 / WebM audio, src/audio/av_lib.h), libcurl (serve --allow-media-hosts, run-batch;
+# tools/server/curl_lib.h) and libmicrohttpd (serve, run-batch; tools/server/mhd_lib.h):
+#  - the binary names none of them; a server that fetches no URL never loads libcurl, one that may
+#    does; a command that serves nothing never loads libmicrohttpd, serve does (transcribe.sh checks
+#    the same of FFmpeg's with a WAV and a WebM);
 #  - a library that cannot be opened, or one that lacks a function (stand-ins built here, found first
 #    through LD_LIBRARY_PATH), is an error naming the feature, the library and what is missing, with a
 #    non-zero exit (a 4xx JSON error from the server), and everything that does not need it still works.
@@ -15,7 +16,7 @@ I=$FIX/phi4mm-tiny/inputs
 if command -v readelf >/dev/null; then
   readelf -d "$BIN" 2>&1 | grep NEEDED | grep -Eo '\[[^]]*\]' >"$tmp/needed"
   if ! grep -q '^\[libc\.so' "$tmp/needed"; then fail dynlibs_not_linked "readelf lists no libc among the binary's libraries: $(head -c 200 "$tmp/needed")"
-  elif grep -Eq 'libav|libcurl' "$tmp/needed"; then fail dynlibs_not_linked "the binary names $(grep -E 'libav|libcurl' "$tmp/needed" | tr '\n' ' ')"
+  elif grep -Eq 'libav|libcurl|libmicrohttpd' "$tmp/needed"; then fail dynlibs_not_linked "the binary names $(grep -E 'libav|libcurl|libmicrohttpd' "$tmp/needed" | tr '\n' ' ')"
   else pass dynlibs_not_linked; fi
 else fail dynlibs_not_linked "needs readelf (binutils)"; fi
 
@@ -29,11 +30,20 @@ if [ $rc1 -ne 0 ] && [ $rc2 -ne 0 ] && ! grep -q 'file=libcurl' "$tmp/ld_plain" 
   pass dynlibs_curl_opened_on_use
 else fail dynlibs_curl_opened_on_use "rc $rc1 $rc2; without URLs: $(grep -c 'file=libcurl' "$tmp/ld_plain") libcurl lines; with: $(grep -c 'file=libcurl' "$tmp/ld_urls")"; fi
 
+# serve opens libmicrohttpd before the model (so the missing model is named after it); generating
+# never opens it
+LD_DEBUG=files "$BIN" generate -m "$M" -p hi -n 2 >/dev/null 2>"$tmp/ld_gen"
+rc3=$?
+if [ $rc3 -eq 0 ] && grep -q 'file=libopenblas' "$tmp/ld_gen" && ! grep -Eq 'file=(libmicrohttpd|libgnutls)' "$tmp/ld_gen" \
+   && grep -q 'file=libmicrohttpd\.so\.12 .*dynamically loaded' "$tmp/ld_plain"; then
+  pass dynlibs_mhd_opened_on_use
+else fail dynlibs_mhd_opened_on_use "generate rc $rc3: $(grep -Ec 'file=(libmicrohttpd|libgnutls)' "$tmp/ld_gen") libmicrohttpd/GnuTLS lines; serve: $(grep -c 'file=libmicrohttpd' "$tmp/ld_plain")"; fi
+
 # Stand-ins: lacking/libX has the right soname and no functions; broken/libX needs a library that
 # does not exist, so that it cannot be opened.
 # libavformat: opened last, nothing else needs it (a stand-in libavutil would break libavcodec first)
 avformat="libavformat.so.$(pkg-config --modversion libavformat 2>/dev/null | cut -d. -f1)"
-mkdir -p "$tmp/lacking" "$tmp/broken"
+mkdir -p "$tmp/lacking" "$tmp/broken" "$tmp/mhd_lacking" "$tmp/mhd_broken"
 echo 'int pm_stand_in;' >"$tmp/s.c"
 ok=1
 cc -shared -fPIC -o "$tmp/libpm_absent.so" -Wl,-soname,libpm_absent.so "$tmp/s.c" || ok=0
@@ -41,6 +51,9 @@ for so in libcurl.so.4 "$avformat"; do
   cc -shared -fPIC -o "$tmp/lacking/$so" -Wl,-soname,"$so" "$tmp/s.c" &&
     cc -shared -fPIC -o "$tmp/broken/$so" -Wl,-soname,"$so" "$tmp/s.c" -L"$tmp" -Wl,--no-as-needed -lpm_absent || ok=0
 done
+# apart from the others: the checks below that serve without FFmpeg need the real libmicrohttpd
+cc -shared -fPIC -o "$tmp/mhd_lacking/libmicrohttpd.so.12" -Wl,-soname,libmicrohttpd.so.12 "$tmp/s.c" &&
+  cc -shared -fPIC -o "$tmp/mhd_broken/libmicrohttpd.so.12" -Wl,-soname,libmicrohttpd.so.12 "$tmp/s.c" -L"$tmp" -Wl,--no-as-needed -lpm_absent || ok=0
 rm -f "$tmp/libpm_absent.so"
 if [ $ok = 0 ] || [ "$avformat" = libavformat.so. ]; then
   fail dynlibs_stand_ins "cannot build the stand-in libraries (cc, pkg-config libavformat)"
@@ -73,6 +86,30 @@ for kind in lacking broken; do
      && [ $rc4 -eq 0 ] && [ -n "$wav_ref" ] && [ "$wav" = "$wav_ref" ]; then
     pass "dynlibs_av_$kind"
   else fail "dynlibs_av_$kind" "webm rc $rc3: $(head -c 300 "$tmp/webm.err"); wav rc $rc4 '$wav' vs '$wav_ref' $(head -c 200 "$tmp/wav.err")"; fi
+done
+
+# Without libmicrohttpd: serve and run-batch fail before loading the model, naming it; generating
+# and transcribing do not need it
+for kind in lacking broken; do
+  case $kind in
+    lacking) mhd_why="libmicrohttpd\.so\.12 has no MHD_start_daemon" ;;
+    broken) mhd_why="libmicrohttpd\.so\.12 cannot be opened \(libpm_absent\.so" ;;
+  esac
+  export LD_LIBRARY_PATH=$tmp/mhd_$kind
+  "$BIN" serve -m "$M" --port 0 >/dev/null 2>"$tmp/serve.err"
+  rc1=$?
+  "$BIN" run-batch -m "$M" -i "$tmp/batch.jsonl" -o "$tmp/batch.out" >/dev/null 2>"$tmp/batch.err"
+  rc2=$?
+  wav=$("$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" 2>"$tmp/wav.err")
+  rc3=$?
+  gen=$("$BIN" generate -m "$M" -p hi -n 2 2>/dev/null)
+  rc4=$?
+  unset LD_LIBRARY_PATH
+  if [ $rc1 -ne 0 ] && grep -Eq "serve: error: libmicrohttpd is needed \(Debian: libmicrohttpd12\): $mhd_why" "$tmp/serve.err" \
+     && ! grep -q 'model' "$tmp/serve.err" && [ $rc2 -ne 0 ] && grep -Eq "libmicrohttpd is needed .*$mhd_why" "$tmp/batch.err" \
+     && [ $rc3 -eq 0 ] && [ -n "$wav_ref" ] && [ "$wav" = "$wav_ref" ] && [ $rc4 -eq 0 ] && [ -n "$gen" ]; then
+    pass "dynlibs_mhd_$kind"
+  else fail "dynlibs_mhd_$kind" "serve rc $rc1: $(head -c 300 "$tmp/serve.err"); run-batch rc $rc2: $(head -c 300 "$tmp/batch.err"); wav rc $rc3 '$wav'; generate rc $rc4 '$gen'"; fi
 done
 
 # The server without FFmpeg's libraries: a WebM upload is a 4xx JSON error naming them, a WAV

@@ -82,10 +82,10 @@ static const struct {
 
 static void add_common_headers(srv_ctx *ctx, const srv_conn *sc, struct MHD_Response *r) {
     if (ctx->o.cors_origin) {
-        MHD_add_response_header(r, "Access-Control-Allow-Origin", ctx->o.cors_origin);
-        MHD_add_response_header(r, "Vary", "Origin");
+        ctx->mhd->add_response_header(r, "Access-Control-Allow-Origin", ctx->o.cors_origin);
+        ctx->mhd->add_response_header(r, "Vary", "Origin");
     }
-    if (sc && sc->ignored[0]) MHD_add_response_header(r, "X-Ignored-Fields", sc->ignored);
+    if (sc && sc->ignored[0]) ctx->mhd->add_response_header(r, "X-Ignored-Fields", sc->ignored);
 }
 
 enum MHD_Result srv_respond_json(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, int status, json_t *o) {
@@ -105,28 +105,28 @@ enum MHD_Result srv_respond(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc
         content_type = "application/json";
         if (!body) return MHD_NO;
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = ctx->mhd->create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", content_type);
+    ctx->mhd->add_response_header(r, "Content-Type", content_type);
     add_common_headers(ctx, sc, r);
     if (status == 503) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", ctx->o.retry_after > 0 ? ctx->o.retry_after : 1);
-        MHD_add_response_header(r, "Retry-After", ra);
+        ctx->mhd->add_response_header(r, "Retry-After", ra);
     }
-    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status == 401) ctx->mhd->add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status == 405) {
         for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
             if (ROUTES[i].route == sc->route || (sc->route == SRV_R_MODEL && ROUTES[i].route == SRV_R_MODELS))
-                MHD_add_response_header(r, "Allow", ROUTES[i].method);
-        if (sc->route == SRV_R_RESPONSE) MHD_add_response_header(r, "Allow", "GET, DELETE");
-        if (sc->route == SRV_R_RESPONSE_ITEMS) MHD_add_response_header(r, "Allow", "GET");
+                ctx->mhd->add_response_header(r, "Allow", ROUTES[i].method);
+        if (sc->route == SRV_R_RESPONSE) ctx->mhd->add_response_header(r, "Allow", "GET, DELETE");
+        if (sc->route == SRV_R_RESPONSE_ITEMS) ctx->mhd->add_response_header(r, "Allow", "GET");
     }
-    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
+    enum MHD_Result ok = ctx->mhd->queue_response(c, (unsigned)status, r);
+    ctx->mhd->destroy_response(r);
     sc->responded = 1;
     sc->status = status;
     srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), status);
@@ -199,14 +199,14 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
             return MHD_YES;
         }
         pthread_mutex_unlock(&j->mu);
-        struct MHD_Response *r = srv_sse_response(sc->jobs, sc->n_jobs, c);
+        struct MHD_Response *r = srv_sse_response(ctx->mhd, sc->jobs, sc->n_jobs, c);
         if (!r) return MHD_NO;
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        ctx->mhd->add_response_header(r, "Content-Type", "text/event-stream");
+        ctx->mhd->add_response_header(r, "Cache-Control", "no-cache");
+        ctx->mhd->add_response_header(r, "X-Accel-Buffering", "no");
         add_common_headers(ctx, sc, r);
-        enum MHD_Result ok = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
+        enum MHD_Result ok = ctx->mhd->queue_response(c, 200, r);
+        ctx->mhd->destroy_response(r);
         sc->responded = 1;
         sc->status = 200;
         srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 200);
@@ -261,7 +261,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
 
 static int auth_ok(srv_ctx *ctx, struct MHD_Connection *c) {
     if (!ctx->o.api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *h = ctx->mhd->lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
     h += 7;
     while (*h == ' ') h++;
@@ -298,14 +298,14 @@ static const char *route_method(srv_route r) {
 }
 
 static enum MHD_Result preflight(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = ctx->mhd->create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     add_common_headers(ctx, sc, r);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
-    enum MHD_Result ok = MHD_queue_response(c, 204, r);
-    MHD_destroy_response(r);
+    ctx->mhd->add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    ctx->mhd->add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    ctx->mhd->add_response_header(r, "Access-Control-Max-Age", "600");
+    enum MHD_Result ok = ctx->mhd->queue_response(c, 204, r);
+    ctx->mhd->destroy_response(r);
     sc->responded = 1;
     sc->status = 204;
     return ok;
@@ -336,7 +336,7 @@ static int first_call(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, cons
         return 1;
     }
     if (!strcmp(method, "POST")) {
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        const char *cl = ctx->mhd->lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;
             unsigned long long n = strtoull(cl, &end, 10);
@@ -346,7 +346,7 @@ static int first_call(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, cons
                 return 1;
             }
         }
-        const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+        const char *ct = ctx->mhd->lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
         snprintf(sc->content_type, sizeof sc->content_type, "%s", ct ? ct : "");
     }
     return 0;
@@ -484,6 +484,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 /* ------------------------------------------------------------------ daemon */
 
 int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
+    if (!ctx->mhd && !(ctx->mhd = srv_mhd_open(err, errlen))) return -1;
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -507,7 +508,7 @@ int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (ctx->o.tls_cert) { /* HTTPS (libmicrohttpd's GnuTLS): both files, checked in cmd_serve */
-        if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) snprintf(err, errlen, "this libmicrohttpd was built without TLS");
+        if (!ctx->mhd->is_feature_supported(MHD_FEATURE_TLS)) snprintf(err, errlen, "this libmicrohttpd was built without TLS");
         else if ((h->tls_cert = read_pem(ctx->o.tls_cert, "tls-cert", err, errlen)))
             h->tls_key = read_pem(ctx->o.tls_key, "tls-key", err, errlen);
         if (!h->tls_key) {
@@ -521,7 +522,7 @@ int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
         tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
     }
     unsigned threads = ctx->o.http_threads > 0 ? (unsigned)ctx->o.http_threads : 1;
-    h->d = MHD_start_daemon(flags, (uint16_t)ctx->o.port, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+    h->d = ctx->mhd->start_daemon(flags, (uint16_t)ctx->o.port, NULL, NULL, on_access, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024), MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
@@ -536,7 +537,7 @@ int srv_http_start(srv_http **out, srv_ctx *ctx, char *err, size_t errlen) {
         free(h);
         return -1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *di = ctx->mhd->get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di ? di->port : ctx->o.port;
     *out = h;
     return 0;
@@ -546,7 +547,7 @@ int srv_http_port(const srv_http *h) { return h->port; }
 
 void srv_http_quiesce(srv_http *h) {
     atomic_store(&h->ctx->stopping, 1); /* transfers of image URLs give up (media_fetch.c) */
-    MHD_socket s = MHD_quiesce_daemon(h->d);
+    MHD_socket s = h->ctx->mhd->quiesce_daemon(h->d);
     if (s != MHD_INVALID_SOCKET) close(s);
 }
 
@@ -564,14 +565,14 @@ void srv_http_stop(srv_http *h) {
         nanosleep(&ts, NULL);
     }
     for (int i = 0; i < 100; i++) {
-        const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        const union MHD_DaemonInfo *di = h->ctx->mhd->get_daemon_info(h->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
         if (!di || di->num_connections == 0) break;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     if (atomic_load(&h->ctx->suspended) > 0)
         fprintf(stderr, "phi4mm serve: warning: %d connection(s) still parked at shutdown\n", atomic_load(&h->ctx->suspended));
-    MHD_stop_daemon(h->d);
+    h->ctx->mhd->stop_daemon(h->d);
     free(h->tls_cert);
     free(h->tls_key);
     free(h);

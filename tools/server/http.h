@@ -6,10 +6,10 @@
 #ifndef PM_SRV_HTTP_H
 #define PM_SRV_HTTP_H
 
-#include <microhttpd.h>
 #include <stddef.h>
 
 #include "job.h"
+#include "mhd_lib.h"
 #include "server.h"
 
 /* The path of a kept response's input items past its id. */
@@ -138,7 +138,7 @@ json_t *srv_transcript_logprobs_all(srv_job *const *jobs, int n);
 enum { SSE_START = 0, SSE_RUNNING = 1, SSE_END = 2 };
 /* The response that streams a request's choices, one after the other (it takes a reference to
  * each job; a choice that ends early cancels the rest). NULL on OOM. */
-struct MHD_Response *srv_sse_response(srv_job *const *jobs, int n, struct MHD_Connection *c);
+struct MHD_Response *srv_sse_response(const srv_mhd *mhd, srv_job *const *jobs, int n, struct MHD_Connection *c);
 /* What sse.c shares with responses_sse.c (the job's mu held): an event (with an "event: name"
  * line when name is given; takes v); whether a job ended with an answer; a chat answer with
  * tools' progress: the bytes of text that may go out as content (*ready), once it ended its calls

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "mhd_lib.h"
 #include "req_memory.h"
 
 srv_job *srv_job_new(srv_ctx *ctx, srv_job_kind kind) {
@@ -125,7 +126,7 @@ int srv_job_park_locked(srv_job *j, struct MHD_Connection *conn, int mask) {
     j->parked = 1;
     j->wait_mask = mask;
     atomic_fetch_add(&j->ctx->suspended, 1);
-    MHD_suspend_connection(conn);
+    j->ctx->mhd->suspend_connection(conn);
     return 1;
 }
 
@@ -136,7 +137,7 @@ void srv_job_notify_locked(srv_job *j, int event) {
     struct MHD_Connection *c = j->conn;
     j->conn = NULL;
     atomic_fetch_sub(&j->ctx->suspended, 1);
-    MHD_resume_connection(c);
+    j->ctx->mhd->resume_connection(c);
 }
 
 void srv_job_admitted(srv_job *j, int64_t seq_id) {

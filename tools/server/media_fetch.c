@@ -12,6 +12,7 @@
 #include "curl_lib.h"
 #include "media_urls.h"
 #include "metrics.h"
+#include "mhd_lib.h"
 #include "req_memory.h"
 
 /* Requests fetching at once; past it a request is answered 503 (each holds a thread). */
@@ -239,7 +240,7 @@ static void run_fetch(srv_fetch *f) {
     struct MHD_Connection *c = f->conn;
     /* after the resume the connection (and f) belong to the HTTP thread again */
     atomic_fetch_sub(&ctx->suspended, 1);
-    MHD_resume_connection(c);
+    ctx->mhd->resume_connection(c);
     atomic_fetch_sub(&ctx->fetching, 1);
 }
 
@@ -334,7 +335,7 @@ int srv_fetch_media(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *sc, const 
     }
     /* parked before it is queued: its resume cannot come first */
     atomic_fetch_add(&ctx->suspended, 1);
-    MHD_suspend_connection(c);
+    ctx->mhd->suspend_connection(c);
     if (p->tail) p->tail->next = f;
     else p->head = f;
     p->tail = f;

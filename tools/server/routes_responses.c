@@ -293,7 +293,7 @@ enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c
     size_t len = strlen(id), ls = strlen(SRV_ITEMS_SUFFIX);
     int items = sc->route == SRV_R_RESPONSE_ITEMS; /* the path ends in SRV_ITEMS_SUFFIX */
     if (items && len >= ls) id[len - ls] = 0;
-    const char *salt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
+    const char *salt = ctx->mhd->lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
     int del = !strcmp(sc->method, "DELETE");
     srv_error e;
     memset(&e, 0, sizeof e);
@@ -302,9 +302,9 @@ enum MHD_Result srv_route_response_stored(srv_ctx *ctx, struct MHD_Connection *c
         return srv_respond_error(ctx, c, sc, &e);
     }
     items_query q = {20, 0, 0, NULL, &e, 0};
-    if (items) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, items_arg, &q);
+    if (items) ctx->mhd->get_connection_values(c, MHD_GET_ARGUMENT_KIND, items_arg, &q);
     if (q.failed) return srv_respond_error(ctx, c, sc, &e);
-    const char *stream = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "stream");
+    const char *stream = ctx->mhd->lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "stream");
     if (!items && !del && stream && strcmp(stream, "false")) {
         srv_bad(&e, "stream", "unsupported_value", "a kept response is answered whole: its events are not replayed (stream=%.20s)", stream);
         return srv_respond_error(ctx, c, sc, &e);

@@ -38,6 +38,7 @@
 
 #include "json_util.h"
 #include "metrics.h"
+#include "mhd_lib.h"
 
 enum { ADMIT_PER_STEP = 2 };
 
@@ -174,7 +175,7 @@ static void watch_disconnects(srv_job **jobs, int n) {
         if (atomic_load(&j->cancel)) continue;
         pthread_mutex_lock(&j->mu);
         if (j->parked && j->conn) {
-            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            const union MHD_ConnectionInfo *ci = j->ctx->mhd->get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
             if (ci) {
                 pf[k].fd = ci->connect_fd;
                 pf[k].events = POLLRDHUP;

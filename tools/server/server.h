@@ -105,6 +105,7 @@ typedef struct srv_ctx {
     int max_context;            /* the model's max_position_embeddings: no request may ask for more */
     int32_t tool_call_open;     /* the ids of <|tool_call|> and <|/tool_call|> (-1: the tokenizer has none) */
     int32_t tool_call_close;
+    const struct srv_mhd *mhd;  /* libmicrohttpd's functions (mhd_lib.h), set by srv_http_start */
     srv_sched *sched;
     srv_metrics *metrics;
     srv_response_store *responses; /* NULL: --response-store off */

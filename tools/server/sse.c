@@ -361,7 +361,7 @@ static void reader_free(void *cls) {
     free(st);
 }
 
-struct MHD_Response *srv_sse_response(srv_job *const *jobs, int n, struct MHD_Connection *c) {
+struct MHD_Response *srv_sse_response(const srv_mhd *mhd, srv_job *const *jobs, int n, struct MHD_Connection *c) {
     srv_stream *st = calloc(1, sizeof *st);
     if (!st || !(st->jobs = malloc(sizeof *st->jobs * (size_t)n))) {
         free(st);
@@ -373,7 +373,7 @@ struct MHD_Response *srv_sse_response(srv_job *const *jobs, int n, struct MHD_Co
     }
     st->n = n;
     st->c = c;
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, reader_free);
+    struct MHD_Response *r = mhd->create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, reader_free);
     if (!r) reader_free(st);
     return r;
 }
