@@ -388,10 +388,11 @@ static void test_mask_recursive(void **state) {
 }
 
 /* A grammar whose parse threads multiply past the limit fails the step, not the process. */
-/* The mask's caches (closures made once, token classes per terminal state) against the plain walk:
- * the same tokens at every prefix, the mask taken twice (the second from the caches), on a JSON
- * grammar, Lark's ignored spaces, one DFA of free text, and a start with more terminal states than
- * the class cache holds (the walk alone, then the cache again). */
+/* The mask's caches (closures made once, token classes per terminal state) and its walk by DFAs
+ * alone against the plain walk: the same tokens at every prefix, the mask taken twice (the second
+ * from the caches), on a JSON grammar, Lark's ignored spaces, one DFA of free text, a start with
+ * more terminal states than the class cache holds (the walk alone, then the cache again), and
+ * grammars where a terminal may end before bytes that may begin what follows it. */
 static void test_mask_caches(void **state) {
     (void)state;
     vocab v;
@@ -416,6 +417,19 @@ static void test_mask_caches(void **state) {
          "(x1 + 2.5) * (y - foo_bar)  "},
         {"root ::= [^\\n]* \"\\n\"\n", "Once upon a time\n"},
         {wide, "t5:t17:t299."},
+        /* the walk by DFAs alone (grammar.c): a word that may end before a letter (another word
+         * follows), a name followed by an optional repeat ("?" or "!" follow it), by "é" (a byte
+         * above 127), by "q"s (a token such as "ique" lives on in the name alone) or by nothing
+         * (the root done), a terminal that may match nothing beside ignored comments, terminals
+         * whose match ends them (no byte may follow in them) */
+        {"root ::= w root | w \".\"\nw ::= [a-z]+ \" \"?\n", "so words."},
+        {"start: NAME opt \"!\"\nopt: (\"?\" opt)?\nNAME: /[a-z]+/\n", "what?" "?!"},
+        {"start: NAME tail\ntail: \"\xc3\xa9\" NAME tail | \"!\"\nNAME: /[a-z]+/\n", "caf\xc3\xa9" "ol!"},
+        {"start: NAME tail\ntail: \"q\" tail | \"!\"\nNAME: /[a-z]+/\n", "equq!"}, /* "equal": only the name goes on */
+        {"root ::= [a-z]+\n", "words"},
+        {"start: NAME x | NAME y\nx: \"\xc3\xa9\" x | \".\"\ny: \"'\" y | \"!\"\nNAME: /[a-z]+/\n", "don'!"}, /* one name, two follows */
+        {"start: A \"b\" B\nA: /a*/\nB: /[a-z]+/\n%ignore /#[^\\n]*\\n/\n%ignore \" \"\n", "aa #c\n b xyz"},
+        {"root ::= \"ab\" \"cd\" x | \"a\" \"bcd\" x\nx ::= \"e\"* \"f\" | [0-9]+\n", "abcdeeef"},
     };
     float *la = malloc(sizeof(float) * (size_t)v.n), *lb = malloc(sizeof(float) * (size_t)v.n);
     uint8_t *allow = malloc((size_t)v.n);
