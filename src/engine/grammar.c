@@ -106,8 +106,6 @@ struct pm_grammar_state {
     uint64_t *sure;        /* a mask's union of its threads' sure tokens */
     uint32_t *first, n_first, cap_first; /* and of their first nodes */
     int cls_skip;          /* masks to walk whole: the last one's set alone outgrew the class cache */
-    uint64_t (*tfirst)[4]; /* [n_terms] the bytes that may begin each terminal (made when tfirst_made[t]) */
-    uint8_t *tfirst_made;
     int plain;             /* no caches: the walk alone (tests) */
     long work;
     pm_err *e;
@@ -494,8 +492,6 @@ void pm_grammar_state_free(pm_grammar_state *st) {
     free(st->cls);
     free(st->sure);
     free(st->first);
-    free(st->tfirst);
-    free(st->tfirst_made);
     free(st->memo);
     free(st->memo_th);
     free(st->aft);
@@ -672,27 +668,13 @@ pm_grammar_vocab *pm_grammar_vocab_new(const pm_tokenizer *tok, int vocab) {
 
 /* ------------------------------------------------------------------ what may follow a terminal */
 
-/* The bytes that may begin terminal term's rest from DFA state s (256 bits), or NULL (out of memory). */
-static const uint64_t *first_bytes(pm_grammar_state *st, int32_t term, int32_t s, uint64_t tmp[4]) {
-    const pm_regex_dfa *d = &st->g->dfa[term];
-    int start = s == st->g->term_start[term];
-    if (start) {
-        if (!st->tfirst_made) {
-            st->tfirst = malloc(sizeof *st->tfirst * (size_t)st->g->n_terms);
-            st->tfirst_made = calloc((size_t)st->g->n_terms, 1);
-            if (!st->tfirst || !st->tfirst_made) {
-                free(st->tfirst), free(st->tfirst_made);
-                st->tfirst = NULL, st->tfirst_made = NULL;
-                return NULL;
-            }
-        }
-        if (st->tfirst_made[term]) return st->tfirst[term];
-        tmp = st->tfirst[term];
-    }
+/* The bytes that may begin terminal term's rest from DFA state s (256 bits): from its start, the
+ * grammar's; else made in tmp. */
+static const uint64_t *first_bytes(const pm_grammar *g, int32_t term, int32_t s, uint64_t tmp[4]) {
+    if (s == g->term_start[term]) return g->term_first[term];
     memset(tmp, 0, 4 * sizeof *tmp);
     for (int b = 0; b < 256; b++)
-        if (pm_regex_dfa_step(d, s, (unsigned char)b)) tmp[b >> 6] |= (uint64_t)1 << (b & 63);
-    if (start) st->tfirst_made[term] = 1;
+        if (pm_regex_dfa_step(&g->dfa[term], s, (unsigned char)b)) tmp[b >> 6] |= (uint64_t)1 << (b & 63);
     return tmp;
 }
 
@@ -708,8 +690,7 @@ static int follow_of(pm_grammar_state *st, int32_t cont, uint64_t follow[4]) {
     for (uint32_t k = 0; k < m->n; k++) {
         uint64_t tmp[4];
         const g_thread *t = &st->memo_th[m->off + k];
-        const uint64_t *f = first_bytes(st, t->term, t->dfa, tmp);
-        if (!f) return pm_errf(st->e, PM_ENOMEM, "grammar: out of memory for the mask");
+        const uint64_t *f = first_bytes(st->g, t->term, t->dfa, tmp);
         for (int w = 0; w < 4; w++) follow[w] |= f[w];
     }
     return 1;

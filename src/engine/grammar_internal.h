@@ -25,6 +25,7 @@ struct pm_grammar {
     int root;
     pm_regex **terms;       /* terminal DFAs (whole-match patterns) */
     int32_t *term_start;    /* their start states */
+    uint64_t (*term_first)[4]; /* the bytes that may begin each (256 bits) */
     pm_regex_dfa *dfa;      /* their tables */
     int n_terms;
 };

@@ -764,6 +764,7 @@ void pm_grammar_free(pm_grammar *g) {
     for (int i = 0; i < g->n_terms; i++) pm_regex_free(g->terms[i]);
     free(g->terms);
     free(g->term_start);
+    free(g->term_first);
     free(g->dfa);
     free(g->elems);
     free(g->alt_start);
@@ -773,7 +774,7 @@ void pm_grammar_free(pm_grammar *g) {
 
 size_t pm_grammar_bytes(const pm_grammar *g) {
     size_t n = sizeof *g + sizeof *g->elems * (size_t)g->n_elems + sizeof *g->alt_start * (size_t)g->n_alts +
-               sizeof *g->rule_alt * (size_t)(g->n_rules + 1) + (sizeof *g->terms + sizeof *g->term_start + sizeof *g->dfa) * (size_t)g->n_terms;
+               sizeof *g->rule_alt * (size_t)(g->n_rules + 1) + (sizeof *g->terms + sizeof *g->term_start + sizeof *g->term_first + sizeof *g->dfa) * (size_t)g->n_terms;
     for (int t = 0; t < g->n_terms; t++) n += pm_regex_bytes(g->terms[t]);
     return n;
 }
@@ -820,8 +821,9 @@ static int assemble(gp *P, int root, pm_grammar **out) {
     *out = g;
     g->terms = calloc((size_t)P->n_terms + 1, sizeof *g->terms);
     g->term_start = calloc((size_t)P->n_terms + 1, sizeof *g->term_start);
+    g->term_first = calloc((size_t)P->n_terms + 1, sizeof *g->term_first);
     g->dfa = calloc((size_t)P->n_terms + 1, sizeof *g->dfa);
-    if (!g->terms || !g->term_start || !g->dfa) {
+    if (!g->terms || !g->term_start || !g->term_first || !g->dfa) {
         gp_oom(P);
         goto fail;
     }
@@ -840,6 +842,8 @@ static int assemble(gp *P, int root, pm_grammar **out) {
         }
         g->term_start[t] = pm_regex_start(g->terms[t]);
         pm_regex_dfa_of(g->terms[t], &g->dfa[t]);
+        for (int b = 0; b < 256; b++)
+            if (pm_regex_dfa_step(&g->dfa[t], g->term_start[t], (unsigned char)b)) g->term_first[t][b >> 6] |= (uint64_t)1 << (b & 63);
         term_null[t] = (uint8_t)pm_regex_accepts(g->terms[t], g->term_start[t]);
     }
     find_nullable(P, term_null, null);
