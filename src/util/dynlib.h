@@ -36,4 +36,13 @@ typedef struct pm_dynlib {
  * d->why says what is missing. Thread-safe; a process tries once (what opened stays open). */
 int pm_dynlib_open(pm_dynlib *d);
 
+/* One library's file-scope table `static type name##_fns` and its `static pm_dynlib name##_lib`,
+ * the pm_dynsym entries (library 0) given after the soname. */
+#define PM_DYNLIB_ONE(name, type, soname, ...)                                                                            \
+    static const char *const name##_sonames[] = {soname};                                                                \
+    static const pm_dynsym name##_syms[] = {__VA_ARGS__};                                                                \
+    static type name##_fns;                                                                                              \
+    static pm_dynlib name##_lib = {name##_sonames, 1, name##_syms, sizeof name##_syms / sizeof name##_syms[0], &name##_fns, \
+                                   PTHREAD_MUTEX_INITIALIZER, 0, 0, ""}
+
 #endif

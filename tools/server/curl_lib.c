@@ -6,17 +6,10 @@
 
 #include "util/dynlib.h"
 
-/* The soname of libcurl's ABI since 7.16 (2006), whatever the package's version (libcurl4 on Debian). */
-static const char *const curl_sonames[] = {"libcurl.so.4"};
-static const pm_dynsym curl_syms[] = {
+/* The soname of libcurl's ABI since 7.16 (2006), whatever the package's version (libcurl4 on Debian);
+ * curl_fns is filled once by pm_dynlib_open, then only read. */
 #define SRV_CURL_SYM(fn) {0, "curl_" #fn, offsetof(srv_curl, fn)},
-    SRV_CURL_FUNCS(SRV_CURL_SYM)
-#undef SRV_CURL_SYM
-};
-
-/* Filled once by pm_dynlib_open, then only read. */
-static srv_curl curl_fns;
-static pm_dynlib curl_lib = {curl_sonames, 1, curl_syms, sizeof curl_syms / sizeof curl_syms[0], &curl_fns, PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+PM_DYNLIB_ONE(curl, srv_curl, "libcurl.so.4", SRV_CURL_FUNCS(SRV_CURL_SYM));
 
 const srv_curl *srv_curl_open(char *why, size_t why_len) {
     if (pm_dynlib_open(&curl_lib)) {

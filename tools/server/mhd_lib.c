@@ -6,17 +6,10 @@
 
 #include "util/dynlib.h"
 
-/* The soname of the ABI compiled against (Debian: libmicrohttpd12, since 0.9.x of 2014). */
-static const char *const mhd_sonames[] = {"libmicrohttpd.so.12"};
-static const pm_dynsym mhd_syms[] = {
+/* The soname of the ABI compiled against (Debian: libmicrohttpd12, since 0.9.x of 2014); mhd_fns is
+ * filled once by pm_dynlib_open, then only read. */
 #define SRV_MHD_SYM(fn) {0, "MHD_" #fn, offsetof(srv_mhd, fn)},
-    SRV_MHD_FUNCS(SRV_MHD_SYM)
-#undef SRV_MHD_SYM
-};
-
-/* Filled once by pm_dynlib_open, then only read. */
-static srv_mhd mhd_fns;
-static pm_dynlib mhd_lib = {mhd_sonames, 1, mhd_syms, sizeof mhd_syms / sizeof mhd_syms[0], &mhd_fns, PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+PM_DYNLIB_ONE(mhd, srv_mhd, "libmicrohttpd.so.12", SRV_MHD_FUNCS(SRV_MHD_SYM));
 
 const srv_mhd *srv_mhd_open(char *why, size_t why_len) {
     if (pm_dynlib_open(&mhd_lib)) {
