@@ -668,16 +668,6 @@ pm_grammar_vocab *pm_grammar_vocab_new(const pm_tokenizer *tok, int vocab) {
 
 /* ------------------------------------------------------------------ what may follow a terminal */
 
-/* The bytes that may begin terminal term's rest from DFA state s (256 bits): from its start, the
- * grammar's; else made in tmp. */
-static const uint64_t *first_bytes(const pm_grammar *g, int32_t term, int32_t s, uint64_t tmp[4]) {
-    if (s == g->term_start[term]) return g->term_first[term];
-    memset(tmp, 0, 4 * sizeof *tmp);
-    for (int b = 0; b < 256; b++)
-        if (pm_regex_dfa_step(&g->dfa[term], s, (unsigned char)b)) tmp[b >> 6] |= (uint64_t)1 << (b & 63);
-    return tmp;
-}
-
 /* The bytes that may begin what follows a terminal matched with stack cont (its closure's terminals'
  * first bytes; none for 0, the root then complete) into follow: 1, 0 when the memo is full, < 0 an
  * error. */
@@ -687,10 +677,8 @@ static int follow_of(pm_grammar_state *st, int32_t cont, uint64_t follow[4]) {
     const g_memo *m;
     if (memo_of(st, cont, &m)) return st->e->code;
     if (!m) return 0;
-    for (uint32_t k = 0; k < m->n; k++) {
-        uint64_t tmp[4];
-        const g_thread *t = &st->memo_th[m->off + k];
-        const uint64_t *f = first_bytes(st->g, t->term, t->dfa, tmp);
+    for (uint32_t k = 0; k < m->n; k++) { /* a closure's threads stand at their terminals' starts */
+        const uint64_t *f = st->g->term_first[st->memo_th[m->off + k].term];
         for (int w = 0; w < 4; w++) follow[w] |= f[w];
     }
     return 1;
