@@ -33,7 +33,7 @@
 #include "tok/tokenizer.h"
 #include "util/bits.h"
 
-enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512, G_REF = -1 };
+enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512, FOLLOW_THREADS = 64, G_REF = -1 };
 
 typedef struct g_node {
     int32_t pos, parent;
@@ -108,6 +108,7 @@ struct pm_grammar_state {
     int cls_skip;          /* masks to walk whole: the last one's set alone outgrew the class cache */
     int plain;             /* no caches: the walk alone (tests) */
     long work;
+    long mask_steps;       /* threads the mask being made has stepped (PM_GRAMMAR_MAX_MASK_STEPS) */
     pm_err *e;
 };
 
@@ -786,8 +787,10 @@ static int classify(pm_grammar_state *st, const pm_grammar_vocab *gv, uint8_t *a
     st->n_first = 0;
     uint32_t stamp = ++st->cls_stamp, sets = 0, had = st->n_cls;
     for (int i = 0; i < st->n_cur; i++) {
-        uint64_t follow[4];
-        int rc = follow_of(st, st->buf[i].cont, follow); /* may move buf */
+        /* what may follow each thread's terminal costs its stack's closure: past FOLLOW_THREADS
+         * threads (an ambiguous grammar, each with a stack of its own) any byte may, as if unknown */
+        uint64_t follow[4] = {~0ull, ~0ull, ~0ull, ~0ull};
+        int rc = st->n_cur > FOLLOW_THREADS ? 1 : follow_of(st, st->buf[i].cont, follow); /* may move buf */
         if (rc <= 0) return rc; /* 0: the memo is full, the walk alone */
         g_class *k = class_of(st, gv, st->buf[i].term, st->buf[i].dfa, follow);
         if (!k) { /* full: made afresh by the next mask, or by the 64th next if this one's alone fill it */
@@ -828,6 +831,9 @@ static int classify(pm_grammar_state *st, const pm_grammar_vocab *gv, uint8_t *a
 static int enter(pm_grammar_state *st, const pm_grammar_vocab *gv, uint32_t c, int lo, int hi, uint8_t *allow, int *base, int *end) {
     const gv_node *n = &gv->nodes[c];
     int complete = 0;
+    if ((st->mask_steps += hi - lo) > PM_GRAMMAR_MAX_MASK_STEPS)
+        return pm_errf(st->e, PM_ELIMIT, "grammar: a step's mask would step more than %d parse threads (a very ambiguous grammar)",
+                       PM_GRAMMAR_MAX_MASK_STEPS);
     *base = st->n_buf;
     set_begin(st);
     st->work = 0;
@@ -878,6 +884,7 @@ int pm_grammar_mask(pm_grammar_state *st, const pm_grammar_vocab *gv, const int3
     int vocab = gv->vocab;
     st->e = e;
     int mark = st->n_nodes, rc = PM_OK;
+    st->mask_steps = 0;
     st->n_buf = st->n_cur;
     if (!st->n_cur) memset(allow, 0, (size_t)vocab);
     else {

@@ -22,10 +22,10 @@
  * recursion does not grow them). A step's mask walks the vocabulary's bytes as a trie, the thread
  * set one byte at a time, and keeps the tokens after which some thread lives or the root is
  * complete; the end token only where the root is complete. Where a thread's terminal does not
- * accept on a token's way, its DFA alone decides the token: those verdicts are cached per
- * (terminal, state) in the parse state, so the walk goes only where what follows the terminal
- * matters (inside a JSON string: the tokens that close it), and each stack's expansion is made once
- * per mask (grammar.c).
+ * end on a token's way before a byte that may begin what follows it, its DFA alone decides the
+ * token: those verdicts are cached per (terminal, state, what may follow) in the parse state, so the
+ * walk goes only where what follows the terminal matters (inside a JSON string: the tokens that
+ * close it), and each stack's expansion is made once per mask (grammar.c).
  *
  * A rule's alternatives that begin with a call of the rule itself (`expr ::= expr "+" term |
  * term`, Lark's usual way) are read as the others followed by a repeat (`term ("+" term)*`): the
@@ -40,8 +40,11 @@
  * PM_GRAMMAR_MAX_RULES rules after expansion, a terminal the regex limits refuse, and terminals that
  * take longer than PM_GRAMMAR_MAX_WORK to build together (a request's grammar is compiled on a
  * server thread: no stalling it). At run time a
- * grammar whose thread set outgrows PM_GRAMMAR_MAX_THREADS (a very ambiguous one) fails the
- * request rather than hold it loosely. */
+ * grammar whose thread set outgrows PM_GRAMMAR_MAX_THREADS, or whose mask would step more than
+ * PM_GRAMMAR_MAX_MASK_STEPS threads over the trie (a very ambiguous one: thousands of threads walked
+ * over 200k tokens took 0.6 s a step and could take seconds, the whole batch waiting; the grammars
+ * of the tests and the bench step at most ~0.5 M), fails the request rather than hold it loosely
+ * or late. */
 #ifndef PM_GRAMMAR_H
 #define PM_GRAMMAR_H
 
@@ -56,6 +59,7 @@ enum {
     PM_GRAMMAR_MAX_REPEAT = 1000,   /* the largest count of a {m,n} around a rule */
     PM_GRAMMAR_MAX_RULES = 1 << 14, /* rules and alternatives' elements after expansion */
     PM_GRAMMAR_MAX_THREADS = 4096,  /* parse threads at one point of the output */
+    PM_GRAMMAR_MAX_MASK_STEPS = 1 << 23, /* threads a mask steps over the trie, all nodes together (~0.1 s) */
     PM_GRAMMAR_MAX_NODES = 1 << 20, /* stack nodes a state (and one step's mask) may hold: <= 16 MB with their index */
     PM_GRAMMAR_MAX_DEPTH = 4096,    /* levels one byte's expansion may pass through (nested rules ending together) */
     PM_GRAMMAR_MAX_WORK = 2 * PM_REGEX_MAX_WORK, /* its terminals' DFA builds together (pm_regex_work): ~0.4 s */

@@ -473,6 +473,45 @@ static void test_mask_caches(void **state) {
     free_vocab(&v);
 }
 
+/* A grammar whose threads multiply and each may end before any byte (`.`): before the thread limit,
+ * a mask over the real vocabulary would step millions of threads (0.6 s and more a step, the batch
+ * waiting). The mask fails with PM_ELIMIT instead, leaving the state as it was (a mask with fewer
+ * threads before it passed); the walk without caches too (there the thread limit may come first). */
+static void test_mask_limit(void **state) {
+    (void)state;
+    vocab v;
+    if (load_vocab(&v)) fail_msg("no fixture tokenizer");
+    pm_grammar_vocab *gv = pm_grammar_vocab_new(v.tok, v.n);
+    pm_grammar *g = compile_ok("root ::= s\ns ::= \"z\" s \"y\" | \"z\" s . | \"\"\n");
+    float *lg = malloc(sizeof(float) * (size_t)v.n);
+    uint8_t *allow = malloc((size_t)v.n);
+    int32_t eos = 199999;
+    for (int plain = 0; plain < 2; plain++) {
+        pm_err e = {0};
+        pm_grammar_state *st = pm_grammar_start(g, &e);
+        assert_non_null(st);
+        pm_grammar_set_plain(st, plain);
+        int rc = 0, k = 0;
+        for (; k < 12 && !rc; k++) {
+            for (int t = 0; t < v.n; t++) lg[t] = 0.0f;
+            rc = pm_grammar_mask(st, gv, &eos, 1, lg, allow, &e);
+            if (!rc) assert_int_equal(pm_grammar_feed(st, "z", 1, &e), 1);
+        }
+        assert_int_equal(rc, PM_ELIMIT);
+        assert_true(k > 2);
+        /* without the caches the walk's sets (no shared closures) outgrow the thread limit first */
+        if (!strstr(e.msg, plain ? "grammar: more than" : "mask would step more than") && !strstr(e.msg, "mask would step more than"))
+            fail_msg("plain %d mask %d: %s", plain, k, e.msg);
+        assert_int_equal(pm_grammar_feed(st, "y", 1, &e), 1); /* the state goes on */
+        pm_grammar_state_free(st);
+    }
+    free(lg);
+    free(allow);
+    pm_grammar_free(g);
+    pm_grammar_vocab_free(gv);
+    free_vocab(&v);
+}
+
 static void test_ambiguity_limit(void **state) {
     (void)state;
     pm_grammar *g = compile_ok("root ::= s\ns ::= \"z\" s \"y\" | \"z\" s \"w\" | \"\"\n"); /* 2^k stacks after k z's */
@@ -571,6 +610,7 @@ int main(void) {
         cmocka_unit_test(test_mask_recursive),
         cmocka_unit_test(test_mask_caches),
         cmocka_unit_test(test_ambiguity_limit),
+        cmocka_unit_test(test_mask_limit),
         cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_large_grammars),
     };
