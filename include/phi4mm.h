@@ -393,6 +393,12 @@ typedef struct pm_callbacks {
      * alternatives (a KL divergence, a distillation target). A request prefilled before its
      * submission (pm_engine_prefill) has dropped them: pm_engine_submit_encoded refuses it. */
     void (*on_prompt_logits)(void *user, int pos, const float *logits, int n_vocab);
+    /* With reason PM_FINISH_ERROR: called once right before on_done with the error's class, a
+     * pm_status: PM_ELIMIT where the request's grammar passed a limit while decoding, PM_EINVAL
+     * where its own constraints (bans, a grammar) leave no token, PM_ENOMEM, PM_ESTATE or another
+     * code where the engine failed. What a server needs to answer the request's fault (4xx) apart
+     * from its own (5xx). */
+    void (*on_error)(void *user, int code);
 } pm_callbacks;
 
 /* ---------------------------------------------------------------- engine */
@@ -494,7 +500,7 @@ int pm_engine_prefill(const pm_engine *eng, pm_encoded *enc, int max_rows, char 
  * live (and cancellable) meanwhile; its KV reservation stays with it. */
 int pm_engine_take_recompute(pm_engine *eng, pm_encoded **out, int64_t *seq_id);
 /* Gives a recompute back (enc is taken in every case). Complete: the sequence resumes from its new
- * cache and samples at its next step. error != NULL: the sequence ends with that error. Neither
+ * cache and samples at its next step. error != NULL: the sequence ends with that error (on_error's class PM_ESTATE). Neither
  * (the caller stopped early): it waits to be taken again. A sequence that ended meanwhile is
  * ignored. */
 int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error);

@@ -208,23 +208,28 @@ void pm_engine_prefix_stats(const pm_engine *eng, pm_prefix_stats *st) {
     if (eng && eng->media) pm_media_cache_stats(eng->media, &st->media_lookups, &st->media_hits, &st->media_bytes);
 }
 
-void pm_seq_finish(pm_engine *eng, int i, pm_finish why, const char *error) {
+static void seq_end(pm_engine *eng, int i, pm_finish why, int code, const char *error) {
     pm_seq *s = eng->seqs[i];
     eng->kv_reserved -= s->kv_reserved;
     if (why != PM_FINISH_ERROR) offer_prefix(eng, s);
     if (s->cb.on_prompt_cached) s->cb.on_prompt_cached(s->cb.user, s->cached);
     if (s->pred && s->cb.on_prediction) s->cb.on_prediction(s->cb.user, s->pred_drafted, s->pred_accepted);
+    if (why == PM_FINISH_ERROR && s->cb.on_error) s->cb.on_error(s->cb.user, code ? code : PM_ESTATE);
     if (s->cb.on_done) s->cb.on_done(s->cb.user, why, s->n_prompt, s->n_gen, error);
     seq_free(s);
     eng->seqs[i] = eng->seqs[--eng->n];
     eng->seqs[eng->n] = NULL;
 }
 
+void pm_seq_finish(pm_engine *eng, int i, pm_finish why) { seq_end(eng, i, why, 0, NULL); }
+
+void pm_seq_fail(pm_engine *eng, int i, int code, const char *error) { seq_end(eng, i, PM_FINISH_ERROR, code, error); }
+
 void pm_engine_free(pm_engine *eng) {
     if (!eng) return;
     pm_prefix_cache *prefix = eng->prefix;
     eng->prefix = NULL; /* the sequences ended here keep nothing */
-    while (eng->n) pm_seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED, NULL);
+    while (eng->n) pm_seq_finish(eng, eng->n - 1, PM_FINISH_CANCELLED);
     pm_prefix_cache_free(prefix);
     pm_media_cache_free(eng->media);
     pm_json_vocab_free(eng->json_vocab);
@@ -785,7 +790,7 @@ int pm_engine_resume(pm_engine *eng, pm_encoded *enc, const char *error) {
     if (i < eng->n) {
         pm_seq *s = eng->seqs[i];
         if (error) {
-            pm_seq_finish(eng, i, PM_FINISH_ERROR, error);
+            pm_seq_fail(eng, i, PM_ESTATE, error);
         } else if (enc->logits && enc->kv.len == enc->prep.n && enc->prep.n == s->n_tokens) {
             pm_kv_free(&s->kv);
             s->kv = enc->kv;
@@ -813,7 +818,7 @@ int pm_engine_step(pm_engine *eng) {
     const pm_llm *llm = &eng->m->llm;
     int H = llm->c.hidden;
     for (int i = eng->n - 1; i >= 0; i--)
-        if (eng->seqs[i]->cancelled) pm_seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
+        if (eng->seqs[i]->cancelled) pm_seq_finish(eng, i, PM_FINISH_CANCELLED);
     if (!eng->n) return 0;
     int nc = eng->n;
     pm_llm_chunk *ch = pm_calloc((size_t)eng->n, sizeof *ch, &e);
@@ -883,7 +888,7 @@ int pm_engine_step(pm_engine *eng) {
         }
         if (ch[i].n > 0 && s->n_gen == 0) offer_prompt(eng, &s->prep, s->n_prompt, &s->kv, s->rope_long, 1); /* its prompt is in */
         if (s->max_tokens == 0) { /* a scoring request: nothing to generate */
-            pm_seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+            pm_seq_finish(eng, i, PM_FINISH_LENGTH);
             continue;
         }
         /* a drafting step: the rows in order, each sampled as a step would (its logits in
@@ -927,7 +932,7 @@ fail:
     for (int i = 0; tr && i < nc; i++) free(tr[i].final_norm);
     free(rows);
     free(tr);
-    while (eng->n) pm_seq_finish(eng, eng->n - 1, PM_FINISH_ERROR, e.msg);
+    while (eng->n) pm_seq_fail(eng, eng->n - 1, e.code, e.msg);
     return e.code ? e.code : PM_ESTATE;
 }
 

@@ -94,7 +94,10 @@ struct pm_engine {
 
 /* Ends sequence i (its callbacks' last calls, its reservation given back) and removes it from
  * eng->seqs (the last one takes its place). */
-void pm_seq_finish(pm_engine *eng, int i, pm_finish why, const char *error);
+void pm_seq_finish(pm_engine *eng, int i, pm_finish why);
+/* The same for a sequence that failed (PM_FINISH_ERROR): code is the error's class (on_error),
+ * error its message. */
+void pm_seq_fail(pm_engine *eng, int i, int code, const char *error);
 
 /* Samples sequence i's next token from its logits (the model's, after its last position), reports
  * and emits it (*out, when it is kept): 1 when the sequence ended here (finished and gone from

@@ -101,7 +101,7 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
     if (s->gstate) {
         pm_err ge = {0};
         if (pm_grammar_mask(s->gstate, eng->grammar_vocab, llm->c.eos_ids, llm->c.n_eos, s->logits, eng->json_allow, &ge)) {
-            pm_seq_finish(eng, i, PM_FINISH_ERROR, ge.msg);
+            pm_seq_fail(eng, i, ge.code, ge.msg);
             return 1;
         }
     }
@@ -115,8 +115,8 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
     pm_restrict_apply(&s->bans, s->tokens + s->n_prompt, s->n_gen, s->logits, llm->c.vocab);
     int32_t t = pm_sampler_next(&s->sampler, s->logits);
     if (isinf(s->logits[t]) && s->logits[t] < 0) { /* every token banned (a held value alone cannot: the vocabulary is byte-level) */
-        pm_seq_finish(eng, i, PM_FINISH_ERROR,
-                      s->bans.allowed || s->bans.n_bad
+        pm_seq_fail(eng, i, PM_EINVAL,
+                    s->bans.allowed || s->bans.n_bad
                           ? "no token may come here: allowed_token_ids, bad_words and the other bans exclude them all"
                       : s->json                        ? "JSON mode: no token of the vocabulary continues the value"
                       : s->regex                       ? "guided decoding: no token of the vocabulary continues the pattern"
@@ -134,13 +134,13 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         if ((!s->stop_in_output || !pm_tok_stream_push(s->stream, t, &txt, &tl, e)) && !flush_onto(s->stream, &txt, &tl, e))
             emit_text(s, t, txt ? txt : "", tl, 1, &cancel);
         free(txt);
-        pm_seq_finish(eng, i, PM_FINISH_STOP, NULL);
+        pm_seq_finish(eng, i, PM_FINISH_STOP);
         return 1;
     }
     s->tokens[s->n_tokens++] = t;
     s->n_gen++;
     if (pm_sampler_accept(&s->sampler, t)) {
-        pm_seq_finish(eng, i, PM_FINISH_ERROR, "out of memory for the penalties' table of the generated tokens");
+        pm_seq_fail(eng, i, PM_ENOMEM, "out of memory for the penalties' table of the generated tokens");
         return 1;
     }
     int closed = s->json && t == s->json_close; /* a lazy value's end: the request's too */
@@ -157,7 +157,7 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
         const char *b = pm_tok_token_bytes(eng->m->tok, t, &bl);
         pm_err ge = {0};
         if (pm_grammar_feed(s->gstate, b, bl, &ge) < 0) {
-            pm_seq_finish(eng, i, PM_FINISH_ERROR, ge.msg);
+            pm_seq_fail(eng, i, ge.code, ge.msg);
             return 1;
         }
     } else if (!s->json && t == s->json_open) { /* the model begins a lazy value: held from here on */
@@ -173,8 +173,8 @@ int pm_seq_take_token(pm_engine *eng, int i, int32_t *out, pm_err *e) {
     stopped = emit_text(s, t, txt ? txt : "", tl, last, &cancel);
     free(txt);
     *out = t;
-    if (stopped || closed || stop_tok) pm_seq_finish(eng, i, PM_FINISH_STOP, NULL);
-    else if (cancel) pm_seq_finish(eng, i, PM_FINISH_CANCELLED, NULL);
-    else if (last) pm_seq_finish(eng, i, PM_FINISH_LENGTH, NULL);
+    if (stopped || closed || stop_tok) pm_seq_finish(eng, i, PM_FINISH_STOP);
+    else if (cancel) pm_seq_finish(eng, i, PM_FINISH_CANCELLED);
+    else if (last) pm_seq_finish(eng, i, PM_FINISH_LENGTH);
     return stopped || closed || cancel || last;
 }

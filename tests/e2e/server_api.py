@@ -797,6 +797,21 @@ def main():
     ents = d["choices"][0]["logprobs"]["content"] if st == 200 else []
     report("allowed_token_ids: only those tokens, the CLI's --allow-id answer", st == 200 and rc == 0 and chat_content(d) == ref
            and len(ents) == 6 and all(e["token"] in allowed_txt for e in ents), "%s / %r / %s" % (str(d)[:300], ref, allowed_txt))
+    # errors of the request's own making met while decoding are 4xx, by the engine's error class:
+    # an ambiguous grammar past its mask limit (only "z" allowed, so the model must write z's),
+    # bans that leave no token (the one allowed token banned as an end until min_tokens)
+    zid = A.json("POST", "/tokenize", {"prompt": "z"})[2].get("tokens", [None])[0]
+    amb = dict(jm_text, max_tokens=40, allowed_token_ids=[zid], guided_grammar='root ::= s\ns ::= "z" s "y" | "z" s . | ""\n')
+    st, _, d = A.json("POST", "/v1/chat/completions", amb)
+    report("a grammar past its mask limit while decoding: 400 limit_exceeded naming it", st == 400 and err_code(d) == "limit_exceeded"
+           and d["error"]["type"] == "invalid_request_error" and "grammar: a step's mask" in d["error"]["message"], str(d)[:300])
+    st, ev, raw = A.stream("/v1/chat/completions", dict(amb, stream=True))
+    errs = [e["error"] for e in ev if e != "[DONE]" and "error" in e]
+    report("the same streamed: 200, then an error event of code limit_exceeded", st == 200 and len(errs) == 1
+           and errs[0]["code"] == "limit_exceeded" and errs[0]["type"] == "invalid_request_error", raw[-400:])
+    st, _, d = A.json("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 4, "min_tokens": 2, "allowed_token_ids": [199999]})
+    report("bans that leave no token while decoding: 400 invalid_request", st == 400 and err_code(d) == "invalid_request"
+           and "exclude them all" in d["error"]["message"], str(d)[:300])
     st, _, d = A.json("POST", "/v1/chat/completions", dict(jm_text, max_tokens=12, logprobs=True))
     toks = [e["token"] for e in d["choices"][0]["logprobs"]["content"]] if st == 200 else []
     # a word the answer writes as one token after a space (so that " word" is how the tokenizer spells it too)

@@ -508,6 +508,7 @@ typedef struct txt_rec {
     size_t len;
     pm_finish why;
     int completion, done;
+    int code; /* on_error's class (0: none came) */
 } txt_rec;
 
 static int txt_on_token(void *u, int32_t tok, const char *text, size_t len) {
@@ -519,6 +520,12 @@ static int txt_on_token(void *u, int32_t tok, const char *text, size_t len) {
         c->text[c->len] = 0;
     }
     return 0;
+}
+
+static void txt_on_error(void *u, int code) {
+    txt_rec *c = u;
+    assert_int_equal(c->done, 0); /* before on_done */
+    c->code = code;
 }
 
 static void txt_on_done(void *u, pm_finish why, int p, int comp, const char *err) {
@@ -535,11 +542,12 @@ static void run_txt(fx *f, const pm_request *r, txt_rec *c) {
     int64_t id;
     memset(c, 0, sizeof *c);
     assert_int_equal(pm_engine_new(&eng, f->m, NULL, err, sizeof err), 0);
-    pm_callbacks cb = {.on_token = txt_on_token, .on_done = txt_on_done, .user = c};
+    pm_callbacks cb = {.on_token = txt_on_token, .on_done = txt_on_done, .user = c, .on_error = txt_on_error};
     if (pm_engine_submit(eng, r, &cb, &id, err, sizeof err)) fail_msg("%s", err);
     while (pm_engine_live(eng) > 0) assert_true(pm_engine_step(eng) >= 0);
     pm_engine_free(eng);
     assert_int_equal(c->done, 1);
+    assert_int_equal(c->code != 0, c->why == PM_FINISH_ERROR); /* a class exactly with an error */
 }
 
 static const char *tok_text(const fx *f, int32_t t, size_t *len) { return pm_model_token_bytes(f->m, t, len); }
@@ -686,6 +694,7 @@ static void test_stops(void **state) {
     r.min_tokens = 1;
     run_txt(f, &r, &a);
     assert_int_equal(a.why, PM_FINISH_ERROR);
+    assert_int_equal(a.code, PM_EINVAL); /* the request's own bans: its fault */
     assert_int_equal(a.n_tok, 0);
     r.n_allowed_ids = 0;
     r.min_tokens = 0;

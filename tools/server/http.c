@@ -215,7 +215,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
     pthread_mutex_unlock(&j->mu);
     /* every choice done, the first that is not ends the wait (one parked job at a time) */
     pm_finish fin = PM_FINISH_STOP;
-    char ferr[512] = "";
+    srv_error ferr = {0};
     int hung_up = 0;
     for (int i = 0; i < sc->n_jobs; i++) {
         j = sc->jobs[i];
@@ -230,15 +230,10 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         }
         if (j->finish == PM_FINISH_ERROR || (j->finish == PM_FINISH_CANCELLED && fin != PM_FINISH_ERROR)) {
             fin = j->finish;
-            snprintf(ferr, sizeof ferr, "%s", j->finish_error);
+            srv_job_failure(j, &ferr);
             hung_up = atomic_load(&j->cancel);
         }
         pthread_mutex_unlock(&j->mu);
-    }
-    if (fin == PM_FINISH_ERROR) {
-        char msg[640];
-        snprintf(msg, sizeof msg, "generation failed: %s", ferr[0] ? ferr : "internal error");
-        return respond_fail(ctx, c, sc, 500, "server_error", "internal_error", msg);
     }
     if (fin == PM_FINISH_CANCELLED && hung_up) { /* the client hung up: nobody to answer */
         sc->responded = 1;
@@ -246,8 +241,7 @@ enum MHD_Result srv_serve_job(srv_ctx *ctx, struct MHD_Connection *c, srv_conn *
         srv_metrics_request(ctx->metrics, sc->endpoint, srv_mode_name(sc->mode), 499);
         return MHD_NO;
     }
-    if (fin == PM_FINISH_CANCELLED)
-        return respond_fail(ctx, c, sc, 503, "server_error", "cancelled", "the request was cancelled (the server is shutting down)");
+    if (fin != PM_FINISH_STOP) return srv_respond_error(ctx, c, sc, &ferr);
     size_t len = 0;
     const char *ct = "application/json";
     char *body = j->kind == SRV_JOB_CHAT         ? srv_chat_result(sc->jobs, sc->n_jobs, ctx->model_id, &len)

@@ -282,6 +282,22 @@ void srv_job_on_prediction(srv_job *j, int drafted, int accepted) {
     pthread_mutex_unlock(&j->mu);
 }
 
+void srv_job_on_error(srv_job *j, int code) {
+    pthread_mutex_lock(&j->mu);
+    j->finish_code = code;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_failure(const srv_job *j, srv_error *e) {
+    if (j->finish == PM_FINISH_CANCELLED) {
+        srv_fail(e, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is shutting down)");
+        return;
+    }
+    char msg[sizeof j->finish_error + 32];
+    snprintf(msg, sizeof msg, "generation failed: %s", j->finish_error[0] ? j->finish_error : "internal error");
+    srv_status_error(j->finish_code ? j->finish_code : PM_ESTATE, msg, e);
+}
+
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error) {
     pthread_mutex_lock(&j->mu);
     if (reason != PM_FINISH_ERROR) echo_locked(j); /* a score-only request, or one that ended at once */

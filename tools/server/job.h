@@ -125,6 +125,7 @@ struct srv_job {
     int echoed;                     /* the prompt is in text */
     size_t lp_chars;                /* the recorded tokens' characters so far (the next one's offset) */
     pm_finish finish;
+    int finish_code;                /* with PM_FINISH_ERROR: the error's class (a pm_status, on_error) */
     char finish_error[512];
     int prompt_tokens, completion_tokens;
     double t_first;                 /* first token, 0 until then */
@@ -182,7 +183,11 @@ void srv_job_on_prompt_logprobs(srv_job *j, int pos, pm_logprob chosen, const pm
 /* The prompt positions the prompt cache held (right before on_done). */
 void srv_job_on_prompt_cached(srv_job *j, int positions);
 void srv_job_on_prediction(srv_job *j, int drafted, int accepted);
+void srv_job_on_error(srv_job *j, int code);
 void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int completion_tokens, const char *error);
+/* A job that ended without its answer (PM_FINISH_ERROR or CANCELLED): the error to answer, by the
+ * error's class (the request's grammar past a limit 400, the engine's failure 5xx). */
+void srv_job_failure(const srv_job *j, srv_error *e);
 
 /* The connection is finished (ok = completed normally): forget it, and cancel generation when the
  * job is not done. */

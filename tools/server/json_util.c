@@ -32,6 +32,25 @@ int srv_bad(srv_error *e, const char *param, const char *code, const char *fmt, 
     return -1;
 }
 
+void srv_status_error(int rc, const char *msg, srv_error *e) {
+    switch (rc) {
+    case PM_EINVAL:
+    case PM_EFORMAT:
+    case PM_EUNSUPPORTED:
+        srv_bad(e, NULL, "invalid_request", "%s", msg);
+        break;
+    case PM_EPLACEHOLDER: srv_bad(e, NULL, "placeholder_mismatch", "%s", msg); break;
+    case PM_ECONTEXT: /* OpenAI's code for a prompt that does not fit, which clients act on (trimming the history) */
+        srv_bad(e, NULL, "context_length_exceeded", "%s", msg);
+        break;
+    case PM_ELIMIT: srv_bad(e, NULL, "limit_exceeded", "%s", msg); break;
+    case PM_ENOMEM: srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg); break;
+    case PM_EBUSY: srv_fail(e, 503, "server_error", NULL, "overloaded", "%s", msg); break;
+    case PM_ECANCELED: srv_fail(e, 499, "invalid_request_error", NULL, "cancelled", "%s", msg); break;
+    default: srv_fail(e, 500, "server_error", NULL, "internal_error", "%s", msg); break;
+    }
+}
+
 /* One pass over buf outside strings: the deepest nesting of [ and {, and an upper bound on the
  * number of values (every [ and { and every , plus one). */
 static void json_shape(const char *buf, size_t len, int *deepest, size_t *values) {

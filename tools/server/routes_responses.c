@@ -421,8 +421,11 @@ json_t *srv_response_object(const srv_job *j, const char *model, int final) {
     json_object_set_new(o, "status", json_string(status));
     if (!strcmp(status, "in_progress")) return o;
     if (!strcmp(status, "failed")) {
-        json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", j->finish == PM_FINISH_CANCELLED ? "cancelled" : "server_error",
-                                                  "message", j->finish_error[0] ? j->finish_error : "the response was not completed"));
+        srv_error e;
+        srv_job_failure(j, &e); /* the request's own fault (its grammar past a limit) keeps its code */
+        const char *code = j->finish == PM_FINISH_CANCELLED ? "cancelled" : e.http < 500 ? e.code : "server_error";
+        json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", code, "message",
+                                                  j->finish_error[0] ? j->finish_error : "the response was not completed"));
         return o;
     }
     if (!strcmp(status, "incomplete")) json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));

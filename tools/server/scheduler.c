@@ -141,6 +141,7 @@ static int cb_token(void *user, int32_t token, const char *text, size_t len) {
 static void cb_logprobs(void *user, pm_logprob chosen, const pm_logprob *top, int n_top) { srv_job_on_logprobs(user, chosen, top, n_top); }
 static void cb_prompt_cached(void *user, int positions) { srv_job_on_prompt_cached(user, positions); }
 static void cb_prediction(void *user, int drafted, int accepted) { srv_job_on_prediction(user, drafted, accepted); }
+static void cb_error(void *user, int code) { srv_job_on_error(user, code); }
 static void cb_prompt_logprobs(void *user, int pos, pm_logprob chosen, const pm_logprob *top, int n_top) {
     srv_job_on_prompt_logprobs(user, pos, chosen, top, n_top);
 }
@@ -191,25 +192,6 @@ static void watch_disconnects(srv_job **jobs, int n) {
 }
 
 /* ------------------------------------------------------------------ admission */
-
-static void status_error(int rc, const char *msg, srv_error *e) {
-    switch (rc) {
-    case PM_EINVAL:
-    case PM_EFORMAT:
-    case PM_EUNSUPPORTED:
-        srv_bad(e, NULL, "invalid_request", "%s", msg);
-        break;
-    case PM_EPLACEHOLDER: srv_bad(e, NULL, "placeholder_mismatch", "%s", msg); break;
-    case PM_ECONTEXT: /* OpenAI's code for a prompt that does not fit, which clients act on (trimming the history) */
-        srv_bad(e, NULL, "context_length_exceeded", "%s", msg);
-        break;
-    case PM_ELIMIT: srv_bad(e, NULL, "limit_exceeded", "%s", msg); break;
-    case PM_ENOMEM: srv_fail(e, 503, "server_error", NULL, "out_of_memory", "%s", msg); break;
-    case PM_EBUSY: srv_fail(e, 503, "server_error", NULL, "overloaded", "%s", msg); break;
-    case PM_ECANCELED: srv_fail(e, 499, "invalid_request_error", NULL, "cancelled", "%s", msg); break;
-    default: srv_fail(e, 500, "server_error", NULL, "internal_error", "%s", msg); break;
-    }
-}
 
 static void kv_metrics(srv_sched *s) {
     int64_t reserved, budget;
@@ -308,7 +290,7 @@ int srv_sched_plan(srv_sched *s, srv_job *j, srv_error *e) {
     char err[1024] = "";
     int rc = plan_job(s, j, err, sizeof err);
     if (rc) {
-        status_error(rc, err, e);
+        srv_status_error(rc, err, e);
         return -1;
     }
     return 0;
@@ -319,13 +301,13 @@ int srv_sched_prompt_ids(srv_sched *s, srv_job *j, int32_t **ids, size_t *n, srv
     job_request(j, &rq);
     char err[1024] = "";
     int rc = pm_engine_prompt_ids(s->eng, &rq, ids, n, err, sizeof err);
-    if (rc) status_error(rc, err, e);
+    if (rc) srv_status_error(rc, err, e);
     return rc ? -1 : 0;
 }
 
 static void reject(srv_job *j, int rc, const char *msg) {
     srv_error e;
-    status_error(rc, msg, &e);
+    srv_status_error(rc, msg, &e);
     srv_job_free_media(j);
     srv_job_reject(j, &e);
     srv_job_unref(j);
@@ -376,7 +358,7 @@ static void submit(srv_sched *s, srv_job *j, pm_encoded *enc) {
     job_request(j, &rq);
     pm_callbacks cb = {.on_token = cb_token, .on_done = cb_done, .user = j, .on_logprobs = cb_logprobs,
                        .on_prompt_logprobs = cb_prompt_logprobs,
-                       .on_prompt_cached = cb_prompt_cached, .on_prediction = cb_prediction};
+                       .on_prompt_cached = cb_prompt_cached, .on_prediction = cb_prediction, .on_error = cb_error};
     char err[1024] = "";
     int64_t seq = 0;
     s->live[s->n_live++] = j; /* before submit: nothing fires during submit, but keep the invariant simple */

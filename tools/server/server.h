@@ -49,6 +49,9 @@ int srv_fail(srv_error *e, int http, const char *type, const char *param, const 
     __attribute__((format(printf, 6, 7)));
 /* Shorthand for a 400 invalid_request_error. */
 int srv_bad(srv_error *e, const char *param, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Fills e for an engine status rc (a pm_status) and its message: the request's fault (bad input,
+ * a limit, a context that does not fit) 400, no capacity or memory 503, anything else 500. */
+void srv_status_error(int rc, const char *msg, srv_error *e);
 
 typedef struct srv_opts {
     const char *model_dir;

@@ -107,9 +107,7 @@ static json_t *text_chunk(const srv_job *j, const char *model, json_t *text, con
 static json_t *error_event(const srv_job *j) {
     srv_error e;
     if (j->failed) e = j->err; /* refused before admission (a later choice of a stream) */
-    else if (j->finish == PM_FINISH_CANCELLED)
-        srv_fail(&e, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is shutting down)");
-    else srv_fail(&e, 500, "server_error", NULL, "internal_error", "generation failed: %s", j->finish_error[0] ? j->finish_error : "internal error");
+    else srv_job_failure(j, &e);
     json_t *err = json_object();
     json_object_set_new(err, "message", json_string(e.msg));
     json_object_set_new(err, "type", json_string(e.type));
