@@ -150,25 +150,25 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
         x.public_only = admitted == SRV_HOST_PUBLIC;
         x.refused[0] = 0;
         long ms = (long)(left * 1000) + 1;
-        cu->easy_setopt(h, CURLOPT_CURLU, u);
-        cu->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        cu->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L); /* each hop judged above */
-        cu->easy_setopt(h, CURLOPT_PROXY, "");          /* not the environment's proxy */
-        cu->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        cu->easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
-        cu->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms < 10000 ? ms : 10000L);
-        cu->easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)f->max_bytes);
-        cu->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-        cu->easy_setopt(h, CURLOPT_WRITEDATA, &x);
-        cu->easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_socket);
-        cu->easy_setopt(h, CURLOPT_OPENSOCKETDATA, &x);
-        cu->easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        cu->easy_setopt(h, CURLOPT_XFERINFODATA, &x);
-        cu->easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        cu->easy_setopt(h, CURLOPT_USERAGENT, "phi4mm-serve");
+        srv_setopt_ptr(cu, h, CURLOPT_CURLU, u);
+        srv_setopt_str(cu, h, CURLOPT_PROTOCOLS_STR, "http,https");
+        srv_setopt_long(cu, h, CURLOPT_FOLLOWLOCATION, 0L); /* each hop judged above */
+        srv_setopt_str(cu, h, CURLOPT_PROXY, ""); /* not the environment's proxy */
+        srv_setopt_long(cu, h, CURLOPT_NOSIGNAL, 1L);
+        srv_setopt_long(cu, h, CURLOPT_TIMEOUT_MS, ms);
+        srv_setopt_long(cu, h, CURLOPT_CONNECTTIMEOUT_MS, ms < 10000 ? ms : 10000L);
+        srv_setopt_off(cu, h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)f->max_bytes);
+        srv_setopt_fn(cu, h, CURLOPT_WRITEFUNCTION, write, on_body);
+        srv_setopt_ptr(cu, h, CURLOPT_WRITEDATA, &x);
+        srv_setopt_fn(cu, h, CURLOPT_OPENSOCKETFUNCTION, opensocket, on_socket);
+        srv_setopt_ptr(cu, h, CURLOPT_OPENSOCKETDATA, &x);
+        srv_setopt_fn(cu, h, CURLOPT_XFERINFOFUNCTION, xferinfo, on_progress);
+        srv_setopt_ptr(cu, h, CURLOPT_XFERINFODATA, &x);
+        srv_setopt_long(cu, h, CURLOPT_NOPROGRESS, 0L);
+        srv_setopt_str(cu, h, CURLOPT_USERAGENT, "phi4mm-serve");
         CURLcode rc = cu->easy_perform(h);
         long status = 0;
-        cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        srv_getinfo_long(cu, h, CURLINFO_RESPONSE_CODE, &status);
         if (rc != CURLE_OK) {
             if (x.refused[0])
                 snprintf(it->err, sizeof it->err, "the host '%.100s' resolves to %s, an internal address a wildcard of --allow-media-hosts does not admit",
@@ -188,7 +188,7 @@ static void fetch_one(srv_fetch *f, srv_fetched *it, double deadline) {
         }
         if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
             char *next = NULL;
-            cu->easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
+            srv_getinfo_str(cu, h, CURLINFO_REDIRECT_URL, &next);
             if (!next || hop + 1 > FETCH_MAX_HOPS) {
                 snprintf(it->err, sizeof it->err, next ? "more than %d redirects" : "a redirect without a location", FETCH_MAX_HOPS);
                 goto out;

@@ -285,17 +285,17 @@ static int send_item(rb_run *r, CURLM *multi, rb_item *it) {
     it->hdr = cu->slist_append(NULL, "Content-Type: application/json");
     it->hdr = it->hdr ? cu->slist_append(it->hdr, r->auth) : NULL;
     if (!it->hdr) return -1;
-    cu->easy_setopt(it->h, CURLOPT_URL, url);
-    cu->easy_setopt(it->h, CURLOPT_HTTPHEADER, it->hdr);
-    cu->easy_setopt(it->h, CURLOPT_POSTFIELDS, it->body);
-    cu->easy_setopt(it->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(it->body));
-    cu->easy_setopt(it->h, CURLOPT_WRITEFUNCTION, on_body);
-    cu->easy_setopt(it->h, CURLOPT_WRITEDATA, it);
-    cu->easy_setopt(it->h, CURLOPT_HEADERFUNCTION, on_header);
-    cu->easy_setopt(it->h, CURLOPT_HEADERDATA, it);
-    cu->easy_setopt(it->h, CURLOPT_PRIVATE, it);
-    cu->easy_setopt(it->h, CURLOPT_NOSIGNAL, 1L);
-    cu->easy_setopt(it->h, CURLOPT_PROXY, ""); /* our own loopback server, whatever the environment's proxy */
+    srv_setopt_str(cu, it->h, CURLOPT_URL, url);
+    srv_setopt_ptr(cu, it->h, CURLOPT_HTTPHEADER, it->hdr);
+    srv_setopt_str(cu, it->h, CURLOPT_POSTFIELDS, it->body);
+    srv_setopt_off(cu, it->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(it->body));
+    srv_setopt_fn(cu, it->h, CURLOPT_WRITEFUNCTION, write, on_body);
+    srv_setopt_ptr(cu, it->h, CURLOPT_WRITEDATA, it);
+    srv_setopt_fn(cu, it->h, CURLOPT_HEADERFUNCTION, write, on_header);
+    srv_setopt_ptr(cu, it->h, CURLOPT_HEADERDATA, it);
+    srv_setopt_ptr(cu, it->h, CURLOPT_PRIVATE, it);
+    srv_setopt_long(cu, it->h, CURLOPT_NOSIGNAL, 1L);
+    srv_setopt_str(cu, it->h, CURLOPT_PROXY, ""); /* our own loopback server, whatever the environment's proxy */
     return cu->multi_add_handle(multi, it->h) == CURLM_OK ? 0 : -1;
 }
 
@@ -346,9 +346,9 @@ static int run_all(rb_run *r, int slots) {
         while ((m = cu->multi_info_read(multi, &left))) {
             if (m->msg != CURLMSG_DONE) continue;
             rb_item *it = NULL;
-            cu->easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
+            srv_getinfo_str(cu, m->easy_handle, CURLINFO_PRIVATE, (char **)&it);
             long status = 0;
-            cu->easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+            srv_getinfo_long(cu, m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
             CURLcode res = m->data.result;
             release(cu, multi, it);
             in_flight--;
