@@ -10,10 +10,11 @@ APT_PKGS := build-essential pkg-config libopenblas-openmp-dev libjansson-dev lib
 # tests only: python3-numpy python3-scipy python3-pil python3-torch, python3-lark, nodejs npm, curl, ffmpeg, openssl (test-deps installs the missing groups;
 # a node that ships its own npm, e.g. nodesource, counts: installing Debian npm over it would conflict)
 
-# libav*, libcurl and libmicrohttpd are compiled against but opened at run time (src/audio/av_lib.h,
-# tools/server/curl_lib.h, tools/server/mhd_lib.h: ~135, 20 and 10 libraries otherwise loaded at
-# every start), so not linked.
-DLOPEN_PKGS := libavformat libavcodec libavutil libcurl libmicrohttpd
+# libav*, libcurl, libmicrohttpd and libsndfile are compiled against but opened at run time
+# (src/audio/av_lib.h, tools/server/curl_lib.h, tools/server/mhd_lib.h, src/audio/sf_lib.h: ~135,
+# 20, 10 and 8 libraries otherwise loaded at every start), so not linked; the unit tests that write
+# audio with libsndfile themselves link it (TEST_LIBS).
+DLOPEN_PKGS := libavformat libavcodec libavutil libcurl libmicrohttpd sndfile
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(filter-out $(DLOPEN_PKGS),$(PKGS)) 2>/dev/null) -ldl
 
@@ -72,9 +73,10 @@ $(BUILD)/libphi4mm.a: $(LIB_OBJ)
 $(BUILD)/phi4mm: $(TOOL_OBJ) $(BUILD)/libphi4mm.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libphi4mm.a $(LDLIBS)
 
+TEST_LIBS := $(shell pkg-config --libs sndfile 2>/dev/null)
 $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libphi4mm.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libphi4mm.a $(LDFLAGS) $(LDLIBS) $(TEST_LIBS)
 
 # test_server_parsers compiles the server's parsers in (they live in the binary, not the library)
 $(BUILD)/tests/test_server_parsers: $(wildcard tools/server/*.c tools/server/*.h)

@@ -1,4 +1,5 @@
-/* wave.c — audio decoding through libsndfile (files and in-memory payloads); MP4 / M4A / WebM /
+/* wave.c — audio decoding through libsndfile (files and in-memory payloads; opened on first use,
+ * sf_lib.h); MP4 / M4A / WebM /
  * Matroska, which libsndfile does not read, go to libavformat instead (wave_av.c).
  *
  * Design: one decode loop (decode_open_stream) serves both entry points; the in-memory path plugs a
@@ -8,11 +9,11 @@
  * samples, non-finite samples, too low a rate, the duration cap, the memory gate) happens here, in
  * the sink both decoders fill (wave_internal.h), so every caller gets the same errors. */
 #include "audio/wave.h"
+#include "audio/sf_lib.h"
 #include "audio/wave_internal.h"
 
 #include <errno.h>
 #include <math.h>
-#include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,14 +98,14 @@ int wave_sink_finish(wave_sink *s, int rc, pm_wave *out, pm_err *e) {
 }
 
 /* Reads every frame of an opened stream into s, then wave_sink_finish. Closes sf. */
-static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, wave_sink *s, pm_wave *out, pm_err *e) {
+static int decode_open_stream(const pm_sf *lib, SNDFILE *sf, const SF_INFO *info, wave_sink *s, pm_wave *out, pm_err *e) {
     int ch = info->channels;
     if (ch < 1) {
-        sf_close(sf);
+        lib->sf_close(sf);
         return pm_errf(e, PM_EFORMAT, "%s: audio has %d channels", s->what, ch);
     }
     if (info->samplerate < PM_WAVE_MIN_RATE) {
-        sf_close(sf);
+        lib->sf_close(sf);
         return pm_errf(e, PM_EINVAL, "%s: sample rate %d Hz is below the supported minimum of %d Hz", s->what, info->samplerate,
                        PM_WAVE_MIN_RATE);
     }
@@ -112,18 +113,18 @@ static int decode_open_stream(SNDFILE *sf, const SF_INFO *info, wave_sink *s, pm
     sf_count_t frames = WAVE_CHUNK / ch > 0 ? WAVE_CHUNK / ch : 1;
     double *buf = pm_malloc(sizeof(double) * (size_t)frames * (size_t)ch, e);
     if (!buf) {
-        sf_close(sf);
+        lib->sf_close(sf);
         return pm_err_ctx(e, "%s: ", s->what);
     }
     int rc = PM_OK;
     for (;;) {
-        sf_count_t got = sf_readf_double(sf, buf, frames);
+        sf_count_t got = lib->sf_readf_double(sf, buf, frames);
         if (got <= 0 || (rc = wave_sink_put(s, buf, (size_t)got, ch, e))) break;
     }
-    int serr = sf_error(sf);
+    int serr = lib->sf_error(sf);
     if (rc == PM_OK && serr != SF_ERR_NO_ERROR)
-        rc = pm_errf(e, PM_EFORMAT, "%s: decoding failed after %zu samples: %s", s->what, s->n, sf_error_number(serr));
-    sf_close(sf);
+        rc = pm_errf(e, PM_EFORMAT, "%s: decoding failed after %zu samples: %s", s->what, s->n, lib->sf_error_number(serr));
+    lib->sf_close(sf);
     free(buf);
     return wave_sink_finish(s, rc, out, e);
 }
@@ -158,12 +159,15 @@ int pm_wave_read_file(pm_wave *out, const char *path, pm_err *e) {
     }
     fclose(f);
     if (sz == 0) return pm_errf(e, PM_EINVAL, "%s: the audio file is empty (0 bytes)", path);
+    const pm_sf *lib = pm_sf_lib(path, e);
+    if (!lib) return e->code;
     SF_INFO info;
     memset(&info, 0, sizeof info);
-    SNDFILE *sf = sf_open(path, SFM_READ, &info);
-    if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio file (unsupported format or damaged header): %s", path, sf_strerror(NULL));
+    SNDFILE *sf = lib->sf_open(path, SFM_READ, &info);
+    if (!sf)
+        return pm_errf(e, PM_EFORMAT, "%s: not a readable audio file (unsupported format or damaged header): %s", path, lib->sf_strerror(NULL));
     wave_sink s = {.what = path};
-    return decode_open_stream(sf, &info, &s, out, e);
+    return decode_open_stream(lib, sf, &info, &s, out, e);
 }
 
 /* Read-only virtual file over a memory buffer. */
@@ -217,13 +221,16 @@ int pm_wave_read_memory_gated(pm_wave *out, const void *data, size_t len, const 
     if (!data || len == 0) return pm_errf(e, PM_EINVAL, "%s: the audio payload is empty (0 bytes)", what);
     wave_sink s = {.what = what, .max_seconds = max_seconds, .gate = gate};
     if (wave_av_sniff(data, len)) return wave_av_decode(&s, data, len, out, e);
+    const pm_sf *lib = pm_sf_lib(what, e);
+    if (!lib) return e->code;
     mem_io m = {.data = data, .len = (sf_count_t)len, .pos = 0};
     SF_VIRTUAL_IO vio = {.get_filelen = mem_len, .seek = mem_seek, .read = mem_read, .write = mem_write, .tell = mem_tell};
     SF_INFO info;
     memset(&info, 0, sizeof info);
-    SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
-    if (!sf) return pm_errf(e, PM_EFORMAT, "%s: not a readable audio payload (unsupported format or damaged header): %s", what, sf_strerror(NULL));
-    return decode_open_stream(sf, &info, &s, out, e);
+    SNDFILE *sf = lib->sf_open_virtual(&vio, SFM_READ, &info, &m);
+    if (!sf)
+        return pm_errf(e, PM_EFORMAT, "%s: not a readable audio payload (unsupported format or damaged header): %s", what, lib->sf_strerror(NULL));
+    return decode_open_stream(lib, sf, &info, &s, out, e);
 }
 
 void pm_wave_free(pm_wave *w) {

@@ -1,7 +1,8 @@
 /* dynlib.h — a set of shared libraries opened on first use (dlopen) instead of linked, for the
  * optional features whose libraries would otherwise load, with all they depend on, at every start
  * of every process: FFmpeg's for MP4 / WebM audio (audio/av_lib.h), libcurl for remote media and
- * run-batch (tools/server/curl_lib.h), libmicrohttpd for serve and run-batch (tools/server/mhd_lib.h).
+ * run-batch (tools/server/curl_lib.h), libmicrohttpd for serve and run-batch (tools/server/mhd_lib.h),
+ * libsndfile for every other audio file (audio/sf_lib.h).
  *
  * The user fills a table of function pointers: one pm_dynsym per function, naming the library
  * that holds it (an index into sonames) and the member's offset in the table. The first

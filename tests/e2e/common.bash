@@ -21,9 +21,9 @@ build_driver() {
     fail "$1" "$lib is missing: run make first"
     return 1
   fi
-  # libav* are opened at run time (src/audio/av_lib.h), not linked, as in the binary; the library has no HTTP
-  libs="$(pkg-config --libs sndfile jansson openblas libpcre2-8 libpng libjpeg libwebp 2>/dev/null ||
-    pkg-config --libs sndfile) -ldl"
+  # libav* and libsndfile are opened at run time (src/audio/av_lib.h, sf_lib.h), not linked, as in the
+  # binary; the library has no HTTP
+  libs="$(pkg-config --libs jansson openblas libpcre2-8 libpng libjpeg libwebp 2>/dev/null) -ldl"
   # shellcheck disable=SC2086 # the flag lists are words
   if ! cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Iinclude -Isrc ${EXTRA_CFLAGS:-} "$2" "$lib" $libs -fopenmp -lm -lpthread ${EXTRA_LDFLAGS:-} \
        -o "$3" 2>"$tmp/cc.log"; then

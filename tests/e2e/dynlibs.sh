@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # dynlibs.sh — the libraries opened on first use instead of linked (src/util/dynlib.h): FFmpeg's
 # (MP4 / WebM audio, src/audio/av_lib.h), libcurl (serve --allow-media-hosts, run-batch;
-# tools/server/curl_lib.h) and libmicrohttpd (serve, run-batch; tools/server/mhd_lib.h):
+# tools/server/curl_lib.h), libmicrohttpd (serve, run-batch; tools/server/mhd_lib.h) and libsndfile
+# (every other audio file, mkmedia's tone; src/audio/sf_lib.h):
 #  - the binary names none of them; a server that fetches no URL never loads libcurl, one that may
-#    does; a command that serves nothing never loads libmicrohttpd, serve does (transcribe.sh checks
-#    the same of FFmpeg's with a WAV and a WebM);
+#    does; a command that serves nothing never loads libmicrohttpd, serve does; a text run never
+#    loads libsndfile, a WAV's transcription does (transcribe.sh checks the same of FFmpeg's with a
+#    WAV and a WebM);
 #  - a library that cannot be opened, or one that lacks a function (stand-ins built here, found first
 #    through LD_LIBRARY_PATH), is an error naming the feature, the library and what is missing, with a
 #    non-zero exit (a 4xx JSON error from the server), and everything that does not need it still works.
@@ -16,7 +18,8 @@ I=$FIX/phi4mm-tiny/inputs
 if command -v readelf >/dev/null; then
   readelf -d "$BIN" 2>&1 | grep NEEDED | grep -Eo '\[[^]]*\]' >"$tmp/needed"
   if ! grep -q '^\[libc\.so' "$tmp/needed"; then fail dynlibs_not_linked "readelf lists no libc among the binary's libraries: $(head -c 200 "$tmp/needed")"
-  elif grep -Eq 'libav|libcurl|libmicrohttpd' "$tmp/needed"; then fail dynlibs_not_linked "the binary names $(grep -E 'libav|libcurl|libmicrohttpd' "$tmp/needed" | tr '\n' ' ')"
+  elif grep -Eq 'libav|libcurl|libmicrohttpd|libsndfile' "$tmp/needed"; then
+    fail dynlibs_not_linked "the binary names $(grep -E 'libav|libcurl|libmicrohttpd|libsndfile' "$tmp/needed" | tr '\n' ' ')"
   else pass dynlibs_not_linked; fi
 else fail dynlibs_not_linked "needs readelf (binutils)"; fi
 
@@ -39,11 +42,19 @@ if [ $rc3 -eq 0 ] && grep -q 'file=libopenblas' "$tmp/ld_gen" && ! grep -Eq 'fil
   pass dynlibs_mhd_opened_on_use
 else fail dynlibs_mhd_opened_on_use "generate rc $rc3: $(grep -Ec 'file=(libmicrohttpd|libgnutls)' "$tmp/ld_gen") libmicrohttpd/GnuTLS lines; serve: $(grep -c 'file=libmicrohttpd' "$tmp/ld_plain")"; fi
 
+# a text run never opens libsndfile (nor its codecs' libraries), a WAV's transcription does
+LD_DEBUG=files "$BIN" transcribe -m "$M" -n 2 "$I/clip_a_16k.wav" >/dev/null 2>"$tmp/ld_wav"
+rc4=$?
+if [ $rc3 -eq 0 ] && ! grep -Eq 'file=(libsndfile|libFLAC|libvorbis|libmpg123)' "$tmp/ld_gen" \
+   && [ $rc4 -eq 0 ] && grep -q 'file=libsndfile\.so\.1 .*dynamically loaded' "$tmp/ld_wav"; then
+  pass dynlibs_sndfile_opened_on_use
+else fail dynlibs_sndfile_opened_on_use "generate rc $rc3: $(grep -Ec 'file=(libsndfile|libFLAC|libvorbis|libmpg123)' "$tmp/ld_gen") lines; transcribe rc $rc4: $(grep -c 'file=libsndfile' "$tmp/ld_wav")"; fi
+
 # Stand-ins: lacking/libX has the right soname and no functions; broken/libX needs a library that
 # does not exist, so that it cannot be opened.
 # libavformat: opened last, nothing else needs it (a stand-in libavutil would break libavcodec first)
 avformat="libavformat.so.$(pkg-config --modversion libavformat 2>/dev/null | cut -d. -f1)"
-mkdir -p "$tmp/lacking" "$tmp/broken" "$tmp/mhd_lacking" "$tmp/mhd_broken"
+mkdir -p "$tmp/lacking" "$tmp/broken" "$tmp/mhd_lacking" "$tmp/mhd_broken" "$tmp/sf_lacking" "$tmp/sf_broken"
 echo 'int pm_stand_in;' >"$tmp/s.c"
 ok=1
 cc -shared -fPIC -o "$tmp/libpm_absent.so" -Wl,-soname,libpm_absent.so "$tmp/s.c" || ok=0
@@ -54,6 +65,8 @@ done
 # apart from the others: the checks below that serve without FFmpeg need the real libmicrohttpd
 cc -shared -fPIC -o "$tmp/mhd_lacking/libmicrohttpd.so.12" -Wl,-soname,libmicrohttpd.so.12 "$tmp/s.c" &&
   cc -shared -fPIC -o "$tmp/mhd_broken/libmicrohttpd.so.12" -Wl,-soname,libmicrohttpd.so.12 "$tmp/s.c" -L"$tmp" -Wl,--no-as-needed -lpm_absent || ok=0
+cc -shared -fPIC -o "$tmp/sf_lacking/libsndfile.so.1" -Wl,-soname,libsndfile.so.1 "$tmp/s.c" &&
+  cc -shared -fPIC -o "$tmp/sf_broken/libsndfile.so.1" -Wl,-soname,libsndfile.so.1 "$tmp/s.c" -L"$tmp" -Wl,--no-as-needed -lpm_absent || ok=0
 rm -f "$tmp/libpm_absent.so"
 if [ $ok = 0 ] || [ "$avformat" = libavformat.so. ]; then
   fail dynlibs_stand_ins "cannot build the stand-in libraries (cc, pkg-config libavformat)"
@@ -110,6 +123,31 @@ for kind in lacking broken; do
      && [ $rc3 -eq 0 ] && [ -n "$wav_ref" ] && [ "$wav" = "$wav_ref" ] && [ $rc4 -eq 0 ] && [ -n "$gen" ]; then
     pass "dynlibs_mhd_$kind"
   else fail "dynlibs_mhd_$kind" "serve rc $rc1: $(head -c 300 "$tmp/serve.err"); run-batch rc $rc2: $(head -c 300 "$tmp/batch.err"); wav rc $rc3 '$wav'; generate rc $rc4 '$gen'"; fi
+done
+
+# Without libsndfile: a WAV's transcription and mkmedia fail naming it, with a non-zero exit; a
+# WebM (FFmpeg's) is still transcribed, a text still generated
+webm_ref=$("$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" 2>/dev/null)
+for kind in lacking broken; do
+  case $kind in
+    lacking) sf_why="libsndfile\.so\.1 has no sf_open" ;;
+    broken) sf_why="libsndfile\.so\.1 cannot be opened \(libpm_absent\.so" ;;
+  esac
+  export LD_LIBRARY_PATH=$tmp/sf_$kind
+  "$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" >/dev/null 2>"$tmp/wav.err"
+  rc1=$?
+  "$BIN" mkmedia --out "$tmp/media_$kind" >/dev/null 2>"$tmp/mkmedia.err"
+  rc2=$?
+  webm=$("$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" 2>"$tmp/webm.err")
+  rc3=$?
+  gen=$("$BIN" generate -m "$M" -p hi -n 2 2>/dev/null)
+  rc4=$?
+  unset LD_LIBRARY_PATH
+  if [ $rc1 -ne 0 ] && grep -Eq "clip_a_16k\.wav: audio needs libsndfile \(Debian: libsndfile1\): $sf_why" "$tmp/wav.err" \
+     && [ $rc2 -ne 0 ] && grep -Eq "tone\.wav: audio needs libsndfile .*$sf_why" "$tmp/mkmedia.err" \
+     && [ $rc3 -eq 0 ] && [ -n "$webm_ref" ] && [ "$webm" = "$webm_ref" ] && [ $rc4 -eq 0 ] && [ -n "$gen" ]; then
+    pass "dynlibs_sndfile_$kind"
+  else fail "dynlibs_sndfile_$kind" "wav rc $rc1: $(head -c 300 "$tmp/wav.err"); mkmedia rc $rc2: $(head -c 300 "$tmp/mkmedia.err"); webm rc $rc3 '$webm' vs '$webm_ref'; generate rc $rc4 '$gen'"; fi
 done
 
 # The server without FFmpeg's libraries: a WebM upload is a 4xx JSON error naming them, a WAV

@@ -2,21 +2,21 @@
  * 640x480 test pattern (pattern.png) so the demo runs with nothing downloaded. */
 #include <math.h>
 #include <png.h>
-#include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audio/sf_lib.h"
 #include "cli_util.h"
 #include "commands.h"
 
-static int write_wav(const char *path) {
+static int write_wav(const pm_sf *lib, const char *path) {
     SF_INFO info = {0};
     info.samplerate = 16000;
     info.channels = 1;
     info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
-    SNDFILE *f = sf_open(path, SFM_WRITE, &info);
+    SNDFILE *f = lib->sf_open(path, SFM_WRITE, &info);
     if (!f) return -1;
     enum { N = 32000 };
     static short s[N];
@@ -24,8 +24,8 @@ static int write_wav(const char *path) {
         double t = i / 16000.0;
         s[i] = (short)(6000 * (sin(2 * M_PI * 220 * t) + 0.5 * sin(2 * M_PI * 587 * t)) * (1 - t / 2));
     }
-    sf_count_t w = sf_write_short(f, s, N);
-    sf_close(f);
+    sf_count_t w = lib->sf_write_short(f, s, N);
+    lib->sf_close(f);
     return w == N ? 0 : -1;
 }
 
@@ -74,7 +74,10 @@ int pm_cmd_mkmedia(int argc, char **argv) {
     mkdir(out, 0755);
     char p[4096];
     snprintf(p, sizeof p, "%s/tone.wav", out);
-    if (write_wav(p)) return cli_fail("mkmedia", "%s: cannot write", p);
+    pm_err e = {0};
+    const pm_sf *lib = pm_sf_lib(p, &e);
+    if (!lib) return cli_fail("mkmedia", "%s", e.msg);
+    if (write_wav(lib, p)) return cli_fail("mkmedia", "%s: cannot write", p);
     snprintf(p, sizeof p, "%s/pattern.png", out);
     if (write_png(p)) return cli_fail("mkmedia", "%s: cannot write", p);
     return 0;
