@@ -73,81 +73,71 @@ if [ $ok = 0 ] || [ "$avformat" = libavformat.so. ]; then
   exit 0
 fi
 
+# why_missing KIND SONAME FUNCTION: the regular expression of what the error says of a stand-in
+why_missing() {
+  local so=${2//./\\.}
+  if [ "$1" = lacking ]; then echo "$so has no $3"; else echo "$so cannot be opened \\(libpm_absent\\.so"; fi
+}
+
+# with_libs DIR NAME ARGS...: `phi4mm ARGS` with DIR first on the library path; its output in
+# $tmp/NAME.out and .err, its exit status in rc_NAME
+with_libs() {
+  local dir=$1 name=$2
+  shift 2
+  LD_LIBRARY_PATH=$dir "$BIN" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  printf -v "rc_$name" %d $?
+}
+out() { cat "$tmp/$1.out"; }
+err() { head -c 300 "$tmp/$1.err"; }
+
 ffmpeg -v error -y -i "$I/clip_a_16k.wav" -c:a libopus "$tmp/a.webm" 2>/dev/null
 wav_ref=$("$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" 2>/dev/null)
+webm_ref=$("$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" 2>/dev/null)
+printf '%s\n' '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}}' >"$tmp/batch.jsonl"
 for kind in lacking broken; do
-  case $kind in
-    lacking) curl_why="libcurl\.so\.4 has no curl_global_init" av_why="$avformat has no avformat_alloc_context" ;;
-    broken) curl_why="libcurl\.so\.4 cannot be opened \(libpm_absent\.so" av_why="$avformat cannot be opened \(libpm_absent\.so" ;;
-  esac
-  export LD_LIBRARY_PATH=$tmp/$kind
-  "$BIN" serve -m "$M" --port 0 --allow-media-hosts 127.0.0.1 >/dev/null 2>"$tmp/serve.err"
-  rc1=$?
-  printf '%s\n' '{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}}' >"$tmp/batch.jsonl"
-  "$BIN" run-batch -m "$M" -i "$tmp/batch.jsonl" -o "$tmp/batch.out" >/dev/null 2>"$tmp/batch.err"
-  rc2=$?
-  "$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" >/dev/null 2>"$tmp/webm.err"
-  rc3=$?
-  wav=$("$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" 2>"$tmp/wav.err")
-  rc4=$?
-  unset LD_LIBRARY_PATH
-  if [ $rc1 -ne 0 ] && grep -Eq -- "--allow-media-hosts: libcurl is needed .*$curl_why" "$tmp/serve.err" \
-     && [ $rc2 -ne 0 ] && grep -Eq "libcurl is needed .*$curl_why" "$tmp/batch.err"; then
+  curl_why=$(why_missing $kind libcurl.so.4 curl_global_init) av_why=$(why_missing $kind "$avformat" avformat_alloc_context)
+  with_libs "$tmp/$kind" serve serve -m "$M" --port 0 --allow-media-hosts 127.0.0.1
+  with_libs "$tmp/$kind" batch run-batch -m "$M" -i "$tmp/batch.jsonl" -o "$tmp/batch.jsonl.out"
+  with_libs "$tmp/$kind" webm transcribe -m "$M" -n 4 "$tmp/a.webm"
+  with_libs "$tmp/$kind" wav transcribe -m "$M" -n 4 "$I/clip_a_16k.wav"
+  if [ $rc_serve -ne 0 ] && grep -Eq -- "--allow-media-hosts: libcurl is needed .*$curl_why" "$tmp/serve.err" \
+     && [ $rc_batch -ne 0 ] && grep -Eq "libcurl is needed .*$curl_why" "$tmp/batch.err"; then
     pass "dynlibs_curl_$kind"
-  else fail "dynlibs_curl_$kind" "serve rc $rc1: $(head -c 300 "$tmp/serve.err"); run-batch rc $rc2: $(head -c 300 "$tmp/batch.err")"; fi
-  if [ -f "$tmp/a.webm" ] && [ $rc3 -ne 0 ] && grep -Eq "a\.webm.*need FFmpeg's libraries .*$av_why" "$tmp/webm.err" \
-     && [ $rc4 -eq 0 ] && [ -n "$wav_ref" ] && [ "$wav" = "$wav_ref" ]; then
+  else fail "dynlibs_curl_$kind" "serve rc $rc_serve: $(err serve); run-batch rc $rc_batch: $(err batch)"; fi
+  if [ -f "$tmp/a.webm" ] && [ $rc_webm -ne 0 ] && grep -Eq "a\.webm.*need FFmpeg's libraries .*$av_why" "$tmp/webm.err" \
+     && [ $rc_wav -eq 0 ] && [ -n "$wav_ref" ] && [ "$(out wav)" = "$wav_ref" ]; then
     pass "dynlibs_av_$kind"
-  else fail "dynlibs_av_$kind" "webm rc $rc3: $(head -c 300 "$tmp/webm.err"); wav rc $rc4 '$wav' vs '$wav_ref' $(head -c 200 "$tmp/wav.err")"; fi
+  else fail "dynlibs_av_$kind" "webm rc $rc_webm: $(err webm); wav rc $rc_wav '$(out wav)' vs '$wav_ref' $(err wav)"; fi
 done
 
 # Without libmicrohttpd: serve and run-batch fail before loading the model, naming it; generating
 # and transcribing do not need it
 for kind in lacking broken; do
-  case $kind in
-    lacking) mhd_why="libmicrohttpd\.so\.12 has no MHD_start_daemon" ;;
-    broken) mhd_why="libmicrohttpd\.so\.12 cannot be opened \(libpm_absent\.so" ;;
-  esac
-  export LD_LIBRARY_PATH=$tmp/mhd_$kind
-  "$BIN" serve -m "$M" --port 0 >/dev/null 2>"$tmp/serve.err"
-  rc1=$?
-  "$BIN" run-batch -m "$M" -i "$tmp/batch.jsonl" -o "$tmp/batch.out" >/dev/null 2>"$tmp/batch.err"
-  rc2=$?
-  wav=$("$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" 2>"$tmp/wav.err")
-  rc3=$?
-  gen=$("$BIN" generate -m "$M" -p hi -n 2 2>/dev/null)
-  rc4=$?
-  unset LD_LIBRARY_PATH
-  if [ $rc1 -ne 0 ] && grep -Eq "serve: error: libmicrohttpd is needed \(Debian: libmicrohttpd12\): $mhd_why" "$tmp/serve.err" \
-     && ! grep -q 'model' "$tmp/serve.err" && [ $rc2 -ne 0 ] && grep -Eq "libmicrohttpd is needed .*$mhd_why" "$tmp/batch.err" \
-     && [ $rc3 -eq 0 ] && [ -n "$wav_ref" ] && [ "$wav" = "$wav_ref" ] && [ $rc4 -eq 0 ] && [ -n "$gen" ]; then
+  mhd_why=$(why_missing $kind libmicrohttpd.so.12 MHD_start_daemon)
+  with_libs "$tmp/mhd_$kind" serve serve -m "$M" --port 0
+  with_libs "$tmp/mhd_$kind" batch run-batch -m "$M" -i "$tmp/batch.jsonl" -o "$tmp/batch.jsonl.out"
+  with_libs "$tmp/mhd_$kind" wav transcribe -m "$M" -n 4 "$I/clip_a_16k.wav"
+  with_libs "$tmp/mhd_$kind" gen generate -m "$M" -p hi -n 2
+  if [ $rc_serve -ne 0 ] && grep -Eq "serve: error: libmicrohttpd is needed \(Debian: libmicrohttpd12\): $mhd_why" "$tmp/serve.err" \
+     && ! grep -q 'model' "$tmp/serve.err" && [ $rc_batch -ne 0 ] && grep -Eq "libmicrohttpd is needed .*$mhd_why" "$tmp/batch.err" \
+     && [ $rc_wav -eq 0 ] && [ -n "$wav_ref" ] && [ "$(out wav)" = "$wav_ref" ] && [ $rc_gen -eq 0 ] && [ -n "$(out gen)" ]; then
     pass "dynlibs_mhd_$kind"
-  else fail "dynlibs_mhd_$kind" "serve rc $rc1: $(head -c 300 "$tmp/serve.err"); run-batch rc $rc2: $(head -c 300 "$tmp/batch.err"); wav rc $rc3 '$wav'; generate rc $rc4 '$gen'"; fi
+  else fail "dynlibs_mhd_$kind" "serve rc $rc_serve: $(err serve); run-batch rc $rc_batch: $(err batch); wav rc $rc_wav '$(out wav)'; generate rc $rc_gen '$(out gen)'"; fi
 done
 
 # Without libsndfile: a WAV's transcription and mkmedia fail naming it, with a non-zero exit; a
 # WebM (FFmpeg's) is still transcribed, a text still generated
-webm_ref=$("$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" 2>/dev/null)
 for kind in lacking broken; do
-  case $kind in
-    lacking) sf_why="libsndfile\.so\.1 has no sf_open" ;;
-    broken) sf_why="libsndfile\.so\.1 cannot be opened \(libpm_absent\.so" ;;
-  esac
-  export LD_LIBRARY_PATH=$tmp/sf_$kind
-  "$BIN" transcribe -m "$M" -n 4 "$I/clip_a_16k.wav" >/dev/null 2>"$tmp/wav.err"
-  rc1=$?
-  "$BIN" mkmedia --out "$tmp/media_$kind" >/dev/null 2>"$tmp/mkmedia.err"
-  rc2=$?
-  webm=$("$BIN" transcribe -m "$M" -n 4 "$tmp/a.webm" 2>"$tmp/webm.err")
-  rc3=$?
-  gen=$("$BIN" generate -m "$M" -p hi -n 2 2>/dev/null)
-  rc4=$?
-  unset LD_LIBRARY_PATH
-  if [ $rc1 -ne 0 ] && grep -Eq "clip_a_16k\.wav: audio needs libsndfile \(Debian: libsndfile1\): $sf_why" "$tmp/wav.err" \
-     && [ $rc2 -ne 0 ] && grep -Eq "tone\.wav: audio needs libsndfile .*$sf_why" "$tmp/mkmedia.err" \
-     && [ $rc3 -eq 0 ] && [ -n "$webm_ref" ] && [ "$webm" = "$webm_ref" ] && [ $rc4 -eq 0 ] && [ -n "$gen" ]; then
+  sf_why=$(why_missing $kind libsndfile.so.1 sf_open)
+  with_libs "$tmp/sf_$kind" wav transcribe -m "$M" -n 4 "$I/clip_a_16k.wav"
+  with_libs "$tmp/sf_$kind" mkmedia mkmedia --out "$tmp/media_$kind"
+  with_libs "$tmp/sf_$kind" webm transcribe -m "$M" -n 4 "$tmp/a.webm"
+  with_libs "$tmp/sf_$kind" gen generate -m "$M" -p hi -n 2
+  if [ $rc_wav -ne 0 ] && grep -Eq "clip_a_16k\.wav: audio needs libsndfile \(Debian: libsndfile1\): $sf_why" "$tmp/wav.err" \
+     && [ $rc_mkmedia -ne 0 ] && grep -Eq "tone\.wav: audio needs libsndfile .*$sf_why" "$tmp/mkmedia.err" \
+     && [ $rc_webm -eq 0 ] && [ -n "$webm_ref" ] && [ "$(out webm)" = "$webm_ref" ] && [ $rc_gen -eq 0 ] && [ -n "$(out gen)" ]; then
     pass "dynlibs_sndfile_$kind"
-  else fail "dynlibs_sndfile_$kind" "wav rc $rc1: $(head -c 300 "$tmp/wav.err"); mkmedia rc $rc2: $(head -c 300 "$tmp/mkmedia.err"); webm rc $rc3 '$webm' vs '$webm_ref'; generate rc $rc4 '$gen'"; fi
+  else fail "dynlibs_sndfile_$kind" "wav rc $rc_wav: $(err wav); mkmedia rc $rc_mkmedia: $(err mkmedia); webm rc $rc_webm '$(out webm)' vs '$webm_ref'; generate rc $rc_gen '$(out gen)'"; fi
 done
 
 # The server without FFmpeg's libraries: a WebM upload is a 4xx JSON error naming them, a WAV
