@@ -932,7 +932,9 @@ fail:
     for (int i = 0; tr && i < nc; i++) free(tr[i].final_norm);
     free(rows);
     free(tr);
-    while (eng->n) pm_seq_fail(eng, eng->n - 1, e.code, e.msg);
+    /* no one request's fault: out of memory, or the engine's own failure */
+    int cls = e.code == PM_ENOMEM ? PM_ENOMEM : PM_ESTATE;
+    while (eng->n) pm_seq_fail(eng, eng->n - 1, cls, e.msg);
     return e.code ? e.code : PM_ESTATE;
 }
 
