@@ -696,6 +696,21 @@ static void test_stops(void **state) {
     assert_int_equal(a.why, PM_FINISH_ERROR);
     assert_int_equal(a.code, PM_EINVAL); /* the request's own bans: its fault */
     assert_int_equal(a.n_tok, 0);
+    { /* a grammar that grows too ambiguous while decoding (only "z" allowed, so z's come): its
+       * limit ends the request with the class PM_ELIMIT, after the z's it took */
+        int32_t z = pm_model_token_id(f->m, "z");
+        pm_request rg = r;
+        rg.allowed_ids = &z;
+        rg.min_tokens = 0;
+        rg.max_tokens = 40;
+        rg.format = PM_FORMAT_GRAMMAR;
+        rg.grammar = "root ::= s\ns ::= \"z\" s \"y\" | \"z\" s . | \"\"\n";
+        run_txt(f, &rg, &a);
+        assert_int_equal(a.why, PM_FINISH_ERROR);
+        assert_int_equal(a.code, PM_ELIMIT);
+        assert_true(a.completion > 2 && a.completion < 40);
+        for (int i = 0; i < a.n_tok; i++) assert_int_equal(a.tok[i], z);
+    }
     r.n_allowed_ids = 0;
     r.min_tokens = 0;
     r.logprobs = 0;
