@@ -119,7 +119,9 @@ void pm_regex_vocab_free(pm_regex_vocab *rv);
 
 /* A sequence's recent masks by state (a pattern's output often stays in a few states: inside a word,
  * after a space), PM_REGEX_MASKS of them, a bit per token each: the masks of rx over rv, for as
- * long as both live (pm_regex_mask ignores it for any other pair). */
+ * long as both live (pm_regex_mask ignores it for any other pair). A new state takes a kept mask
+ * whose state keeps the same tokens (a count's states, one a character: no string as long as a
+ * token tells them apart), found within a bounded walk of the two states' pairs. */
 enum { PM_REGEX_MASKS = 16 };
 typedef struct pm_regex_masks pm_regex_masks;
 pm_regex_masks *pm_regex_masks_new(const pm_regex *rx, const pm_regex_vocab *rv);

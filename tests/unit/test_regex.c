@@ -244,7 +244,10 @@ static void test_mask(void **state) {
 
 /* A sequence's kept masks (pm_regex_masks) give what a fresh mask gives: at every prefix of texts
  * whose states recur (words and spaces) and of one whose states do not (a count past
- * PM_REGEX_MASKS: slots taken over), each mask taken twice. */
+ * PM_REGEX_MASKS: slots taken over), each mask taken twice; and along counts longer than the
+ * longest token (128 bytes here), whose states keep the same tokens until the count's end comes
+ * within a token's reach, and then do not (a kept state's mask reused only while they do; UTF-8
+ * sequences and a count of two-character units among them). */
 static void test_mask_kept(void **state) {
     (void)state;
     pm_tokenizer *tok = tu_fixture_tokenizer();
@@ -257,7 +260,10 @@ static void test_mask_kept(void **state) {
     uint8_t *allow = malloc((size_t)V);
     const char *cases[][2] = {{"\\w+( \\w+)*\\.", "Once upon a time there was a cat."},
                               {"[a-z]{0,40}!", "abcdefghijklmnopqrstuvwxyzabcdefghij!"},
-                              {"(ab|a)*c", "abaababac"}};
+                              {"(ab|a)*c", "abaababac"},
+                              {"[^\"]{0,150}\"", "Once upon a time, in a land far away (très loin, 遠く), there lived a cat who loved the "
+                                                 "sea and the sand, and every morning she walked to the shore.\""},
+                              {"(a|bc){0,90}!", "abcbcaabcabcbcbcaaabcabcbcaabcabcbcbcaaabcabcbcaabcabcbcbcaaabcabcbcaabcabcbcbcaaabcabc!"}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         pm_regex *rx = compile_ok(cases[c][0]);
         pm_regex_masks *m = pm_regex_masks_new(rx, rv);

@@ -415,6 +415,9 @@ static int bench_json_mask(bench_ctx *b, const pm_tokenizer *tok) {
 static int bench_regex_mask(bench_ctx *b, const pm_tokenizer *tok) {
     enum { REPS = 40, PATS = 4 };
     static const char *const pat[PATS] = {"(yes|no|maybe)", "[A-Z]{2}-\\d{3}", "\\w+( \\w+)*", "[^\"]{0,1000}"};
+    /* answers each pattern holds, fed 3 bytes a step (about a token's) with the sequence's masks kept */
+    static const char *const answer[PATS] = {"maybe", "AB-123", "Once upon a time there was a cat who lived by the sea",
+                                             "Once upon a time, in a land far away, there lived a cat who loved the sea."};
     int V = pm_tok_vocab_size(tok);
     double t0 = bench_now();
     pm_regex_vocab *rv = pm_regex_vocab_new(tok, V);
@@ -423,7 +426,7 @@ static int bench_regex_mask(bench_ctx *b, const pm_tokenizer *tok) {
     uint8_t *allow = malloc((size_t)V);
     int rc = rv && lg && allow ? PM_OK : PM_ENOMEM;
     const int32_t eos[] = {pm_tok_id(tok, "<|end|>"), pm_tok_id(tok, "<|endoftext|>")};
-    double ms[PATS] = {0}, cms[PATS] = {0}, worst = 0, kept_worst = 0;
+    double ms[PATS] = {0}, cms[PATS] = {0}, worst = 0, kept_worst = 0, along[PATS] = {0}, along_worst = 0;
     int kept[PATS] = {0};
     for (int k = 0; k < PATS && !rc; k++) {
         pm_regex *rx = NULL;
@@ -449,19 +452,31 @@ static int bench_regex_mask(bench_ctx *b, const pm_tokenizer *tok) {
         }
         if (m && 1e3 * bench_median(t, REPS) > kept_worst) kept_worst = 1e3 * bench_median(t, REPS);
         pm_regex_masks_free(m);
+        m = pm_regex_masks_new(rx, rv); /* along an answer: a new state most steps */
+        int32_t st = pm_regex_start(rx);
+        int steps = 0;
+        for (size_t at = 0, n = strlen(answer[k]); at < n && st && m && steps < REPS; at += 3, steps++) {
+            double s0 = bench_now();
+            pm_regex_mask(rx, st, rv, m, eos, 2, lg, allow);
+            t[steps] = bench_now() - s0;
+            st = pm_regex_feed(rx, st, answer[k] + at, n - at < 3 ? n - at : 3);
+        }
+        if (steps) along[k] = 1e3 * bench_median(t, steps);
+        if (along[k] > along_worst) along_worst = along[k];
+        pm_regex_masks_free(m);
         pm_regex_free(rx);
     }
     if (!rc)
         bench_row(b, "sampling", "guided pattern mask a step", worst, "ms", -1, -1,
-                  json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "vocab", V, "index_s", t_index, "kept_ms", kept_worst,
-                            "choice_ms", ms[0],
+                  json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "vocab", V, "index_s", t_index, "kept_ms",
+                            kept_worst, "along_ms", along_worst, "along_not_quote_ms", along[3], "choice_ms", ms[0],
                             "code_ms", ms[1], "words_ms", ms[2], "not_quote_ms", ms[3], "choice_compile_ms", cms[0], "code_compile_ms",
                             cms[1], "words_compile_ms", cms[2], "not_quote_compile_ms", cms[3]),
                   "the slowest of: %s %.2f (%d tokens kept), %s %.2f (%d), %s %.2f (%d), %s %.2f ms (%d) (median of %d masks over %d "
-                  "tokens; at a state whose mask the sequence kept: %.2f ms at worst); compiled in %.2f / %.2f / %.2f / %.2f ms; index "
-                  "built once in %.0f ms",
+                  "tokens; at a state whose mask the sequence kept: %.2f ms at worst; along an answer, 3 bytes a step, the masks kept: "
+                  "%.2f / %.2f / %.2f / %.2f ms); compiled in %.2f / %.2f / %.2f / %.2f ms; index built once in %.0f ms",
                   pat[0], ms[0], kept[0], pat[1], ms[1], kept[1], pat[2], ms[2], kept[2], pat[3], ms[3], kept[3], REPS, V, kept_worst,
-                  cms[0], cms[1], cms[2], cms[3], 1e3 * t_index);
+                  along[0], along[1], along[2], along[3], cms[0], cms[1], cms[2], cms[3], 1e3 * t_index);
     pm_regex_vocab_free(rv);
     free(lg);
     free(allow);
