@@ -23,7 +23,11 @@
  *   leaves the few tokens that close it to the walk; after a name in a Lark grammar of sums, whose
  *   letters never end it where spaces, operators and brackets follow, the tokens that hold one of
  *   those after a letter (0.16 ms a mask over 200k tokens, 5.3 ms when the classes stopped at the
- *   first place the name's DFA accepts). */
+ *   first place the name's DFA accepts). A class reads of its state only which strings as long as
+ *   a token keep the DFA alive and where it accepts, so a new state that no such string tells apart
+ *   from a recent class's (pm_regex_same_within) shares that class: a count's states, one a
+ *   character ([^"]{0,1000}), until the count's end is within a token's reach (3.4 -> 0.13 ms a
+ *   mask along an answer). */
 #include "engine/grammar.h"
 
 #include <stdlib.h>
@@ -34,6 +38,10 @@
 #include "util/bits.h"
 
 enum { DD_SIZE = 2 * PM_GRAMMAR_MAX_THREADS, WORK_LIMIT = 1 << 22, CLASS_SLOTS = 512, FOLLOW_THREADS = 64, G_REF = -1 };
+/* A new class first looks among the CLASS_RECENT classes made last for one of the same terminal and
+ * follow whose DFA state no token tells apart from its own (a count's states), within SAME_STEPS
+ * DFA steps (~0.1 ms; a class made afresh walks the whole trie, ~3 ms over 200k tokens). */
+enum { CLASS_RECENT = 8, SAME_STEPS = 1 << 17 };
 
 typedef struct g_node {
     int32_t pos, parent;
@@ -78,6 +86,7 @@ typedef struct g_class {
     uint32_t *first;    /* trie nodes (ascending) whose byte may follow the terminal's match: the walk's */
     uint32_t n_first;
     uint32_t stamp;     /* the last mask that took it */
+    int alias;          /* sure and first are another slot's (cleared with it) */
 } g_class;
 
 struct pm_grammar_state {
@@ -102,6 +111,8 @@ struct pm_grammar_state {
     const struct pm_grammar_vocab *cls_gv; /* the trie the classes index */
     g_class *cls;          /* [CLASS_SLOTS] */
     uint32_t n_cls, cls_stamp;
+    uint32_t recent[CLASS_RECENT], n_recent; /* the slots of the classes made last, the latest at n_recent - 1 (mod) */
+    uint64_t *same;        /* pm_regex_same_within's scratch */
     size_t cls_bytes;
     uint64_t *sure;        /* a mask's union of its threads' sure tokens */
     uint32_t *first, n_first, cap_first; /* and of their first nodes */
@@ -491,6 +502,7 @@ void pm_grammar_state_free(pm_grammar_state *st) {
     if (!st) return;
     if (st->cls) classes_clear(st);
     free(st->cls);
+    free(st->same);
     free(st->sure);
     free(st->first);
     free(st->memo);
@@ -590,6 +602,7 @@ struct pm_grammar_vocab {
     gv_node *nodes;
     uint32_t n_nodes;
     int32_t *ids; /* usable tokens sorted by their bytes */
+    int max_len;  /* the longest token's bytes */
 };
 
 void pm_grammar_vocab_free(pm_grammar_vocab *gv) {
@@ -646,7 +659,10 @@ pm_grammar_vocab *pm_grammar_vocab_from(const char *const *tokens, const size_t 
     }
     n = 0;
     for (int v = 0; v < vocab; v++)
-        if (tokens[v] && len[v]) gv->ids[n++] = v;
+        if (tokens[v] && len[v]) {
+            gv->ids[n++] = v;
+            if ((int)len[v] > gv->max_len) gv->max_len = (int)len[v];
+        }
     gv_build B = {tokens, len, gv};
     qsort_r(gv->ids, (size_t)n, sizeof *gv->ids, cmp_tok, &B);
     build_node(&B, 0, (uint32_t)n, 0, 0);
@@ -689,11 +705,28 @@ static int follow_of(pm_grammar_state *st, int32_t cont, uint64_t follow[4]) {
 
 static void classes_clear(pm_grammar_state *st) {
     for (uint32_t i = 0; i < CLASS_SLOTS; i++) {
-        if (st->cls[i].term >= 0) free(st->cls[i].sure), free(st->cls[i].first);
+        if (st->cls[i].term >= 0 && !st->cls[i].alias) free(st->cls[i].sure), free(st->cls[i].first);
         st->cls[i] = (g_class){.term = -1};
     }
     st->n_cls = 0;
+    st->n_recent = 0;
     st->cls_bytes = 0;
+}
+
+/* A class made lately for term and follow whose DFA state no string as long as a token tells apart
+ * from dfa, in either liveness or acceptance, which is all class_walk reads of it: its tokens are
+ * dfa's. NULL when none is found within the budget (or out of memory). */
+static const g_class *class_alike(pm_grammar_state *st, const pm_grammar_vocab *gv, int32_t term, int32_t dfa, const uint64_t follow[4]) {
+    if (!st->same && !(st->same = malloc(PM_REGEX_SAME_SCRATCH * sizeof *st->same))) return NULL;
+    int steps = SAME_STEPS;
+    uint32_t n = st->n_recent < CLASS_RECENT ? st->n_recent : CLASS_RECENT;
+    for (uint32_t k = 1; k <= n && steps > 0; k++) {
+        const g_class *c = &st->cls[st->recent[(st->n_recent - k) % CLASS_RECENT]];
+        if (c->term == term && !memcmp(c->follow, follow, sizeof c->follow) &&
+            pm_regex_same_within(&st->g->dfa[term], dfa, c->dfa, gv->max_len, 1, st->same, &steps))
+            return c;
+    }
+    return NULL;
 }
 
 typedef struct class_build {
@@ -746,10 +779,18 @@ static g_class *class_of(pm_grammar_state *st, const pm_grammar_vocab *gv, int32
     for (; st->cls[i].term >= 0; i = (i + 1) & (CLASS_SLOTS - 1))
         if (st->cls[i].term == term && st->cls[i].dfa == dfa && !memcmp(st->cls[i].follow, follow, sizeof st->cls[i].follow)) return &st->cls[i];
     size_t words = ((size_t)gv->vocab + 63) / 64;
-    if ((st->n_cls + 1) * 2 > CLASS_SLOTS || st->cls_bytes + words * 8 > PM_GRAMMAR_CLASS_BYTES) return NULL;
+    if ((st->n_cls + 1) * 2 > CLASS_SLOTS) return NULL;
     g_class *k = &st->cls[i];
+    const g_class *same = class_alike(st, gv, term, dfa, follow);
+    if (same) { /* its tokens, shared */
+        *k = (g_class){term, dfa, {follow[0], follow[1], follow[2], follow[3]}, same->sure, same->first, same->n_first, 0, 1};
+        st->n_cls++;
+        st->recent[st->n_recent++ % CLASS_RECENT] = i;
+        return k;
+    }
+    if (st->cls_bytes + words * 8 > PM_GRAMMAR_CLASS_BYTES) return NULL;
     class_build B = {&st->g->dfa[term], follow, gv->nodes, gv->ids, k, 64, 0};
-    *k = (g_class){term, dfa, {follow[0], follow[1], follow[2], follow[3]}, calloc(words, sizeof *k->sure), malloc(sizeof *k->first * B.cap), 0, 0};
+    *k = (g_class){term, dfa, {follow[0], follow[1], follow[2], follow[3]}, calloc(words, sizeof *k->sure), malloc(sizeof *k->first * B.cap), 0, 0, 0};
     if (k->sure && k->first) class_walk(&B, 0, dfa);
     if (!k->sure || !k->first || B.oom || st->cls_bytes + words * 8 + (size_t)k->n_first * 4 > PM_GRAMMAR_CLASS_BYTES) {
         free(k->sure);
@@ -761,6 +802,7 @@ static g_class *class_of(pm_grammar_state *st, const pm_grammar_vocab *gv, int32
     if (f) k->first = f;
     st->n_cls++;
     st->cls_bytes += words * 8 + (size_t)k->n_first * 4;
+    st->recent[st->n_recent++ % CLASS_RECENT] = i;
     return k;
 }
 

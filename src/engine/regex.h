@@ -72,6 +72,17 @@ typedef struct pm_regex_dfa {
 } pm_regex_dfa;
 void pm_regex_dfa_of(const pm_regex *rx, pm_regex_dfa *d);
 static inline int32_t pm_regex_dfa_step(const pm_regex_dfa *d, int32_t s, unsigned char b) { return d->next[(size_t)s * d->n_classes + d->cls[b]]; }
+/* Whether live states a and b cannot be told apart within depth bytes: every string of at most
+ * depth bytes leaves both alive or kills both (with accepting: and leaves both accepting or
+ * neither). What a mask reads of a state over tokens of at most depth bytes is then the same for
+ * both: a count's states ([^"]{0,1000}: a character each, times the states inside a UTF-8
+ * sequence) until its end comes within a token's reach. The pairs of states the two reach are
+ * walked breadth-first, each once, at the least depth it is met (what tells a pair apart within
+ * fewer bytes does within more); a pair of one state needs no walk. At most *steps DFA steps
+ * (counted down) and PM_REGEX_SAME_PAIRS pairs; 0 when they differ or the budget runs out.
+ * scratch: PM_REGEX_SAME_SCRATCH words. */
+enum { PM_REGEX_SAME_PAIRS = 4096, PM_REGEX_SAME_SCRATCH = 3 * PM_REGEX_SAME_PAIRS };
+int pm_regex_same_within(const pm_regex_dfa *d, int32_t a, int32_t b, int depth, int accepting, uint64_t *scratch, int *steps);
 /* Whether s[0, n) is a whole match. */
 int pm_regex_fullmatch(const pm_regex *rx, const char *s, size_t n);
 /* DFA states (the dead one included), for tests and limits. */

@@ -430,6 +430,17 @@ static void test_mask_caches(void **state) {
         {"start: NAME x | NAME y\nx: \"\xc3\xa9\" x | \".\"\ny: \"'\" y | \"!\"\nNAME: /[a-z]+/\n", "don'!"}, /* one name, two follows */
         {"start: A \"b\" B\nA: /a*/\nB: /[a-z]+/\n%ignore /#[^\\n]*\\n/\n%ignore \" \"\n", "aa #c\n b xyz"},
         {"root ::= \"ab\" \"cd\" x | \"a\" \"bcd\" x\nx ::= \"e\"* \"f\" | [0-9]+\n", "abcdeeef"},
+        /* counts longer than a token (128 bytes here): a new DFA state a character, whose class is
+         * an earlier one's until the count's end comes within a token's reach (liveness: UTF-8
+         * inside; acceptance: a count that may end at every character before letters that may
+         * follow it, one that may end only from its third) */
+        {"root ::= [^\"]{0,140} \"\\\"\"\n", "Once upon a time, in a land far away (tr\xc3\xa8s loin), there lived a cat who loved the sea and "
+                                                 "the sand, and every morning she walked to it.\""},
+        {"root ::= [a-z ]{0,140} x\nx ::= [a-z]* \"!\"\n", "so many words that the count runs on and on past any token of the vocabulary "
+                                                          "until it comes near its end and then it stops right here at last!"},
+        {"start: WORD \"!\"\nWORD: /[a-z ]{3,140}/\n", "a cat who loved the sea and the sand walked to the shore every morning of "
+                                                       "the year in rain or in shine and then she came back home again!"},
+        {"root ::= w tail\nw ::= [a-z]{3,140}\ntail ::= \"'t\" tail | \"!\"\n", "wouldn't!"}, /* "n't": from w's 3rd letter on */
     };
     float *la = malloc(sizeof(float) * (size_t)v.n), *lb = malloc(sizeof(float) * (size_t)v.n);
     uint8_t *allow = malloc((size_t)v.n);

@@ -81,18 +81,42 @@ int bench_grammar_mask(bench_ctx *b, const pm_tokenizer *tok) {
         if (ms[p] > worst) worst = ms[p], worst_at = p;
         pm_grammar_state_free(st);
     }
+    /* along an answer, 3 bytes a step, one state and its caches kept: a count's terminal ([^"]{0,1000}),
+     * a new DFA state each step whose tokens are an earlier state's until the count's end is near */
+    double along = 0;
+    if (!e.code) {
+        static const char counted[] = "root ::= [^\"]{0,1000} \"\\\"\"\n",
+                          answer[] = "Once upon a time, in a land far away, there lived a cat who loved the sea.\"";
+        pm_grammar *gc = NULL;
+        pm_grammar_state *st = NULL;
+        double t[REPS * 2];
+        int steps = 0;
+        if (!pm_grammar_compile(counted, strlen(counted), &gc, &e) && (st = pm_grammar_start(gc, &e)))
+            for (size_t at = 0, n = strlen(answer); at < n && steps < REPS * 2 && !e.code; at += 3, steps++) {
+                for (int v = 0; v < V; v++) lg[v] = 0.0f;
+                double s0 = bench_now();
+                pm_grammar_mask(st, gv, eos, 2, lg, allow, &e);
+                t[steps] = bench_now() - s0;
+                if (!e.code && pm_grammar_feed(st, answer + at, n - at < 3 ? n - at : 3, &e) != 1 && !e.code)
+                    pm_errf(&e, PM_EINVAL, "grammar bench: the counted answer is not a prefix");
+            }
+        if (steps && !e.code) along = 1e3 * bench_median(t, steps);
+        pm_grammar_state_free(st);
+        pm_grammar_free(gc);
+    }
     if (!e.code)
         bench_row(b, "sampling", "grammar mask a step", worst, "ms", -1, -1,
-                  json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "vocab", V, "trie_s", t_trie, "first_mask_worst_ms", first_worst,
+                  json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "vocab", V, "trie_s", t_trie, "first_mask_worst_ms", first_worst, "along_counted_ms", along,
                             "json_start_ms", ms[0], "json_string_ms", ms[1], "json_member_ms", ms[2], "json_number_ms", ms[3], "json_nested_ms",
                             ms[4], "lists_ms", ms[5], "line_ms", ms[6], "lark_sum_ms", ms[7], "json_compile_ms", cms[0], "lists_compile_ms",
                             cms[1], "line_compile_ms", cms[2], "lark_compile_ms", cms[3], "slowest", at[worst_at].where),
                   "the slowest of: %s %.2f (%d tokens kept), %s %.2f (%d), %s %.2f (%d), %s %.2f (%d), %s %.2f (%d), %s %.2f (%d), %s "
                   "%.2f (%d), %s %.2f ms (%d) (median of %d masks over %d tokens; a place's first mask, its caches made, %.2f ms at "
-                  "worst); compiled in %.2f / %.2f / %.2f / %.2f ms; trie built once in %.0f ms",
+                  "worst; along an answer of [^\"]{0,1000}, 3 bytes a step: %.2f ms); compiled in %.2f / %.2f / %.2f / %.2f ms; trie "
+                  "built once in %.0f ms",
                   at[0].where, ms[0], kept[0], at[1].where, ms[1], kept[1], at[2].where, ms[2], kept[2], at[3].where, ms[3], kept[3],
                   at[4].where, ms[4], kept[4], at[5].where, ms[5], kept[5], at[6].where, ms[6], kept[6], at[7].where, ms[7], kept[7], REPS,
-                  V, first_worst, cms[0], cms[1], cms[2], cms[3], 1e3 * t_trie);
+                  V, first_worst, along, cms[0], cms[1], cms[2], cms[3], 1e3 * t_trie);
     else fprintf(stderr, "phi4mm bench: grammar: %s\n", e.msg);
     for (int k = 0; k < GRAMMARS; k++) pm_grammar_free(g[k]);
     pm_grammar_vocab_free(gv);
