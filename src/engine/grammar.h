@@ -81,11 +81,12 @@ void pm_grammar_stats(const pm_grammar *g, int *rules, int *terminals);
 /* The bytes the compiled grammar holds (its terminals' DFAs and its tables), and the most a parse
  * state may come to within the limits (its stack nodes and their index, PM_GRAMMAR_MAX_NODES of
  * each, the thread sets beside, the mask's caches: closures and their steps <= 6 MB, token classes
- * and their union <= 2 x PM_GRAMMAR_CLASS_BYTES): what a request held to a grammar reserves beside
- * its KV cache. */
+ * and their union <= 2 x PM_GRAMMAR_CLASS_BYTES, the classes' state comparison's scratch): what a
+ * request held to a grammar reserves beside its KV cache. */
 size_t pm_grammar_bytes(const pm_grammar *g);
-#define PM_GRAMMAR_STATE_BYTES \
-    ((int64_t)PM_GRAMMAR_MAX_NODES * 16 + ((int64_t)1 << 20) + ((int64_t)6 << 20) + 2 * (int64_t)PM_GRAMMAR_CLASS_BYTES)
+#define PM_GRAMMAR_STATE_BYTES                                                                                              \
+    ((int64_t)PM_GRAMMAR_MAX_NODES * 16 + ((int64_t)1 << 20) + ((int64_t)6 << 20) + 2 * (int64_t)PM_GRAMMAR_CLASS_BYTES + \
+     (int64_t)PM_REGEX_SAME_SCRATCH * 8)
 
 /* Where an output stands: nothing written yet. NULL (e set) when out of memory or the start
  * already outgrows the limits. */
