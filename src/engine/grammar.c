@@ -717,7 +717,7 @@ static void classes_clear(pm_grammar_state *st) {
  * from dfa, in either liveness or acceptance, which is all class_walk reads of it: its tokens are
  * dfa's. NULL when none is found within the budget (or out of memory). */
 static const g_class *class_alike(pm_grammar_state *st, const pm_grammar_vocab *gv, int32_t term, int32_t dfa, const uint64_t follow[4]) {
-    if (!st->same && !(st->same = malloc(PM_REGEX_SAME_SCRATCH * sizeof *st->same))) return NULL;
+    if (!st->same && !(st->same = calloc(PM_REGEX_SAME_SCRATCH, sizeof *st->same))) return NULL;
     int steps = SAME_STEPS;
     uint32_t n = st->n_recent < CLASS_RECENT ? st->n_recent : CLASS_RECENT;
     for (uint32_t k = 1; k <= n && steps > 0; k++) {

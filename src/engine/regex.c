@@ -569,32 +569,47 @@ int32_t pm_regex_feed(const pm_regex *rx, int32_t st, const char *bytes, size_t 
 
 void pm_regex_dfa_of(const pm_regex *rx, pm_regex_dfa *d) { *d = (pm_regex_dfa){rx->next, rx->cls, rx->accept, rx->final, rx->n_classes}; }
 
-int pm_regex_same_within(const pm_regex_dfa *d, int32_t a, int32_t b, int depth, int accepting, uint64_t *scratch, int *steps) {
-    enum { SLOTS = PM_REGEX_SAME_SCRATCH - PM_REGEX_SAME_PAIRS }; /* the set, twice the pairs' room */
-    uint64_t *queue = scratch, *set = scratch + PM_REGEX_SAME_PAIRS;
-    if (accepting && d->accept[a] != d->accept[b]) return 0;
-    memset(set, 0, SLOTS * sizeof *set); /* 0 is no pair: the states of a pair are live */
-    int n = 1, level_end = 1;
-    queue[0] = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (int i = 0, at = 0; i < n; i++) {
+/* The slot of key in same_within's set: where it is, or the empty one its probe reached. */
+static size_t same_slot(const uint64_t *set, size_t slots, uint64_t key) {
+    size_t h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & (slots - 1);
+    while (set[h] && set[h] != key) h = (h + 1) & (slots - 1);
+    return h;
+}
+
+static int same_walk(const pm_regex_dfa *d, int depth, int accepting, uint64_t *queue, uint64_t *set, size_t slots, int *n_out, int *steps) {
+    int n = 1, level_end = 1, same = 1;
+    for (int i = 0, at = 0; i < n && same; i++) {
         if (i == level_end) at++, level_end = n; /* the pairs from here on are met after at + 1 bytes */
         if (at == depth) break;
-        if ((*steps -= 2 * d->n_classes) < 0) return 0;
+        if ((*steps -= 2 * d->n_classes) < 0) {
+            same = 0;
+            break;
+        }
         const int32_t *ra = d->next + (size_t)(queue[i] >> 32) * d->n_classes, *rb = d->next + (size_t)(uint32_t)queue[i] * d->n_classes;
-        for (int c = 0; c < d->n_classes; c++) {
+        for (int c = 0; c < d->n_classes && same; c++) {
             int32_t x = ra[c], y = rb[c];
-            if ((x == 0) != (y == 0) || (accepting && d->accept[x] != d->accept[y])) return 0;
-            if (x == y) continue;
-            uint64_t key = (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
-            size_t h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 51) & (SLOTS - 1);
-            while (set[h] && set[h] != key) h = (h + 1) & (SLOTS - 1);
-            if (set[h]) continue; /* met already, at no greater depth */
-            if (n == PM_REGEX_SAME_PAIRS) return 0;
-            set[h] = key;
-            queue[n++] = key;
+            if ((x == 0) != (y == 0) || (accepting && d->accept[x] != d->accept[y])) same = 0;
+            else if (x != y) {
+                uint64_t key = (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
+                size_t h = same_slot(set, slots, key);
+                if (set[h]) continue; /* met already, at no greater depth */
+                if (n == PM_REGEX_SAME_PAIRS) same = 0;
+                else set[h] = key, queue[n++] = key;
+            }
         }
     }
-    return 1;
+    *n_out = n;
+    return same;
+}
+
+int pm_regex_same_within(const pm_regex_dfa *d, int32_t a, int32_t b, int depth, int accepting, uint64_t *scratch, int *steps) {
+    const size_t slots = PM_REGEX_SAME_SCRATCH - PM_REGEX_SAME_PAIRS; /* the set, twice the pairs' room */
+    uint64_t *queue = scratch, *set = scratch + PM_REGEX_SAME_PAIRS;
+    if (accepting && d->accept[a] != d->accept[b]) return 0;
+    queue[0] = (uint64_t)(uint32_t)a << 32 | (uint32_t)b; /* not in the set: 0 there is an empty slot, and a pair's states are live */
+    int n = 0, same = same_walk(d, depth, accepting, queue, set, slots, &n, steps);
+    for (int i = n - 1; i >= 1; i--) set[same_slot(set, slots, queue[i])] = 0; /* the set left empty: latest first, so each is found */
+    return same;
 }
 
 int pm_regex_accepts(const pm_regex *rx, int32_t st) { return rx->accept[st]; }

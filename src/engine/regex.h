@@ -80,7 +80,8 @@ static inline int32_t pm_regex_dfa_step(const pm_regex_dfa *d, int32_t s, unsign
  * walked breadth-first, each once, at the least depth it is met (what tells a pair apart within
  * fewer bytes does within more); a pair of one state needs no walk. At most *steps DFA steps
  * (counted down) and PM_REGEX_SAME_PAIRS pairs; 0 when they differ or the budget runs out.
- * scratch: PM_REGEX_SAME_SCRATCH words. */
+ * scratch: PM_REGEX_SAME_SCRATCH words, zeroed before the first call (calloc); each call leaves it
+ * so (it clears only the entries it made). */
 enum { PM_REGEX_SAME_PAIRS = 4096, PM_REGEX_SAME_SCRATCH = 3 * PM_REGEX_SAME_PAIRS };
 int pm_regex_same_within(const pm_regex_dfa *d, int32_t a, int32_t b, int depth, int accepting, uint64_t *scratch, int *steps);
 /* Whether s[0, n) is a whole match. */

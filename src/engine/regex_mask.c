@@ -123,7 +123,7 @@ void pm_regex_mask(const pm_regex *rx, int32_t st, const pm_regex_vocab *rv, pm_
         for (int i = 0; i < PM_REGEX_MASKS && slot < 0; i++)
             if (masks->state[i] == st) slot = i;
         /* else a kept state no token tells apart from st, the latest kept first (out of memory: none) */
-        if (slot < 0 && (masks->pairs || (masks->pairs = malloc(PM_REGEX_SAME_SCRATCH * sizeof *masks->pairs)))) {
+        if (slot < 0 && (masks->pairs || (masks->pairs = calloc(PM_REGEX_SAME_SCRATCH, sizeof *masks->pairs)))) {
             pm_regex_dfa d;
             pm_regex_dfa_of(rx, &d);
             int steps = SAME_STEPS;
