@@ -127,6 +127,8 @@ struct pm_tokenizer;
  * (no special token, no unknown id) grouped by first byte, their bytes side by side. */
 typedef struct pm_regex_vocab pm_regex_vocab;
 pm_regex_vocab *pm_regex_vocab_new(const struct pm_tokenizer *tok, int vocab);
+/* The same over tokens[v] of len[v] bytes (NULL or empty: never allowed), for tests and fuzzing. */
+pm_regex_vocab *pm_regex_vocab_from(const char *const *tokens, const size_t *len, int vocab);
 void pm_regex_vocab_free(pm_regex_vocab *rv);
 
 /* A sequence's recent masks by state (a pattern's output often stays in a few states: inside a word,

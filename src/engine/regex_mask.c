@@ -26,20 +26,14 @@ void pm_regex_vocab_free(pm_regex_vocab *rv) {
     free(rv);
 }
 
-/* A token's bytes, NULL for a special token or an unknown id (never allowed). */
-static const char *usable(const pm_tokenizer *tok, int v, size_t *len) {
-    *len = 0;
-    return pm_tok_is_special(tok, v) ? NULL : pm_tok_token_bytes(tok, v, len);
-}
-
-pm_regex_vocab *pm_regex_vocab_new(const pm_tokenizer *tok, int vocab) {
+pm_regex_vocab *pm_regex_vocab_from(const char *const *tokens, const size_t *len, int vocab) {
     pm_regex_vocab *rv = calloc(1, sizeof *rv);
     if (!rv) return NULL;
     rv->vocab = vocab;
     int count[256] = {0}, n = 0;
-    size_t total = 0, len;
+    size_t total = 0;
     for (int v = 0; v < vocab; v++)
-        if (usable(tok, v, &len) && len) count[(unsigned char)*pm_tok_token_bytes(tok, v, &len)]++, total += len, n++;
+        if (tokens[v] && len[v]) count[(unsigned char)*tokens[v]]++, total += len[v], n++;
     rv->ids = malloc(sizeof *rv->ids * (size_t)(n ? n : 1));
     rv->off = malloc(sizeof *rv->off * ((size_t)n + 1));
     rv->bytes = malloc(total ? total : 1);
@@ -51,19 +45,32 @@ pm_regex_vocab *pm_regex_vocab_new(const pm_tokenizer *tok, int vocab) {
     rv->start[0] = 0;
     for (int c = 0; c < 256; c++) rv->start[c + 1] = rv->start[c] + count[c];
     memcpy(at, rv->start, sizeof at);
-    for (int v = 0; v < vocab; v++) {
-        const char *b = usable(tok, v, &len);
-        if (b && len) rv->ids[at[(unsigned char)*b]++] = v;
-        if (b && (int)len > rv->max_len) rv->max_len = (int)len;
-    }
+    for (int v = 0; v < vocab; v++)
+        if (tokens[v] && len[v]) {
+            rv->ids[at[(unsigned char)*tokens[v]]++] = v;
+            if ((int)len[v] > rv->max_len) rv->max_len = (int)len[v];
+        }
     uint32_t o = 0;
     for (int i = 0; i < n; i++) {
-        const char *b = pm_tok_token_bytes(tok, rv->ids[i], &len);
         rv->off[i] = o;
-        memcpy(rv->bytes + o, b, len);
-        o += (uint32_t)len;
+        memcpy(rv->bytes + o, tokens[rv->ids[i]], len[rv->ids[i]]);
+        o += (uint32_t)len[rv->ids[i]];
     }
     rv->off[n] = o;
+    return rv;
+}
+
+pm_regex_vocab *pm_regex_vocab_new(const pm_tokenizer *tok, int vocab) {
+    const char **t = calloc((size_t)vocab, sizeof *t);
+    size_t *len = calloc((size_t)vocab, sizeof *len);
+    pm_regex_vocab *rv = NULL;
+    if (t && len) {
+        for (int v = 0; v < vocab; v++) /* a special token or an unknown id: never allowed */
+            if (!pm_tok_is_special(tok, v)) t[v] = pm_tok_token_bytes(tok, v, &len[v]);
+        rv = pm_regex_vocab_from(t, len, vocab);
+    }
+    free(t);
+    free(len);
     return rv;
 }
 
