@@ -670,17 +670,13 @@ pm_grammar_vocab *pm_grammar_vocab_from(const char *const *tokens, const size_t 
 }
 
 pm_grammar_vocab *pm_grammar_vocab_new(const pm_tokenizer *tok, int vocab) {
-    const char **t = calloc((size_t)vocab, sizeof *t);
-    size_t *len = calloc((size_t)vocab, sizeof *len);
-    pm_grammar_vocab *gv = NULL;
-    if (t && len) {
-        for (int v = 0; v < vocab; v++)
-            if (!pm_tok_is_special(tok, v)) t[v] = pm_tok_token_bytes(tok, v, &len[v]);
-        gv = pm_grammar_vocab_from(t, len, vocab);
-    }
+    const char **t;
+    size_t *len;
+    if (pm_tok_plain_bytes(tok, vocab, &t, &len)) return NULL;
+    pm_grammar_vocab *out = pm_grammar_vocab_from(t, len, vocab);
     free(t);
     free(len);
-    return gv;
+    return out;
 }
 
 /* ------------------------------------------------------------------ what may follow a terminal */

@@ -61,17 +61,13 @@ pm_regex_vocab *pm_regex_vocab_from(const char *const *tokens, const size_t *len
 }
 
 pm_regex_vocab *pm_regex_vocab_new(const pm_tokenizer *tok, int vocab) {
-    const char **t = calloc((size_t)vocab, sizeof *t);
-    size_t *len = calloc((size_t)vocab, sizeof *len);
-    pm_regex_vocab *rv = NULL;
-    if (t && len) {
-        for (int v = 0; v < vocab; v++) /* a special token or an unknown id: never allowed */
-            if (!pm_tok_is_special(tok, v)) t[v] = pm_tok_token_bytes(tok, v, &len[v]);
-        rv = pm_regex_vocab_from(t, len, vocab);
-    }
+    const char **t;
+    size_t *len;
+    if (pm_tok_plain_bytes(tok, vocab, &t, &len)) return NULL;
+    pm_regex_vocab *out = pm_regex_vocab_from(t, len, vocab);
     free(t);
     free(len);
-    return rv;
+    return out;
 }
 
 /* The DFA steps a mask may spend looking for a kept state whose tokens are st's (~0.1 ms, against

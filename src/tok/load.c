@@ -598,6 +598,19 @@ int pm_tok_is_special(const pm_tokenizer *t, int32_t id) {
 
 int32_t pm_tok_vocab_size(const pm_tokenizer *t) { return t ? t->n_ids : 0; }
 
+int pm_tok_plain_bytes(const pm_tokenizer *t, int vocab, const char ***tokens, size_t **len) {
+    *tokens = calloc(vocab > 0 ? (size_t)vocab : 1, sizeof **tokens);
+    *len = calloc(vocab > 0 ? (size_t)vocab : 1, sizeof **len);
+    if (!*tokens || !*len) {
+        free(*tokens), free(*len);
+        *tokens = NULL, *len = NULL;
+        return -1;
+    }
+    for (int v = 0; v < vocab; v++)
+        if (!pm_tok_is_special(t, v)) (*tokens)[v] = pm_tok_token_bytes(t, v, &(*len)[v]);
+    return 0;
+}
+
 const char *pm_tok_token_bytes(const pm_tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n_ids || !(t->tok_flags[id] & PM_TOKF_KNOWN)) {
         if (len) *len = 0;

@@ -55,6 +55,11 @@ int pm_tok_is_special(const pm_tokenizer *t, int32_t id);
 int32_t pm_tok_vocab_size(const pm_tokenizer *t);
 /* The raw bytes of one token (an added token's UTF-8 content); NULL with *len = 0 for an unknown id. */
 const char *pm_tok_token_bytes(const pm_tokenizer *t, int32_t id, size_t *len);
+/* Every id's bytes below vocab as a held output may take them: *tokens[id] (NULL with len 0 for a
+ * special token or an unknown id, which none may write) and *len[id], both malloc'd (the bytes stay
+ * the tokenizer's). 0, or -1 out of memory (nothing allocated). The byte tries and indexes of
+ * grammars and guided patterns are built from them. */
+int pm_tok_plain_bytes(const pm_tokenizer *t, int vocab, const char ***tokens, size_t **len);
 
 /* Streaming detokenizer: feed ids one by one, get the complete UTF-8 text available so far. */
 typedef struct pm_tok_stream pm_tok_stream;
