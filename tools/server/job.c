@@ -308,7 +308,6 @@ void srv_job_on_done(srv_job *j, pm_finish reason, int prompt_tokens, int comple
     j->state = SRV_JS_DONE;
     srv_job_notify_locked(j, SRV_WAIT_DONE);
     pthread_mutex_unlock(&j->mu);
-    srv_metrics_finish(j->ctx->metrics, reason, prompt_tokens, completion_tokens);
 }
 
 void srv_job_detach(srv_job *j, int ok) {

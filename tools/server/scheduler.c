@@ -154,7 +154,10 @@ static void cb_done(void *user, pm_finish reason, int prompt_tokens, int complet
             s->live[i] = s->live[--s->n_live];
             break;
         }
-    srv_metrics_active(s->ctx->metrics, s->n_live); /* before the client can see the answer */
+    /* the finish counted before the gauge drops (a reader that sees no active sequence sees its
+     * finish), both before the client can see the answer */
+    srv_metrics_finish(s->ctx->metrics, reason, prompt_tokens, completion_tokens);
+    srv_metrics_active(s->ctx->metrics, s->n_live);
     srv_job_on_done(j, reason, prompt_tokens, completion_tokens, error);
     srv_job_unref(j);
 }
