@@ -1760,10 +1760,13 @@ def main():
     t = time.time()
     while time.time() - t < 10 and A.metric("phi4mm_active_sequences") != 1:
         time.sleep(0.02)
+    waited = time.time() - t
     s.close()
     dt = wait_active_zero()
-    ok = dt is not None and cancelled_count() == before + 1 and A.health_ok()
-    report("cancel of a waiting non-streamed request frees the sequence", ok, "active->0 after %s s" % dt)
+    after = cancelled_count()
+    ok = dt is not None and after == before + 1 and A.health_ok()
+    report("cancel of a waiting non-streamed request frees the sequence", ok,
+           "active after %.2f s, ->0 after %s s, cancelled %d->%d" % (waited, dt, before, after))
 
     # ------------------------------------------------------------ errors
     def expect(name, st_want, code_want, method, path, body=None, headers=None, key=True, server=A):
